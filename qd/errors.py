@@ -1,0 +1,57 @@
+"""Quadrants' exception classes (also reachable as `qd.lang.exception`)."""
+
+
+class QuadrantsCompilationError(Exception):
+    """A kernel or function could not be compiled."""
+
+
+class QuadrantsSyntaxError(QuadrantsCompilationError, SyntaxError):
+    """Unsupported or invalid syntax inside a kernel."""
+
+
+class QuadrantsNameError(QuadrantsCompilationError, NameError):
+    """An undefined name inside a kernel."""
+
+
+class QuadrantsIndexError(QuadrantsCompilationError, IndexError):
+    """Wrong number of indices, or a constant index out of range."""
+
+
+class QuadrantsTypeError(QuadrantsCompilationError, TypeError):
+    """A type error found at compile time."""
+
+
+class QuadrantsRuntimeError(RuntimeError):
+    """An error raised while running a kernel."""
+
+
+class QuadrantsAssertionError(QuadrantsRuntimeError, AssertionError):
+    """A failed `assert`, bound check or adstack overflow in a kernel."""
+
+
+class QuadrantsRuntimeTypeError(QuadrantsRuntimeError, TypeError):
+    """A kernel argument of the wrong type."""
+
+    @staticmethod
+    def get(pos: int, needed: str, provided: str) -> "QuadrantsRuntimeTypeError":
+        return QuadrantsRuntimeTypeError(
+            f"Argument {pos} (type={provided}) cannot be converted into required type {needed}")
+
+
+class QuadrantsTypeWarning(Warning):
+    pass
+
+
+class QuadrantsWarning(Warning):
+    pass
+
+
+class QuadrantsNotImplementedError(QuadrantsCompilationError, NotImplementedError):
+    pass
+
+
+__all__ = [
+    "QuadrantsCompilationError", "QuadrantsSyntaxError", "QuadrantsNameError", "QuadrantsIndexError",
+    "QuadrantsTypeError", "QuadrantsRuntimeError", "QuadrantsAssertionError", "QuadrantsRuntimeTypeError",
+    "QuadrantsTypeWarning", "QuadrantsWarning", "QuadrantsNotImplementedError",
+]

@@ -1,0 +1,395 @@
+"""qd's typed IR: frozen dataclasses, structured control flow, SSA values inside blocks.
+
+Values are statements referenced by identity (`eq=False`); mutable locals are `Alloca` +
+`LocalLoad`/`LocalStore`. Vectors and matrices never appear: the frontend unrolls them.
+Globals are reached through `GlobalPtr(buffer, indices)`, where `buffer` indexes the kernel's
+`buffers` table (fields, ndarray arguments, the per-launch temp buffer), so the IR holds no
+Python objects and its text form (`qd/ir_text.py`) round-trips.
+
+A kernel's body is one `Block`. The offload pass (`qd/passes/offload.py`) splits it into `Task`s:
+each top-level `RangeFor` becomes a parallel range task, the statements between them serial tasks.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field, fields, replace
+from typing import Iterator
+
+from qd.ops import Op
+from qd.types.dtypes import DataType, i32
+
+# ------------------------------------------------------------------ source locations
+
+
+@dataclass(frozen=True)
+class SrcLoc:
+    file: str
+    line: int
+    col: int = 0
+    func: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+# ------------------------------------------------------------------ base classes
+
+_ids = itertools.count()
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Stmt:
+    """Base of every statement. `loc` is for messages and line tables; never compared."""
+
+    loc: SrcLoc | None = field(default=None, compare=False, repr=False)
+
+    def operands(self) -> tuple["Value", ...]:
+        """The values this statement reads (not including nested blocks)."""
+        out: list[Value] = []
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, Value):
+                out.append(v)
+            elif isinstance(v, tuple):
+                out.extend(x for x in v if isinstance(x, Value))
+        return tuple(out)
+
+    def blocks(self) -> tuple["Block", ...]:
+        return tuple(getattr(self, f.name) for f in fields(self) if isinstance(getattr(self, f.name), Block))
+
+
+class Value:
+    """Mixin: a statement (or loop variable) that produces a value of `self.dtype`."""
+
+    dtype: DataType
+
+
+# ------------------------------------------------------------------ values
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Const(Stmt, Value):
+    dtype: DataType
+    value: int | float
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class ArgLoad(Stmt, Value):
+    """Scalar kernel argument number `index` (into `KernelIR.args`)."""
+
+    index: int
+    dtype: DataType
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class OpStmt(Stmt, Value):
+    """An op of `qd/ops.py` applied to `args` (arity from the op table); `dtype` is the result."""
+
+    op: Op
+    args: tuple[Value, ...]
+    dtype: DataType
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Alloca(Stmt, Value):
+    """A mutable scalar local, zero-initialised."""
+
+    dtype: DataType
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class LocalLoad(Stmt, Value):
+    var: Alloca
+    dtype: DataType
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class LocalStore(Stmt):
+    var: Alloca
+    value: Value
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class GlobalPtr(Stmt, Value):
+    """Address of element `indices` (C order over shape + element shape) of buffer `buffer`."""
+
+    buffer: int
+    indices: tuple[Value, ...]
+    dtype: DataType  # element dtype of the buffer
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class GlobalLoad(Stmt, Value):
+    ptr: GlobalPtr
+    dtype: DataType
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class GlobalStore(Stmt):
+    ptr: GlobalPtr
+    value: Value
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class AtomicRMW(Stmt, Value):
+    """Atomically `*ptr = op(*ptr, value)`; yields the old value. `op` is one of `ops.ATOMIC`."""
+
+    op: Op
+    ptr: GlobalPtr
+    value: Value
+    dtype: DataType
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class ExternalShape(Stmt, Value):
+    """Extent of axis `axis` of an ndarray buffer, read at launch time."""
+
+    buffer: int
+    axis: int
+    dtype: DataType = i32
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class RandomValue(Stmt, Value):
+    """A counter-based random number: floats uniform in [0, 1), ints uniform over the dtype."""
+
+    dtype: DataType
+
+
+@dataclass(frozen=True, eq=False)
+class LoopVar(Value):
+    """The index of a `RangeFor` (a block argument; not a statement of any block)."""
+
+    dtype: DataType = i32
+    name: str = ""
+    uid: int = field(default_factory=lambda: next(_ids), compare=False, repr=False)
+
+
+# ------------------------------------------------------------------ control flow
+
+
+@dataclass(frozen=True, eq=False)
+class Block:
+    stmts: tuple[Stmt, ...] = ()
+
+    def __iter__(self) -> Iterator[Stmt]:
+        return iter(self.stmts)
+
+    def __len__(self) -> int:
+        return len(self.stmts)
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class RangeFor(Stmt):
+    """`for var in range(begin, end)`: serial inside a thread unless `parallel` (top level only)."""
+
+    var: LoopVar
+    begin: Value
+    end: Value
+    body: Block
+    parallel: bool = False
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class If(Stmt):
+    cond: Value
+    then: Block
+    else_: Block = field(default_factory=Block)
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class While(Stmt):
+    """`while True: body`; the frontend puts `if not cond: break` at the top of `body`."""
+
+    body: Block
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Break(Stmt):
+    pass
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Continue(Stmt):
+    pass
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Return(Stmt):
+    """Kernel return: writes `values` to the return slots and ends the kernel (serial code only)."""
+
+    values: tuple[Value, ...]
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Print(Stmt):
+    """Collected during the launch and shown at its end. `items` are strings or values."""
+
+    items: tuple[str | Value, ...]
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Check(Stmt):
+    """A runtime check: when `cond` is 0 the thread records failure `check` (an index into
+    `KernelIR.checks`) with `args` in the status buffer and stops. Asserts and bound checks."""
+
+    cond: Value
+    check: int
+    args: tuple[Value, ...] = ()
+
+
+# ------------------------------------------------------------------ kernels
+
+
+@dataclass(frozen=True)
+class ArgDecl:
+    """A kernel parameter. kind: 'scalar' (dtype) or 'ndarray' (buffer index in `buffers`)."""
+
+    name: str
+    kind: str
+    dtype: DataType
+    buffer: int = -1
+
+
+@dataclass(frozen=True)
+class BufferDecl:
+    """A global buffer a kernel reaches.
+
+    kind 'field': shape known at compile time; 'ndarray': the argument `arg`, shape read at
+    launch (ndim axes); 'temp': the per-launch scratch buffer of the offload pass (shape (n,)).
+    `elem_shape` are the trailing vector/matrix axes (constant)."""
+
+    kind: str
+    dtype: DataType
+    shape: tuple[int, ...] = ()
+    ndim: int = 0
+    elem_shape: tuple[int, ...] = ()
+    arg: int = -1
+    name: str = ""
+
+    @property
+    def total_ndim(self) -> int:
+        return self.ndim + len(self.elem_shape)
+
+
+@dataclass(frozen=True)
+class CheckDecl:
+    """Message of a runtime check. kind: 'assert' or 'bounds'; `message` is formatted with the
+    recorded args (`{0}`, `{1}`...)."""
+
+    kind: str
+    message: str
+    loc: SrcLoc | None = None
+
+
+@dataclass(frozen=True)
+class Task:
+    """An offloaded task. kind 'serial': `body` runs once. kind 'range': `prologue` runs once and
+    defines `begin`/`end`; `body` runs for every `var` in [begin, end), in parallel."""
+
+    kind: str
+    body: Block
+    var: LoopVar | None = None
+    prologue: Block = field(default_factory=Block)
+    begin: Value | None = None
+    end: Value | None = None
+    loc: SrcLoc | None = None
+
+
+@dataclass(frozen=True)
+class KernelIR:
+    name: str
+    args: tuple[ArgDecl, ...]
+    buffers: tuple[BufferDecl, ...]
+    rets: tuple[DataType, ...]
+    checks: tuple[CheckDecl, ...]
+    body: Block
+    tasks: tuple[Task, ...] | None = None  # set by the offload pass
+    loc: SrcLoc | None = None
+
+    def with_body(self, body: Block) -> "KernelIR":
+        return replace(self, body=body)
+
+
+# ------------------------------------------------------------------ traversal
+
+
+def walk(block: Block) -> Iterator[Stmt]:
+    """Every statement of `block`, pre-order, descending into nested blocks."""
+    for s in block.stmts:
+        yield s
+        for b in s.blocks():
+            yield from walk(b)
+
+
+def walk_kernel(k: KernelIR) -> Iterator[Stmt]:
+    if k.tasks is None:
+        yield from walk(k.body)
+        return
+    for t in k.tasks:
+        yield from walk(t.prologue)
+        yield from walk(t.body)
+
+
+def has_side_effect(s: Stmt) -> bool:
+    return not isinstance(s, (Const, ArgLoad, OpStmt, LocalLoad, GlobalPtr, GlobalLoad, ExternalShape,
+                              Alloca))
+
+
+def map_block(block: Block, fn) -> Block:
+    """Rebuild `block` bottom-up: `fn(stmt)` returns a list of statements replacing `stmt`
+    (nested blocks are rebuilt first). Operand remapping is the caller's business."""
+    out: list[Stmt] = []
+    for s in block.stmts:
+        kids = {f.name: map_block(getattr(s, f.name), fn) for f in fields(s)
+                if isinstance(getattr(s, f.name), Block)}
+        if kids:
+            s = replace(s, **kids)
+        out.extend(fn(s))
+    return Block(tuple(out))
+
+
+def substitute(block: Block, mapping: dict, fresh: bool = False) -> Block:
+    """A copy of `block` whose operands are renamed through `mapping` (old value -> new value).
+
+    Every rebuilt statement is recorded in `mapping`, so later uses follow. With `fresh=True`
+    every statement and loop variable is duplicated (for cloning a block into a second place)."""
+    out: list[Stmt] = []
+    for s in block.stmts:
+        ns = _subst_stmt(s, mapping, fresh)
+        if ns is not s:
+            mapping[s] = ns
+        out.append(ns)
+    return Block(tuple(out))
+
+
+def _subst_value(v, mapping: dict):
+    return mapping.get(v, v) if isinstance(v, Value) else v
+
+
+def _subst_stmt(s: Stmt, mapping: dict, fresh: bool) -> Stmt:
+    changes = {}
+    for f in fields(s):
+        if f.name == "loc":
+            continue
+        v = getattr(s, f.name)
+        if isinstance(v, LoopVar):
+            if fresh and v not in mapping:
+                mapping[v] = LoopVar(v.dtype, v.name)
+            nv = mapping.get(v, v)
+        elif isinstance(v, Block):
+            nv = substitute(v, mapping, fresh)
+        elif isinstance(v, Value):
+            nv = mapping.get(v, v)
+        elif isinstance(v, tuple):
+            nv = tuple(_subst_value(x, mapping) for x in v)
+            if all(a is b for a, b in zip(nv, v)):
+                nv = v
+        else:
+            continue
+        if nv is not v:
+            changes[f.name] = nv
+    if changes or fresh:
+        return replace(s, **changes)
+    return s

@@ -1,0 +1,160 @@
+"""The op table: every arithmetic/logical/math op of qd's IR, with its facts in one place.
+
+The interpreter (`qd/_interp.pyx` via `qd/interp/`), every backend and the derivative rules
+(`qd/ad/rules.py`) are tables keyed by `Op`; `tests/test_ops_coverage.py` proves each covers every op.
+
+Type rules (`OpInfo.rule`):
+  same   result dtype = operand dtype (operands are promoted to one dtype by the frontend)
+  cmp    result is u1; operands share one dtype
+  float  operands and result share one float dtype (the frontend casts ints to default_fp)
+  int    operands and result share one integer dtype
+  cast   result dtype is the statement's own dtype (CAST converts values, BIT_CAST reinterprets bits)
+  select SELECT(cond: u1, a, b): result = dtype of a and b
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Op(enum.Enum):
+    # unary
+    NEG = "neg"
+    BIT_NOT = "bit_not"
+    LOGICAL_NOT = "logical_not"
+    ABS = "abs"
+    SGN = "sgn"
+    SQRT = "sqrt"
+    RSQRT = "rsqrt"
+    EXP = "exp"
+    LOG = "log"
+    SIN = "sin"
+    COS = "cos"
+    TAN = "tan"
+    ASIN = "asin"
+    ACOS = "acos"
+    TANH = "tanh"
+    FLOOR = "floor"
+    CEIL = "ceil"
+    ROUND = "round"
+    POPCNT = "popcnt"
+    CLZ = "clz"
+    CAST = "cast"
+    BIT_CAST = "bit_cast"
+    # binary
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    DIV = "div"
+    FLOORDIV = "floordiv"
+    MOD = "mod"
+    POW = "pow"
+    ATAN2 = "atan2"
+    MIN = "min"
+    MAX = "max"
+    BIT_AND = "bit_and"
+    BIT_OR = "bit_or"
+    BIT_XOR = "bit_xor"
+    SHL = "shl"
+    SHR = "shr"
+    BIT_SHR = "bit_shr"
+    CMP_LT = "cmp_lt"
+    CMP_LE = "cmp_le"
+    CMP_GT = "cmp_gt"
+    CMP_GE = "cmp_ge"
+    CMP_EQ = "cmp_eq"
+    CMP_NE = "cmp_ne"
+    # ternary
+    SELECT = "select"
+
+    def __repr__(self) -> str:
+        return f"Op.{self.name}"
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    arity: int
+    rule: str
+    semantics: str
+    linear: bool = False  # d(op) is constant in its float operands (AD needs no stored primal)
+    nondiff: bool = False  # stops gradients (integer-valued or piecewise constant)
+    commutative: bool = False
+    # Accuracy contract per backend in ulps for float results (0 = bit-exact against interp).
+    ulps: dict = field(default_factory=dict)
+
+
+def _i(arity: int, rule: str, semantics: str, **kw) -> OpInfo:
+    return OpInfo(arity, rule, semantics, **kw)
+
+
+_TRANSCENDENTAL = {"cpu": 2, "gpu": 4}
+_EXACT = {"cpu": 0, "gpu": 0}
+
+INFO: dict[Op, OpInfo] = {
+    Op.NEG: _i(1, "same", "-a (ints wrap)", linear=True),
+    Op.BIT_NOT: _i(1, "int", "~a", nondiff=True),
+    Op.LOGICAL_NOT: _i(1, "cmp", "a == 0", nondiff=True),
+    Op.ABS: _i(1, "same", "|a| (ints wrap: abs(INT_MIN) == INT_MIN)"),
+    Op.SGN: _i(1, "same", "-1, 0 or 1 (floats: sign of a, 0 for +-0 and NaN)", nondiff=True),
+    Op.SQRT: _i(1, "float", "IEEE sqrt, correctly rounded", ulps=_EXACT),
+    Op.RSQRT: _i(1, "float", "1 / sqrt(a)", ulps={"cpu": 1, "gpu": 2}),
+    Op.EXP: _i(1, "float", "e**a", ulps=_TRANSCENDENTAL),
+    Op.LOG: _i(1, "float", "natural log", ulps=_TRANSCENDENTAL),
+    Op.SIN: _i(1, "float", "sine (radians)", ulps=_TRANSCENDENTAL),
+    Op.COS: _i(1, "float", "cosine (radians)", ulps=_TRANSCENDENTAL),
+    Op.TAN: _i(1, "float", "tangent (radians)", ulps=_TRANSCENDENTAL),
+    Op.ASIN: _i(1, "float", "arcsine", ulps=_TRANSCENDENTAL),
+    Op.ACOS: _i(1, "float", "arccosine", ulps=_TRANSCENDENTAL),
+    Op.TANH: _i(1, "float", "hyperbolic tangent", ulps=_TRANSCENDENTAL),
+    Op.FLOOR: _i(1, "float", "round toward -inf", nondiff=True, ulps=_EXACT),
+    Op.CEIL: _i(1, "float", "round toward +inf", nondiff=True, ulps=_EXACT),
+    Op.ROUND: _i(1, "float", "round half to even", nondiff=True, ulps=_EXACT),
+    Op.POPCNT: _i(1, "int", "number of set bits", nondiff=True),
+    Op.CLZ: _i(1, "int", "leading zero bits at the operand's width", nondiff=True),
+    Op.CAST: _i(1, "cast", "value conversion: float->int truncates toward 0 (out of range is "
+                "undefined), int->int wraps, int->float rounds to nearest even", linear=True,
+                ulps=_EXACT),
+    Op.BIT_CAST: _i(1, "cast", "reinterpret the bits (same width)", nondiff=True),
+    Op.ADD: _i(2, "same", "a + b (ints wrap)", linear=True, commutative=True, ulps=_EXACT),
+    Op.SUB: _i(2, "same", "a - b (ints wrap)", linear=True, ulps=_EXACT),
+    Op.MUL: _i(2, "same", "a * b (ints wrap)", commutative=True, ulps=_EXACT),
+    Op.DIV: _i(2, "float", "IEEE a / b (the frontend turns int / int into default_fp)",
+               ulps={"cpu": 0, "gpu": 2}),
+    Op.FLOORDIV: _i(2, "int", "floor(a / b) for ints (Python //); division by 0 gives 0",
+                    nondiff=True),
+    Op.MOD: _i(2, "same", "Python %: result has the divisor's sign; floats: a - b*floor(a/b); "
+               "ints: x % 0 gives 0"),
+    Op.POW: _i(2, "same", "a ** b (ints: repeated multiply, b < 0 gives 0 unless |a| == 1)",
+               ulps=_TRANSCENDENTAL),
+    Op.ATAN2: _i(2, "float", "atan2(a, b)", ulps=_TRANSCENDENTAL),
+    Op.MIN: _i(2, "same", "min(a, b); NaN in a float operand gives the other", commutative=True),
+    Op.MAX: _i(2, "same", "max(a, b); NaN in a float operand gives the other", commutative=True),
+    Op.BIT_AND: _i(2, "int", "a & b", nondiff=True, commutative=True),
+    Op.BIT_OR: _i(2, "int", "a | b", nondiff=True, commutative=True),
+    Op.BIT_XOR: _i(2, "int", "a ^ b", nondiff=True, commutative=True),
+    Op.SHL: _i(2, "int", "a << (b mod width)", nondiff=True),
+    Op.SHR: _i(2, "int", "a >> (b mod width): arithmetic for signed, logical for unsigned",
+               nondiff=True),
+    Op.BIT_SHR: _i(2, "int", "logical shift right by (b mod width), whatever the signedness",
+                   nondiff=True),
+    Op.CMP_LT: _i(2, "cmp", "a < b", nondiff=True),
+    Op.CMP_LE: _i(2, "cmp", "a <= b", nondiff=True),
+    Op.CMP_GT: _i(2, "cmp", "a > b", nondiff=True),
+    Op.CMP_GE: _i(2, "cmp", "a >= b", nondiff=True),
+    Op.CMP_EQ: _i(2, "cmp", "a == b", nondiff=True, commutative=True),
+    Op.CMP_NE: _i(2, "cmp", "a != b", nondiff=True, commutative=True),
+    Op.SELECT: _i(3, "select", "cond ? a : b (both evaluated)", linear=True),
+}
+
+UNARY = tuple(op for op in Op if INFO[op].arity == 1)
+BINARY = tuple(op for op in Op if INFO[op].arity == 2)
+COMPARISONS = (Op.CMP_LT, Op.CMP_LE, Op.CMP_GT, Op.CMP_GE, Op.CMP_EQ, Op.CMP_NE)
+# Ops an AtomicRMW statement may carry (the old value is returned).
+ATOMIC = (Op.ADD, Op.SUB, Op.MIN, Op.MAX, Op.BIT_AND, Op.BIT_OR, Op.BIT_XOR)
+
+assert set(INFO) == set(Op), "every Op needs an OpInfo"
+
+
+def by_name(name: str) -> Op:
+    return Op(name)

@@ -1,0 +1,8 @@
+"""`qd.types`: dtypes, vector/matrix types and kernel parameter annotations (re-exports only)."""
+
+from qd.types.annotations import NDArray, Template, ndarray, template
+from qd.types.dtypes import *  # noqa: F403
+from qd.types.dtypes import ALL, FLOATS, INTS, DataType, MatrixType, matrix, promote, to_dtype, vector
+from qd.types import enums
+
+primitive_types = ALL

@@ -1,0 +1,184 @@
+"""Scalar dtypes, vector/matrix types, and qd's promotion and cast rules.
+
+The IR only ever sees scalar dtypes: vectors and matrices are unrolled by the
+frontend. `DataType` instances are singletons compared by identity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class DataType:
+    """A scalar dtype: kind is 'int', 'uint' or 'float'; u1 is a 1-bit uint."""
+
+    name: str
+    kind: str
+    bits: int
+    np_dtype: np.dtype
+    code: int  # stable small integer, used by bytecode and serialised forms
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind != "float"
+
+    @property
+    def is_signed(self) -> bool:
+        return self.kind in ("int", "float")
+
+    @property
+    def itemsize(self) -> int:
+        return self.np_dtype.itemsize
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __call__(self, value):  # qd.f32(x) is a cast, in kernels and in Python scope
+        from qd.frontend import builtins as _b
+
+        return _b.dtype_call(self, value)
+
+    def __reduce__(self):
+        return (by_name, (self.name,))
+
+
+u1 = DataType("u1", "uint", 1, np.dtype(np.bool_), 0)
+i8 = DataType("i8", "int", 8, np.dtype(np.int8), 1)
+i16 = DataType("i16", "int", 16, np.dtype(np.int16), 2)
+i32 = DataType("i32", "int", 32, np.dtype(np.int32), 3)
+i64 = DataType("i64", "int", 64, np.dtype(np.int64), 4)
+u8 = DataType("u8", "uint", 8, np.dtype(np.uint8), 5)
+u16 = DataType("u16", "uint", 16, np.dtype(np.uint16), 6)
+u32 = DataType("u32", "uint", 32, np.dtype(np.uint32), 7)
+u64 = DataType("u64", "uint", 64, np.dtype(np.uint64), 8)
+f16 = DataType("f16", "float", 16, np.dtype(np.float16), 9)
+f32 = DataType("f32", "float", 32, np.dtype(np.float32), 10)
+f64 = DataType("f64", "float", 64, np.dtype(np.float64), 11)
+
+ALL: tuple[DataType, ...] = (u1, i8, i16, i32, i64, u8, u16, u32, u64, f16, f32, f64)
+INTS: tuple[DataType, ...] = (i8, i16, i32, i64, u8, u16, u32, u64)
+FLOATS: tuple[DataType, ...] = (f16, f32, f64)
+_BY_NAME = {t.name: t for t in ALL}
+_BY_CODE = {t.code: t for t in ALL}
+_ALIASES = {
+    "float16": f16, "float32": f32, "float64": f64, "int8": i8, "int16": i16, "int32": i32,
+    "int64": i64, "uint8": u8, "uint16": u16, "uint32": u32, "uint64": u64, "bool": u1,
+}
+
+# Aliases with Quadrants' long names.
+float16, float32, float64 = f16, f32, f64
+int8, int16, int32, int64 = i8, i16, i32, i64
+uint8, uint16, uint32, uint64 = u8, u16, u32, u64
+uint1 = u1
+
+
+def by_name(name: str) -> DataType:
+    return _BY_NAME[name]
+
+
+def by_code(code: int) -> DataType:
+    return _BY_CODE[code]
+
+
+def to_dtype(t) -> DataType:
+    """Accepts qd dtypes, numpy dtypes, torch dtypes and Python `int`/`float`/`bool`."""
+    from qd.runtime import config
+
+    if isinstance(t, DataType):
+        return t
+    if t is int:
+        return config.current().default_ip
+    if t is float:
+        return config.current().default_fp
+    if t is bool:
+        return u1
+    if isinstance(t, str) and t in _BY_NAME:
+        return _BY_NAME[t]
+    name = str(t).replace("torch.", "")
+    if name in _ALIASES:
+        return _ALIASES[name]
+    try:
+        npd = np.dtype(t)
+    except TypeError:
+        npd = None
+    if npd is not None:
+        for d in ALL:
+            if d.np_dtype == npd:
+                return d
+    raise TypeError(f"{t!r} is not a qd dtype (expected one of {', '.join(_BY_NAME)})")
+
+
+def from_numpy_dtype(npd: np.dtype) -> DataType:
+    return to_dtype(npd)
+
+
+def unsigned_of(t: DataType) -> DataType:
+    return {i8: u8, i16: u16, i32: u32, i64: u64}.get(t, t)
+
+
+def _rank(t: DataType) -> tuple:
+    # Floats above ints; then wider above narrower; at equal width unsigned above signed.
+    return (t.is_float, t.bits, not t.is_signed)
+
+
+def promote(a: DataType, b: DataType) -> DataType:
+    """Quadrants' `promoted_type`: the higher of the two by (float, bits, unsigned)."""
+    return a if _rank(a) >= _rank(b) else b
+
+
+# ---------------------------------------------------------------- vector / matrix types
+
+
+@dataclass(frozen=True)
+class MatrixType:
+    """`qd.types.matrix(n, m, dtype)`; a vector is a MatrixType with ndim == 1."""
+
+    n: int
+    m: int
+    dtype: DataType | None
+    ndim: int = 2
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.n,) if self.ndim == 1 else (self.n, self.m)
+
+    def __call__(self, *args):
+        from qd.lang.matrix import Matrix, Vector
+
+        if self.ndim == 1:
+            return Vector(*args, dt=self.dtype, n=self.n)
+        return Matrix(*args, dt=self.dtype, n=self.n, m=self.m)
+
+    def field(self, *args, **kwargs):
+        from qd.lang.matrix import Matrix
+
+        return Matrix._typed_field(self, *args, **kwargs)
+
+    def ndarray(self, *args, **kwargs):
+        from qd.lang.matrix import Matrix
+
+        return Matrix._typed_ndarray(self, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        if self.ndim == 1:
+            return f"vector({self.n}, {self.dtype})"
+        return f"matrix({self.n}, {self.m}, {self.dtype})"
+
+
+def vector(n: int, dtype=None) -> MatrixType:
+    return MatrixType(n, 1, to_dtype(dtype) if dtype is not None else None, 1)
+
+
+def matrix(n: int, m: int, dtype=None) -> MatrixType:
+    return MatrixType(n, m, to_dtype(dtype) if dtype is not None else None, 2)
+
+
+def element_shape(t) -> tuple[int, ...]:
+    return t.shape if isinstance(t, MatrixType) else ()
