@@ -150,11 +150,9 @@ class MatrixType:
         return (self.n,) if self.ndim == 1 else (self.n, self.m)
 
     def __call__(self, *args):
-        from qd.lang.matrix import Matrix, Vector
+        from qd.lang.matrix import Matrix
 
-        if self.ndim == 1:
-            return Vector(*args, dt=self.dtype, n=self.n)
-        return Matrix(*args, dt=self.dtype, n=self.n, m=self.m)
+        return Matrix._from_type(self, args)
 
     def field(self, *args, **kwargs):
         from qd.lang.matrix import Matrix

@@ -1,0 +1,204 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""qd's reference interpreter: runs the register bytecode of `qd/interp/lower.py`, nogil.
+
+The op semantics live in the opcode table (`qd/interp/opcodes.py`), rendered into
+`_interp_ops.pxi`; this file holds the dispatch loop, the launch state and the parallel driver.
+A range task runs its prologue once, then its body once per iteration, chunked over OpenMP
+threads, each thread with a private copy of the register file. Failures (checks) are recorded in
+the status buffer; the host turns them into exceptions after the launch.
+"""
+
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdlib cimport malloc, free
+from libc.string cimport memcpy
+from cython.parallel cimport prange, parallel
+
+include "_interp_externs.pxi"
+
+cdef extern from "_interp_support.h" nogil:
+    ctypedef union qd_reg:
+        int64_t i
+        uint64_t u
+        double d
+        float f
+        int32_t i32
+        uint32_t u32
+    int64_t qd_floordiv_i64(int64_t a, int64_t b)
+    int64_t qd_mod_i64(int64_t a, int64_t b)
+    uint64_t qd_floordiv_u64(uint64_t a, uint64_t b)
+    uint64_t qd_mod_u64(uint64_t a, uint64_t b)
+    int64_t qd_ipow_i64(int64_t a, int64_t b)
+    uint64_t qd_ipow_u64(uint64_t a, uint64_t b)
+    float qd_fmodf(float a, float b)
+    double qd_fmod(double a, double b)
+    int64_t qd_clz32(uint32_t x)
+    int64_t qd_clz64(uint64_t x)
+    float qd_h2f(uint16_t h)
+    uint16_t qd_f2h(float f)
+    float qd_round_f16(float f)
+    float qd_round_f16_d(double d)
+    uint64_t qd_mix64(uint64_t z)
+    uint64_t qd_rng_key(uint64_t seed, uint64_t launch, uint64_t task, uint64_t tid)
+    int64_t __atomic_fetch_add(int64_t* p, int64_t v, int order)
+    int64_t __atomic_load_n(int64_t* p, int order)
+    bint __atomic_compare_exchange_n(int64_t* p, int64_t* expected, int64_t desired, bint weak,
+                                     int success, int failure)
+    int __ATOMIC_SEQ_CST
+    int __ATOMIC_RELAXED
+
+# Status buffer layout (int64 words): [0] failure flag, [1] check id, [2] thread index,
+# [3] number of recorded args, [4:8] the args' raw bits. [8] print records dropped.
+DEF STATUS_WORDS = 16
+DEF MAX_CHECK_ARGS = 4
+
+ctypedef struct Ctx:
+    char** bufs
+    int64_t* shapes
+    const int32_t* operands
+    uint64_t* rets
+    int64_t* status
+    int64_t* printbuf
+    int64_t* printlen
+    int64_t printcap
+    uint64_t rng_key
+    uint64_t rng_ctr
+    int64_t tid
+
+
+cdef inline void qd_fail(Ctx* ctx, int32_t check_id, const int32_t* regs, int32_t n,
+                         qd_reg* R) noexcept nogil:
+    cdef int64_t expected = 0
+    cdef int k
+    if not __atomic_compare_exchange_n(&ctx.status[0], &expected, 1, False, __ATOMIC_SEQ_CST,
+                                       __ATOMIC_RELAXED):
+        return  # an earlier failure is already recorded
+    ctx.status[1] = check_id
+    ctx.status[2] = ctx.tid
+    ctx.status[3] = n if n < MAX_CHECK_ARGS else MAX_CHECK_ARGS
+    for k in range(ctx.status[3]):
+        ctx.status[4 + k] = R[regs[k]].i
+
+
+cdef inline void qd_print(Ctx* ctx, int32_t print_id, const int32_t* regs, int32_t n,
+                          qd_reg* R) noexcept nogil:
+    cdef int64_t pos = __atomic_fetch_add(ctx.printlen, n + 3, __ATOMIC_SEQ_CST)
+    cdef int k
+    if pos + n + 3 > ctx.printcap:
+        __atomic_fetch_add(&ctx.status[8], 1, __ATOMIC_SEQ_CST)
+        return
+    ctx.printbuf[pos] = print_id
+    ctx.printbuf[pos + 1] = ctx.tid
+    ctx.printbuf[pos + 2] = n
+    for k in range(n):
+        ctx.printbuf[pos + 3 + k] = R[regs[k]].i
+
+
+cdef inline uint64_t qd_rand(Ctx* ctx) noexcept nogil:
+    ctx.rng_ctr += 1
+    return qd_mix64(ctx.rng_key + ctx.rng_ctr * <uint64_t>0x9e3779b97f4a7c15)
+
+
+# `run(code, R, ctx)`: the dispatch loop, rendered from the opcode table.
+include "_interp_ops.pxi"
+
+
+cdef class Launch:
+    """The state of one kernel launch: buffer addresses, shapes, operand table, status, prints."""
+
+    cdef Ctx ctx
+    cdef object _keep
+    cdef public object status
+    cdef public object printbuf
+    cdef public object printlen
+    cdef public object rets
+    cdef uint64_t seed
+    cdef uint64_t launch_id
+    cdef int nthreads
+
+    def __init__(self, uint64_t[::1] buf_addrs, int64_t[::1] shapes, const int32_t[::1] operands,
+                 int64_t[::1] status, int64_t[::1] printbuf, int64_t[::1] printlen,
+                 uint64_t[::1] rets, uint64_t seed, uint64_t launch_id, int nthreads):
+        self._keep = (buf_addrs, shapes, operands, status, printbuf, printlen, rets)
+        self.status, self.printbuf, self.printlen, self.rets = status, printbuf, printlen, rets
+        self.ctx.bufs = <char**>&buf_addrs[0] if buf_addrs.shape[0] else NULL
+        self.ctx.shapes = &shapes[0] if shapes.shape[0] else NULL
+        self.ctx.operands = &operands[0] if operands.shape[0] else NULL
+        self.ctx.status = &status[0]
+        self.ctx.printbuf = &printbuf[0]
+        self.ctx.printlen = &printlen[0]
+        self.ctx.printcap = printbuf.shape[0]
+        self.ctx.rets = &rets[0] if rets.shape[0] else NULL
+        self.ctx.tid = 0
+        self.seed = seed
+        self.launch_id = launch_id
+        self.nthreads = nthreads if nthreads > 0 else 1
+
+    def run_serial(self, const int32_t[::1] code, uint64_t[::1] template, int task_id):
+        """Runs a serial task on one thread; returns the bytecode's exit code."""
+        cdef int64_t n = template.shape[0]
+        cdef qd_reg* R = <qd_reg*>malloc((n + 1) * sizeof(qd_reg))
+        cdef int rc
+        memcpy(R, &template[0], n * sizeof(qd_reg))
+        self.ctx.tid = 0
+        self.ctx.rng_key = qd_rng_key(self.seed, self.launch_id, task_id, 0)
+        self.ctx.rng_ctr = 0
+        with nogil:
+            rc = run(&code[0], R, &self.ctx)
+        free(R)
+        return rc
+
+    def run_range(self, const int32_t[::1] prologue, const int32_t[::1] body, uint64_t[::1] template,
+                  int var, int begin, int end, int task_id):
+        """Runs a range task: the prologue once, then the body for every index in [begin, end)."""
+        cdef int64_t n = template.shape[0]
+        cdef qd_reg* R = <qd_reg*>malloc((n + 1) * sizeof(qd_reg))
+        cdef int rc
+        cdef int64_t lo, hi
+        memcpy(R, &template[0], n * sizeof(qd_reg))
+        self.ctx.tid = 0
+        with nogil:
+            rc = run(&prologue[0], R, &self.ctx)
+        lo = R[begin].i
+        hi = R[end].i
+        if rc == 0 and hi > lo:
+            rc = self._parallel(&body[0], R, n, var, lo, hi, task_id)
+        free(R)
+        return rc
+
+    cdef int _parallel(self, const int32_t* body, qd_reg* R0, int64_t nregs, int var, int64_t lo,
+                       int64_t hi, int task_id) noexcept:
+        cdef int64_t total = hi - lo
+        cdef int nth = self.nthreads
+        cdef int64_t chunk, nchunks, ch, i, stop
+        cdef qd_reg* R
+        cdef Ctx ctx
+        cdef int rc = 0, r
+        cdef uint64_t seed = self.seed, launch = self.launch_id
+        if total < 4096 or nth == 1:
+            nth = 1
+        chunk = total // (nth * 16) + 1
+        if chunk > 65536:
+            chunk = 65536
+        nchunks = (total + chunk - 1) // chunk
+        with nogil, parallel(num_threads=nth):
+            R = <qd_reg*>malloc((nregs + 1) * sizeof(qd_reg))
+            memcpy(R, R0, nregs * sizeof(qd_reg))
+            ctx = self.ctx
+            for ch in prange(nchunks, schedule="dynamic"):
+                if __atomic_load_n(&ctx.status[0], __ATOMIC_RELAXED) != 0:
+                    continue
+                stop = lo + (ch + 1) * chunk
+                if stop > hi:
+                    stop = hi
+                for i in range(lo + ch * chunk, stop):
+                    R[var].i = i
+                    ctx.tid = i
+                    ctx.rng_key = qd_rng_key(seed, launch, task_id, <uint64_t>i)
+                    ctx.rng_ctr = 0
+                    r = run(body, R, &ctx)
+                    if r != 0:
+                        break
+            free(R)
+        if self.ctx.status[0] != 0:
+            return 1
+        return 0

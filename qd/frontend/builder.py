@@ -1,0 +1,144 @@
+"""The IR builder: a stack of statement lists that the transformer appends frozen `qd.ir` statements to.
+
+One `Builder` exists per kernel instance being compiled; `current()` returns it (None outside a
+kernel compile), which is how `Expr` operators and `qd.frontend.builtins` know they are in kernel scope.
+Every emitted statement gets the builder's current `SrcLoc` (set by the transformer per AST node).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator
+
+import numpy as np
+
+from qd import ir
+from qd.ops import Op
+from qd.types import dtypes
+from qd.types.dtypes import DataType
+
+_STACK: list["Builder"] = []
+
+
+def current() -> "Builder | None":
+    """The builder of the kernel being compiled, or None in Python scope."""
+    return _STACK[-1] if _STACK else None
+
+
+def cfg() -> Any:
+    """The live `qd.runtime.config` Config (or a stand-in with Quadrants' defaults)."""
+    try:
+        from qd.runtime import config
+
+        return config.current()
+    except ImportError:  # pragma: no cover - only before the runtime existed
+        class _Cfg:
+            default_ip, default_fp, debug, short_circuit_operators = dtypes.i32, dtypes.f32, False, True
+        return _Cfg()
+
+
+def normalize_const(dtype: DataType, value: Any) -> int | float:
+    """`value` converted to what a Const of `dtype` holds (ints wrapped to the width, floats rounded)."""
+    if dtype.is_float:
+        return float(np.array(float(value), dtype=np.float64).astype(dtype.np_dtype))
+    if dtype is dtypes.u1:
+        return int(bool(value))
+    v = int(value)
+    bits = dtype.bits
+    v &= (1 << bits) - 1
+    if dtype.is_signed and v >= 1 << (bits - 1):
+        v -= 1 << bits
+    return v
+
+
+class Builder:
+    """Collects statements and the kernel's tables (args, buffers, checks, return dtypes)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.stack: list[list[ir.Stmt]] = [[]]
+        self.loc: ir.SrcLoc | None = None
+        self.args: list[ir.ArgDecl] = []
+        self.buffers: list[ir.BufferDecl] = []
+        self.buffer_keys: dict[Any, int] = {}
+        self.bound_objects: list[Any] = []  # per buffer: the Field object (None for others)
+        self.checks: list[ir.CheckDecl] = []
+        self.rets: tuple[DataType, ...] = ()
+        self.depth = 0  # runtime control-flow nesting (If / loops); 0 = kernel top level
+        self.loops: list[str] = []  # enclosing runtime loops: 'parallel' or 'serial'
+        self.next_loop_serial = False  # set by qd.loop_config(serialize=True)
+        self.func_depth = 0  # nesting of inlined qd.func calls
+
+    # -------------------------------------------------------------- scope management
+    @contextlib.contextmanager
+    def active(self) -> Iterator["Builder"]:
+        _STACK.append(self)
+        try:
+            yield self
+        finally:
+            _STACK.pop()
+
+    def push(self) -> None:
+        self.stack.append([])
+
+    def pop(self) -> ir.Block:
+        return ir.Block(tuple(self.stack.pop()))
+
+    @contextlib.contextmanager
+    def at(self, loc: ir.SrcLoc | None) -> Iterator[None]:
+        old, self.loc = self.loc, loc if loc is not None else self.loc
+        try:
+            yield
+        finally:
+            self.loc = old
+
+    # -------------------------------------------------------------- emission
+    def emit(self, cls: type, **kw: Any) -> Any:
+        s = cls(loc=self.loc, **kw)
+        self.stack[-1].append(s)
+        return s
+
+    def const(self, dtype: DataType, value: Any) -> ir.Const:
+        return self.emit(ir.Const, dtype=dtype, value=normalize_const(dtype, value))
+
+    def op(self, op: Op, args: tuple, dtype: DataType) -> ir.OpStmt:
+        return self.emit(ir.OpStmt, op=op, args=tuple(args), dtype=dtype)
+
+    def cast(self, v: ir.Value, dtype: DataType) -> ir.Value:
+        if v.dtype is dtype:
+            return v
+        if isinstance(v, ir.Const):
+            return self.const(dtype, v.value)
+        return self.op(Op.CAST, (v,), dtype)
+
+    def alloca(self, dtype: DataType) -> ir.Alloca:
+        return self.emit(ir.Alloca, dtype=dtype)
+
+    def load(self, var: ir.Alloca) -> ir.LocalLoad:
+        return self.emit(ir.LocalLoad, var=var, dtype=var.dtype)
+
+    def store(self, var: ir.Alloca, value: ir.Value) -> None:
+        self.emit(ir.LocalStore, var=var, value=self.cast(value, var.dtype))
+
+    # -------------------------------------------------------------- tables
+    def add_buffer(self, key: Any, decl: ir.BufferDecl, obj: Any = None) -> int:
+        if key in self.buffer_keys:
+            return self.buffer_keys[key]
+        self.buffers.append(decl)
+        self.bound_objects.append(obj)
+        self.buffer_keys[key] = len(self.buffers) - 1
+        return len(self.buffers) - 1
+
+    def add_arg(self, decl: ir.ArgDecl) -> int:
+        self.args.append(decl)
+        return len(self.args) - 1
+
+    def add_check(self, decl: ir.CheckDecl) -> int:
+        self.checks.append(decl)
+        return len(self.checks) - 1
+
+    def finish(self, loc: ir.SrcLoc | None) -> ir.KernelIR:
+        assert len(self.stack) == 1, "unbalanced builder scopes"
+        return ir.KernelIR(name=self.name, args=tuple(self.args), buffers=tuple(self.buffers),
+                           rets=tuple(self.rets), checks=tuple(self.checks),
+                           body=ir.Block(tuple(self.stack[0])), loc=loc)

@@ -1,0 +1,240 @@
+"""Kernel builtins (`qd.sqrt`, `qd.max`, `qd.cast`, `qd.atomic_add`, `qd.random`, ...).
+
+Each works on Python numbers (evaluated in Python, as Quadrants does: constant folding inside
+kernels, plain math outside), on `Expr`s (emitting IR into the current builder) and elementwise on
+matrices (anything with `_map` / `_zip`).
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+from qd import ir
+from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError
+from qd.frontend import builder as _b
+from qd.frontend import expr as _e
+from qd.frontend.expr import Expr, is_expr  # noqa: F401  (re-exported)
+from qd.ops import Op
+from qd.types import dtypes
+
+
+def in_kernel() -> bool:
+    """True while a kernel (or a func inlined into it) is being compiled."""
+    return _b.current() is not None
+
+
+def _unary(name: str):
+    def fn(x: Any) -> Any:
+        return _e.unary(name, x)
+    fn.__name__ = name
+    fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise {name} (ints are cast to default_fp for float ops)."
+    return fn
+
+
+sqrt = _unary("sqrt")
+rsqrt = _unary("rsqrt")
+sin = _unary("sin")
+cos = _unary("cos")
+tan = _unary("tan")
+asin = _unary("asin")
+acos = _unary("acos")
+exp = _unary("exp")
+log = _unary("log")
+tanh = _unary("tanh")
+floor = _unary("floor")
+ceil = _unary("ceil")
+popcnt = _unary("popcnt")
+clz = _unary("clz")
+neg = _unary("neg")
+logical_not = _unary("logical_not")
+bit_not = _unary("bit_not")
+
+
+def floor_(x: Any, dtype: Any = None) -> Any:
+    """`qd.floor(x, dtype=None)`: round toward -inf, then optionally cast to `dtype`."""
+    r = _e.unary("floor", x)
+    return r if dtype is None else cast(r, dtype)
+
+
+def ceil_(x: Any, dtype: Any = None) -> Any:
+    r = _e.unary("ceil", x)
+    return r if dtype is None else cast(r, dtype)
+
+
+def round_(x: Any, dtype: Any = None) -> Any:
+    r = _e.unary("round", x)
+    return r if dtype is None else cast(r, dtype)
+
+
+def abs_(x: Any) -> Any:
+    return _e.unary("abs", x)
+
+
+def atan2(y: Any, x: Any) -> Any:
+    return _e.binary("atan2", y, x)
+
+
+def pow_(x: Any, y: Any) -> Any:
+    return _e.binary("pow", x, y)
+
+
+def max_(*args: Any) -> Any:
+    """n-ary elementwise maximum."""
+    if len(args) == 1 and isinstance(args[0], (list, tuple)):
+        args = tuple(args[0])
+    if len(args) < 2:
+        raise QuadrantsTypeError("max expects at least two arguments")
+    r = args[0]
+    for a in args[1:]:
+        r = _e.binary("max", r, a)
+    return r
+
+
+def min_(*args: Any) -> Any:
+    """n-ary elementwise minimum."""
+    if len(args) == 1 and isinstance(args[0], (list, tuple)):
+        args = tuple(args[0])
+    if len(args) < 2:
+        raise QuadrantsTypeError("min expects at least two arguments")
+    r = args[0]
+    for a in args[1:]:
+        r = _e.binary("min", r, a)
+    return r
+
+
+def bit_shr(x: Any, n: Any) -> Any:
+    """Logical shift right whatever the signedness of `x`."""
+    return _e.binary("bit_shr", x, n)
+
+
+def raw_div(a: Any, b: Any) -> Any:
+    """C-style division: truncating for two ints, `/` otherwise."""
+    if _e.is_matrix(a) or _e.is_matrix(b):
+        return a._zip(b, raw_div) if _e.is_matrix(a) else b._map(lambda y: raw_div(a, y))
+    if not is_expr(a) and not is_expr(b):
+        if isinstance(a, int) and isinstance(b, int):
+            q = builtins.abs(a) // builtins.abs(b)
+            return q if (a >= 0) == (b >= 0) else -q
+        return a / b
+    ea, eb = _e.as_expr(a), _e.as_expr(b)
+    if ea.dtype.is_float or eb.dtype.is_float:
+        return _e.binary("truediv", ea, eb)
+    q = _e.binary("floordiv", ea, eb)
+    r = _e.binary("mod", ea, eb)
+    # floor and trunc differ when the remainder is nonzero and the signs differ.
+    fix = _e.binary("and", _e.binary("ne", r, 0), _e.binary("ne", _e.binary("lt", ea, 0), _e.binary("lt", eb, 0)))
+    return _e.select(fix, _e.binary("add", q, 1), q)
+
+
+def raw_mod(a: Any, b: Any) -> Any:
+    """C-style remainder (sign of the dividend): `a - raw_div(a, b) * b`."""
+    if _e.is_matrix(a):
+        return a._zip(b, raw_mod)
+    if _e.is_matrix(b):
+        return b._map(lambda y: raw_mod(a, y))
+    if not is_expr(a) and not is_expr(b):
+        import math
+        return math.fmod(a, b) if isinstance(a, float) or isinstance(b, float) else a - raw_div(a, b) * b
+    ea, eb = _e.as_expr(a), _e.as_expr(b)
+    if ea.dtype.is_float or eb.dtype.is_float:
+        t = dtypes.promote(_e._to_float(ea).dtype, _e._to_float(eb).dtype)
+        ea, eb = _e.cast_expr(ea, t), _e.cast_expr(eb, t)
+        q = _e.emit(Op.DIV, (ea, eb), t)
+        tq = _e.select(_e.binary("lt", q, 0), _e.unary("ceil", q), _e.unary("floor", q))
+        return _e.binary("sub", ea, _e.binary("mul", tq, eb))
+    return _e.binary("sub", ea, _e.binary("mul", raw_div(ea, eb), eb))
+
+
+def select(cond: Any, a: Any, b: Any) -> Any:
+    return _e.select(cond, a, b)
+
+
+def cast(x: Any, dtype: Any) -> Any:
+    return _e.cast(x, dtype)
+
+
+def bit_cast(x: Any, dtype: Any) -> Any:
+    return _e.bit_cast(x, dtype)
+
+
+def stop_grad(x: Any) -> Any:
+    """Identity for now (reverse-mode autodiff is another module's work)."""
+    return x
+
+
+def dtype_call(dtype: Any, value: Any) -> Any:
+    """`qd.f32(x)`: a cast inside kernels, a numpy scalar conversion in Python scope."""
+    dt = dtypes.to_dtype(dtype)
+    if _e.is_matrix(value) or is_expr(value) or in_kernel():
+        return _e.cast(value, dt)
+    return _e.host_cast(value, dt)
+
+
+# ---------------------------------------------------------------- atomics
+
+def _atomic(op: Op, name: str):
+    def fn(x: Any, y: Any) -> Any:
+        if _e.is_matrix(x):
+            ys = list(y.entries) if _e.is_matrix(y) else [y] * len(x.entries)
+            out = [fn(a, b) for a, b in zip(x.entries, ys)]
+            it = iter(out)
+            return x._map(lambda _: next(it))
+        if not is_expr(x) or x.ptr is None:
+            raise QuadrantsSyntaxError(f"qd.{name} needs an addressable target (a field/ndarray element "
+                                       "or a local variable) as its first argument")
+        return atomic_rmw(op, x, y)
+    fn.__name__ = name
+    fn.__doc__ = f"`{name}(x, y)`: atomically update `x` with `y`; returns the old value."
+    return fn
+
+
+_BIN_NAME = {Op.ADD: "add", Op.SUB: "sub", Op.MIN: "min", Op.MAX: "max", Op.BIT_AND: "and",
+             Op.BIT_OR: "or", Op.BIT_XOR: "xor"}
+
+
+def atomic_rmw(op: Op, target: Expr, value: Any) -> Expr:
+    """`op` applied atomically to the place `target` was loaded from; returns the old value."""
+    b = _e.bld()
+    ptr = target.ptr
+    v = _e.cast_expr(_e.as_expr(value), target.dtype)
+    if op in (Op.BIT_AND, Op.BIT_OR, Op.BIT_XOR) and not target.dtype.is_int:
+        raise QuadrantsTypeError(f"atomic bit operation on a {target.dtype} value")
+    if isinstance(ptr, ir.GlobalPtr):
+        return Expr(b.emit(ir.AtomicRMW, op=op, ptr=ptr, value=v.value, dtype=target.dtype))
+    old = Expr(b.load(ptr))
+    new = _e.binary(_BIN_NAME[op], old, v)
+    b.store(ptr, new.value)
+    return old
+
+
+atomic_add = _atomic(Op.ADD, "atomic_add")
+atomic_sub = _atomic(Op.SUB, "atomic_sub")
+atomic_min = _atomic(Op.MIN, "atomic_min")
+atomic_max = _atomic(Op.MAX, "atomic_max")
+atomic_and = _atomic(Op.BIT_AND, "atomic_and")
+atomic_or = _atomic(Op.BIT_OR, "atomic_or")
+atomic_xor = _atomic(Op.BIT_XOR, "atomic_xor")
+
+
+def random(dtype: Any = float) -> Any:
+    """`qd.random(dtype=float)`: floats uniform in [0, 1), ints uniform over the dtype."""
+    dt = dtypes.to_dtype(dtype)
+    if not in_kernel():
+        import numpy as np
+        if dt.is_float:
+            return dt.np_dtype.type(np.random.random())
+        info = np.iinfo(dt.np_dtype)
+        return dt.np_dtype.type(np.random.randint(info.min, info.max, dtype=dt.np_dtype))
+    return Expr(_e.bld().emit(ir.RandomValue, dtype=dt))
+
+
+# Public names: the Python builtins they shadow get an underscore inside this module.
+round = round_  # noqa: A001
+abs = abs_  # noqa: A001
+min = min_  # noqa: A001
+max = max_  # noqa: A001
+pow = pow_  # noqa: A001
+floor = floor_
+ceil = ceil_

@@ -1,0 +1,146 @@
+"""Per-function state of the transformer: parsed source (cached), scopes, name resolution, error positions."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import textwrap
+from typing import Any, Callable
+
+from qd import ir
+from qd.errors import (QuadrantsCompilationError, QuadrantsNameError, QuadrantsRuntimeError,
+                       QuadrantsSyntaxError)
+
+
+class FuncSource:
+    """A Python function's parsed AST with line numbers of the real file (built once per function)."""
+
+    def __init__(self, fn: Callable) -> None:
+        self.fn = fn
+        try:
+            lines, start = inspect.getsourcelines(fn)
+        except (OSError, TypeError) as e:
+            raise QuadrantsSyntaxError(f"cannot get the source of {getattr(fn, '__name__', fn)!r}: {e}") from None
+        self.file = inspect.getsourcefile(fn) or "<unknown>"
+        self.lines = [ln.rstrip("\n") for ln in lines]
+        self.start = start
+        src = "".join(lines)
+        dedented = textwrap.dedent(src)
+        first = lines[0]
+        self.indent = len(first) - len(first.lstrip()) if dedented != src else 0
+        tree = ast.parse(dedented)
+        ast.increment_lineno(tree, start - 1)
+        node = tree.body[0]
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            raise QuadrantsSyntaxError(f"{self.file}:{start}: expected a function definition")
+        self.node: ast.FunctionDef = node  # type: ignore[assignment]
+        self.name = fn.__name__
+        self.assigned = _assigned_names(node)
+
+    def line(self, lineno: int) -> str:
+        i = lineno - self.start
+        return self.lines[i] if 0 <= i < len(self.lines) else ""
+
+    def loc(self, node: ast.AST) -> ir.SrcLoc:
+        return ir.SrcLoc(self.file, getattr(node, "lineno", self.start), getattr(node, "col_offset", 0) + self.indent,
+                         self.name)
+
+    def pos_message(self, node: ast.AST, msg: str) -> str:
+        """`file:line:col: in func:` + the source line + carets + `msg` (Taichi-style)."""
+        lineno = getattr(node, "lineno", self.start)
+        col = getattr(node, "col_offset", 0) + self.indent
+        end_line = getattr(node, "end_lineno", lineno)
+        end = (getattr(node, "end_col_offset", None) or col - self.indent) + self.indent
+        text = self.line(lineno)
+        if end_line != lineno:
+            end = len(text.rstrip())
+        carets = " " * col + "^" * max(1, end - col)
+        return f"{self.file}:{lineno}:{col}: in {self.name}:\n{text}\n{carets}\n{msg}"
+
+
+def _assigned_names(node: ast.FunctionDef) -> set[str]:
+    out: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            out.add(n.id)
+        elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+            out.add(n.target.id)
+    return out
+
+
+_SOURCES: dict[Any, FuncSource] = {}
+
+
+def source_of(fn: Callable) -> FuncSource:
+    key = getattr(fn, "__code__", fn)
+    s = _SOURCES.get(key)
+    if s is None:
+        s = _SOURCES[key] = FuncSource(fn)
+    return s
+
+
+class FuncContext:
+    """Scopes and name resolution of one function being transformed (kernel or inlined func)."""
+
+    def __init__(self, src: FuncSource, is_kernel: bool, entry_depth: int) -> None:
+        self.src = src
+        self.is_kernel = is_kernel
+        self.scopes: list[dict[str, Any]] = [{}]
+        self.entry_depth = entry_depth
+        self.loops: list[dict] = []  # enclosing loops: {"kind": static|serial|parallel, "depth", "status"}
+        self.returned = False
+        self.return_value: Any = None
+        self.return_type: Any = None
+        fn = src.fn
+        self.globals: dict[str, Any] = fn.__globals__
+        self.closure: dict[str, Any] = {}
+        if fn.__closure__:
+            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+                try:
+                    self.closure[name] = cell.cell_contents
+                except ValueError:
+                    pass
+
+    def push_scope(self) -> None:
+        self.scopes.append({})
+
+    def pop_scope(self) -> None:
+        self.scopes.pop()
+
+    def find_local(self, name: str) -> tuple[bool, Any]:
+        for s in reversed(self.scopes):
+            if name in s:
+                return True, s[name]
+        return False, None
+
+    def bind(self, name: str, value: Any) -> None:
+        self.scopes[-1][name] = value
+
+    def lookup(self, name: str) -> Any:
+        found, v = self.find_local(name)
+        if found:
+            return v
+        if name in self.closure:
+            return self.closure[name]
+        if name in self.globals:
+            return self.globals[name]
+        if hasattr(builtins, name):
+            return getattr(builtins, name)
+        raise QuadrantsNameError(f'Name "{name}" is not defined')
+
+
+def position_error(src: FuncSource, node: ast.AST, e: BaseException) -> BaseException:
+    """`e` re-created with the node's position and source line in its message."""
+    if getattr(e, "_qd_positioned", False):
+        return e
+    text = str(e) if str(e) else type(e).__name__
+    if isinstance(e, (QuadrantsCompilationError, QuadrantsRuntimeError)):
+        try:
+            new = type(e)(src.pos_message(node, text))
+        except TypeError:
+            new = QuadrantsCompilationError(src.pos_message(node, text))
+    else:
+        new = QuadrantsCompilationError(src.pos_message(node, f"{type(e).__name__}: {text}"))
+    new._qd_positioned = True  # type: ignore[attr-defined]
+    return new

@@ -1,0 +1,95 @@
+"""Loop iterables and compile-time helpers: `qd.ndrange`, `qd.grouped`, `qd.static`, `qd.static_assert`,
+`qd.static_print`, `qd.loop_config`.
+
+`ndrange` and `grouped` are markers the transformer recognises in `for` statements; both are also
+plain Python iterables (for `qd.static(qd.ndrange(...))` and Python scope).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Iterator
+
+from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError
+from qd.frontend import expr as _e
+
+
+class ndrange:  # noqa: N801  (Quadrants' name)
+    """`qd.ndrange(n, (a, b), ...)`: the product of ranges; each argument is an extent or a (begin, end) pair."""
+
+    def __init__(self, *args: Any) -> None:
+        self.bounds: list[tuple[Any, Any]] = []
+        for a in args:
+            if isinstance(a, (list, tuple)):
+                if len(a) != 2:
+                    raise QuadrantsSyntaxError(f"Every argument of ndrange should be a scalar or a tuple/list "
+                                               f"like (begin, end), got {a!r}")
+                self.bounds.append((a[0], a[1]))
+            elif _e.is_matrix(a):
+                raise QuadrantsTypeError("ndrange arguments must be scalars or (begin, end) pairs, not matrices")
+            else:
+                self.bounds.append((0, a))
+        for b, e in self.bounds:
+            for v in (b, e):
+                if isinstance(v, float) or (isinstance(v, _e.Expr) and not v.dtype.is_int):
+                    raise QuadrantsTypeError("ndrange only accepts integer bounds")
+        self.dimensions = [_e.binary("sub", e, b) for b, e in self.bounds]
+
+    def __iter__(self) -> Iterator[tuple]:
+        for b, e in self.bounds:
+            if isinstance(b, _e.Expr) or isinstance(e, _e.Expr):
+                raise QuadrantsSyntaxError("a static ndrange needs compile-time bounds")
+        yield from itertools.product(*(range(int(b), int(e)) for b, e in self.bounds))
+
+    def grouped(self) -> "grouped":
+        return grouped(self)
+
+
+class grouped:  # noqa: N801
+    """`qd.grouped(x)`: iterate `x` (a field, an ndarray or an ndrange) with one vector index."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+
+    def __iter__(self) -> Iterator[Any]:
+        if isinstance(self.target, ndrange):
+            from qd.frontend.values import make_matrix
+
+            for idx in self.target:
+                yield make_matrix(list(idx), (len(idx),))
+            return
+        raise QuadrantsSyntaxError("qd.grouped(...) outside qd.static is only valid as a kernel for-loop iterable")
+
+
+def static(x: Any, *xs: Any) -> Any:
+    """`qd.static(x)`: marks a compile-time value (condition, loop iterable, object)."""
+    vals = (x,) + xs
+    for v in vals:
+        if isinstance(v, _e.Expr):
+            raise QuadrantsSyntaxError("qd.static() needs compile-time values, but got a runtime value")
+    return vals[0] if not xs else vals
+
+
+def static_assert(cond: Any, msg: str | None = None) -> None:
+    """Checked while the kernel compiles."""
+    if isinstance(cond, _e.Expr):
+        raise QuadrantsSyntaxError("qd.static_assert() needs a compile-time condition")
+    if not cond:
+        from qd.errors import QuadrantsCompilationError
+
+        raise QuadrantsCompilationError(f"Static assertion failed: {msg}" if msg else "Static assertion failed")
+
+
+def static_print(*args: Any, **kwargs: Any) -> None:
+    """Print at compile time (once per kernel instance)."""
+    print(*args, **kwargs)
+
+
+def loop_config(*args: Any, serialize: bool = False, **kwargs: Any) -> None:
+    """`qd.loop_config(serialize=True)` makes the next top-level loop run serially (in order, one thread);
+    every other option (block_dim, parallelize, ...) is accepted and ignored."""
+    from qd.frontend import builder as _b
+
+    b = _b.current()
+    if b is not None and serialize:
+        b.next_loop_serial = True

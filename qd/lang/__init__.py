@@ -1,0 +1,3 @@
+"""`qd.lang`: the `quadrants.lang` package path, kept so Quadrants code that reaches into it runs (re-exports only)."""
+
+from qd.lang import exception, impl, misc  # noqa: F401

@@ -1,0 +1,273 @@
+"""The host-side data API shared by fields and ndarrays: indexing, fill, numpy/torch copies, generations.
+
+A `HostData` owns `arr`, a C-contiguous numpy array of shape `shape + elem_shape`. Every host write
+path calls `_bump()`, which advances `generation`, so caches keyed on buffer contents (the
+max-reducer's) can tell the buffer changed.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Iterator
+
+import numpy as np
+
+from qd.errors import QuadrantsIndexError, QuadrantsRuntimeError
+from qd.types.dtypes import DataType
+
+
+class IndexCountError(QuadrantsIndexError, AssertionError):
+    """Wrong number of indices in Python scope. Quadrants raises AssertionError for fields and an
+    IndexError for ndarrays; this is both, so code written against either keeps working."""
+
+
+def import_torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        raise ImportError("qd: to_torch/from_torch need PyTorch, which is not installed "
+                          "(pip install torch)") from None
+    return torch
+
+
+def wrap_int(value: int, dtype: DataType) -> int:
+    """Two's-complement wrap of a Python int to `dtype`'s width (as a kernel store would)."""
+    mask = (1 << dtype.bits) - 1
+    v = int(value) & mask
+    if dtype.is_signed and v >> (dtype.bits - 1):
+        v -= 1 << dtype.bits
+    return v
+
+
+def cast_scalar(value: Any, dtype: DataType) -> Any:
+    """`value` converted to a numpy scalar of `dtype`, wrapping integers and truncating floats."""
+    if hasattr(value, "item") and getattr(value, "size", 1) == 1 and not isinstance(value, np.ndarray):
+        value = value.item()
+    if isinstance(value, np.ndarray):
+        if value.size != 1:
+            raise ValueError(f"qd: expected a scalar, got an array of shape {value.shape}")
+        value = value.reshape(()).item()
+    if dtype.bits == 1:
+        return np.bool_(bool(value))
+    if dtype.is_int:
+        if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+            value = int(value)  # C cast: truncates toward zero
+        return dtype.np_dtype.type(wrap_int(value, dtype))
+    return dtype.np_dtype.type(value)
+
+
+def to_python(x: Any, dtype: DataType) -> Any:
+    """A numpy scalar as the Python number Quadrants returns (u1 reads as an int)."""
+    v = x.item()
+    return int(v) if dtype.bits == 1 else v
+
+
+def element_object(a: np.ndarray, dtype: DataType) -> Any:
+    """A vector/matrix element as a `qd.lang.matrix` Vector/Matrix when that exists, else a numpy copy."""
+    try:
+        from qd.lang import matrix as _matrix
+    except ImportError:
+        return a.copy()
+    cls = getattr(_matrix, "Vector" if a.ndim == 1 else "Matrix", None)
+    if cls is None:
+        return a.copy()
+    return cls(a.tolist(), dt=dtype)
+
+
+def as_array(value: Any) -> np.ndarray:
+    """A value given for a vector/matrix element (sequence, numpy array or qd Vector/Matrix) as numpy."""
+    if isinstance(value, np.ndarray):
+        return value
+    to_numpy = getattr(value, "to_numpy", None)
+    if callable(to_numpy):
+        return np.asarray(to_numpy())
+    return np.asarray(value)
+
+
+class HostData:
+    """Base of `Field` and `Ndarray`: owns the storage and implements the Python-scope data API."""
+
+    _kind = "buffer"  # used in messages: "qd.field" or "qd.ndarray"
+
+    dtype: DataType
+    elem_shape: tuple[int, ...]
+    generation: int
+    _arr: np.ndarray | None
+
+    # ---------------------------------------------------------------- storage
+
+    @property
+    def arr(self) -> np.ndarray:
+        """The storage: C-contiguous, shape `shape + elem_shape`, dtype `dtype.np_dtype`."""
+        if self._arr is None:
+            self._raise_no_storage()
+        return self._arr
+
+    def _raise_no_storage(self) -> None:
+        raise QuadrantsRuntimeError(f"{self._kind} has no storage")
+
+    def _bump(self) -> None:
+        self.generation += 1
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def _offset(self) -> tuple[int, ...]:
+        return (0,) * len(self.shape)
+
+    # ---------------------------------------------------------------- indexing
+
+    def _index_count_message(self, n: int) -> str:
+        return f"{len(self.shape)}d {self._kind} indexed with {n}d indices"
+
+    def _normalize_key(self, key: Any) -> tuple[int, ...]:
+        """Python-scope key → tuple of storage indices, with offset applied and bounds checked."""
+        if key is None:
+            key = ()
+        elif isinstance(key, (tuple, list)):
+            key = tuple(key)
+        elif isinstance(key, np.ndarray) and key.ndim == 1:
+            key = tuple(key.tolist())
+        elif callable(getattr(key, "to_numpy", None)):
+            key = tuple(np.asarray(key.to_numpy()).reshape(-1).tolist())
+        else:
+            key = (key,)
+        if len(key) != len(self.shape):
+            raise IndexCountError(self._index_count_message(len(key)))
+        out = []
+        for axis, (k, lo, n) in enumerate(zip(key, self._offset(), self.shape)):
+            if isinstance(k, (bool, np.bool_)) or not isinstance(k, (numbers.Integral, np.integer)):
+                raise TypeError(f"Detected illegal element of type: {type(k)}. "
+                                f"Please be aware that slicing a {self._kind} is not supported so far.")
+            k = int(k)
+            if not lo <= k < lo + n:
+                hint = " (negative indices do not wrap around)" if k < 0 and lo == 0 else ""
+                raise IndexError(f"index {k} is out of bounds for axis {axis} of {self._kind} with shape "
+                                 f"{self.shape}{' and offset ' + str(self._offset()) if any(self._offset()) else ''}"
+                                 f"{hint}")
+            out.append(k - lo)
+        return tuple(out)
+
+    def __getitem__(self, key: Any) -> Any:
+        x = self.arr[self._normalize_key(key)]
+        if self.elem_shape:
+            return element_object(x, self.dtype)
+        return to_python(x, self.dtype)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        idx = self._normalize_key(key)
+        if self.elem_shape:
+            self.arr[idx] = self._cast_array(value, self.elem_shape)
+        else:
+            self.arr[idx] = cast_scalar(value, self.dtype)
+        self._bump()
+
+    def _cast_array(self, value: Any, target_shape: tuple[int, ...]) -> np.ndarray:
+        """`value` (scalar or array) cast to dtype; its shape must be () or broadcast-free `target_shape`."""
+        if isinstance(value, numbers.Number) or np.isscalar(value):
+            return np.asarray(cast_scalar(value, self.dtype))
+        a = as_array(value)
+        if a.shape not in ((), tuple(target_shape)):
+            raise ValueError(f"{self._kind}: value of shape {a.shape} does not match element shape {target_shape}")
+        # numpy's unsafe cast wraps ints and truncates floats toward zero, as a kernel store does
+        return a.astype(self.dtype.np_dtype, casting="unsafe")
+
+    def __iter__(self) -> "Iterator[Any]":
+        raise NotImplementedError("Struct for is only available in Quadrants scope.")
+
+    # ---------------------------------------------------------------- bulk host writes and reads
+
+    def fill(self, val: Any) -> None:
+        """Set every element to `val` (a scalar, or for vector/matrix elements also one element)."""
+        self.arr[...] = self._cast_array(val, self.elem_shape)
+        self._bump()
+
+    def _full_shape(self) -> tuple[int, ...]:
+        return tuple(self.shape) + tuple(self.elem_shape)
+
+    def _shape_mismatch(self, got: tuple[int, ...]) -> ValueError:
+        return ValueError(f"Mismatch shape: {self._full_shape()} expected, but {tuple(got)} provided")
+
+    def from_numpy(self, arr: Any) -> None:
+        """Copy `arr` in (its shape must equal `shape + elem_shape`; values are cast to dtype)."""
+        if not isinstance(arr, np.ndarray):
+            if isinstance(arr, np.generic):
+                arr = np.asarray(arr)
+            else:
+                raise TypeError(f"{np.ndarray} expected, but {type(arr)} provided")
+        if tuple(arr.shape) != self._full_shape():
+            raise self._shape_mismatch(arr.shape)
+        np.copyto(self.arr, arr, casting="unsafe")
+        self._bump()
+
+    def to_numpy(self, dtype: Any = None) -> np.ndarray:
+        """A copy of the data, shape `shape + elem_shape`, optionally cast to numpy `dtype`."""
+        out_dtype = self.arr.dtype if dtype is None else _numpy_dtype(dtype)
+        return np.array(self.arr, dtype=out_dtype, copy=True, order="C")
+
+    def _copy_source_check(self, other: Any) -> None:
+        if not isinstance(other, HostData):
+            raise TypeError(f"Cannot copy from a non-{self._kind.split('.')[-1]} object")
+        if tuple(other.shape) != tuple(self.shape) or tuple(other.elem_shape) != tuple(self.elem_shape):
+            raise ValueError(f"{self._kind} shape {self._full_shape()} does not match the source shape "
+                             f"{other._full_shape()}")
+
+    def copy_from(self, other: "HostData") -> None:
+        """Copy all elements of another field/ndarray of the same shape (values cast to dtype)."""
+        self._copy_source_check(other)
+        np.copyto(self.arr, other.arr, casting="unsafe")
+        self._bump()
+
+    def from_torch(self, t: Any) -> None:
+        """Copy a torch tensor in (any device; shape must equal `shape + elem_shape`)."""
+        import_torch()
+        if tuple(t.shape) != self._full_shape():
+            raise self._shape_mismatch(tuple(t.shape))
+        self.from_numpy(t.detach().to("cpu").contiguous().numpy())
+
+    def to_torch(self, device: Any = None) -> Any:
+        """A torch tensor copy of the data, on `device` (default: CPU)."""
+        torch = import_torch()
+        t = torch.from_numpy(self.to_numpy())
+        return t.to(device) if device is not None else t
+
+    # ---------------------------------------------------------------- printing
+
+    def __str__(self) -> str:
+        if self._arr is None:
+            return f"<{self._kind}: no storage>"
+        return str(self._arr)
+
+    def __repr__(self) -> str:
+        if self._arr is None:
+            return f"<{self._kind}: no storage>"
+        body = np.array2string(self._arr, separator=", ", prefix=self._kind + "(")
+        return f"{self._kind}({body}, dtype={self.dtype})"
+
+
+def _numpy_dtype(dtype: Any) -> np.dtype:
+    if isinstance(dtype, DataType):
+        return dtype.np_dtype
+    return np.dtype(dtype)
+
+
+def normalize_shape(shape: Any, kind: str) -> tuple[int, ...]:
+    """An int or sequence of positive ints as a tuple; `kind` names the object in the error message."""
+    if isinstance(shape, (numbers.Integral, np.integer)):
+        shape = (shape,)
+    try:
+        shape = tuple(shape)
+    except TypeError:
+        raise TypeError(f"{shape!r} is not a valid shape for {kind}") from None
+    for n in shape:
+        if not isinstance(n, (numbers.Integral, np.integer)) or isinstance(n, bool):
+            raise TypeError(f"{shape} is not a valid shape for {kind}: dimensions must be integers")
+        if n <= 0 or n > 2**31 - 1:
+            raise QuadrantsRuntimeError(f"{shape} is not a valid shape for {kind}: Every dimension of a Quadrants "
+                                        "field should be positive (and below 2**31)")
+    return tuple(int(n) for n in shape)

@@ -1,0 +1,154 @@
+"""Ndarrays: `qd.ndarray(dtype, shape)` and the `Ndarray` class (numpy storage passed to kernels as arguments).
+
+Unlike fields, an ndarray is not part of the SNode tree and lives as long as Python holds it; the
+program keeps weak references only, so that `qd.reset()` can invalidate the ones still alive.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+
+from qd.errors import QuadrantsRuntimeError
+from qd.runtime import program
+from qd.runtime._hostdata import HostData, normalize_shape
+from qd.types.dtypes import DataType, MatrixType, to_dtype
+
+_ndarrays: "weakref.WeakSet[Ndarray]" = weakref.WeakSet()
+
+
+class Ndarray(HostData):
+    """An array of `shape` elements of `dtype` (each of shape `elem_shape`), stored in `arr`."""
+
+    _kind = "qd.ndarray"
+
+    def __init__(self, dtype: Any, shape: Any, needs_grad: bool = False) -> None:
+        self._setup(to_dtype(dtype), normalize_shape(shape, "ndarray"), (), needs_grad)
+
+    @classmethod
+    def _from_elem(cls, dtype: Any, shape: Any, elem_shape: tuple[int, ...], needs_grad: bool = False) -> "Ndarray":
+        """A vector/matrix ndarray: `arr` has shape `shape + elem_shape`."""
+        obj = cls.__new__(cls)
+        Ndarray._setup(obj, to_dtype(dtype), normalize_shape(shape, "ndarray"), tuple(elem_shape), needs_grad)
+        return obj
+
+    def _setup(self, dtype: DataType, shape: tuple[int, ...], elem_shape: tuple[int, ...], needs_grad: bool) -> None:
+        if needs_grad and not dtype.is_float:
+            raise QuadrantsRuntimeError(f"{dtype} is not supported for ndarray with `needs_grad=True` or "
+                                        "`needs_dual=True`.")
+        self.dtype = dtype
+        self.elem_shape = elem_shape
+        self._shape = shape
+        self._arr = np.zeros(shape + elem_shape, dtype=dtype.np_dtype)
+        self._destroyed = False
+        self.generation = 0
+        self.grad: Ndarray | None = None
+        if needs_grad:
+            self.grad = type(self)._from_elem(dtype, shape, elem_shape, needs_grad=False)
+        _ndarrays.add(self)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The outer shape (element axes excluded)."""
+        return self._shape
+
+    @property
+    def element_shape(self) -> tuple[int, ...]:
+        return self.elem_shape
+
+    @property
+    def element_type(self) -> Any:
+        """The scalar dtype, or the vector/matrix type for vector/matrix ndarrays."""
+        if not self.elem_shape:
+            return self.dtype
+        from qd.types.dtypes import matrix, vector
+
+        if len(self.elem_shape) == 1:
+            return vector(self.elem_shape[0], self.dtype)
+        return matrix(self.elem_shape[0], self.elem_shape[1], self.dtype)
+
+    def has_grad(self) -> bool:
+        return self.grad is not None
+
+    def has_dual(self) -> bool:
+        return False
+
+    def _set_grad(self, grad: "Ndarray") -> None:
+        self.grad = grad
+
+    def _raise_no_storage(self) -> None:
+        raise QuadrantsRuntimeError("qd.ndarray was destroyed by qd.reset() (qd.init resets too); create it again "
+                                    "after qd.init")
+
+    def _destroy(self) -> None:
+        self._arr = None
+        self._destroyed = True
+        self.grad = None
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, slice):
+            return self._slice(key)
+        return super().__getitem__(key)
+
+    def _slice(self, key: slice) -> Any:
+        """A 1-D slice is a `BufferView`, once `qd.lang.buffer_view` exists."""
+        try:
+            from qd.lang.buffer_view import BufferView
+        except ImportError:
+            raise TypeError("qd.ndarray: slicing is not supported yet") from None
+        if len(self.shape) != 1:
+            raise TypeError(f"ndarray slice to BufferView requires a 1D array, got shape {self.shape}")
+        start, stop, step = key.indices(self.shape[0])
+        if step != 1:
+            raise ValueError(f"BufferView slice requires step=1, got step={step}")
+        return BufferView(self, start, max(stop - start, 0))
+
+    def __deepcopy__(self, memo: Any = None) -> "Ndarray":
+        out = type(self)._from_elem(self.dtype, self.shape, self.elem_shape)
+        out.copy_from(self)
+        return out
+
+    def copy_from(self, other: Any) -> None:
+        if not isinstance(other, Ndarray):
+            raise TypeError("Cannot copy from a non-ndarray object")
+        if tuple(other.shape) != tuple(self.shape) or other.elem_shape != self.elem_shape:
+            raise ValueError(f"copy_from shape mismatch: destination {tuple(self.shape)} vs source "
+                             f"{tuple(other.shape)}")
+        super().copy_from(other)
+
+
+def ndarray(dtype: Any, shape: Any, needs_grad: bool = False) -> Ndarray:
+    """`qd.ndarray(dtype, shape)`: a zero-filled ndarray; `dtype` may be a vector/matrix type."""
+    if isinstance(dtype, MatrixType):
+        typed = _matrix_ndarray_factory()
+        if typed is not None:
+            return typed(dtype, shape, needs_grad=needs_grad)
+        from qd.runtime import config
+
+        elem_dtype = dtype.dtype if dtype.dtype is not None else config.current().default_fp
+        return Ndarray._from_elem(elem_dtype, shape, dtype.shape, needs_grad)
+    return Ndarray(dtype, shape, needs_grad)
+
+
+def _matrix_ndarray_factory() -> Any:
+    """`qd.lang.matrix.Matrix._typed_ndarray` when the vector/matrix module provides it."""
+    try:
+        from qd.lang import matrix as _matrix
+    except ImportError:
+        return None
+    return getattr(getattr(_matrix, "Matrix", None), "_typed_ndarray", None)
+
+
+def _reset() -> None:
+    for nd in list(_ndarrays):
+        nd._destroy()
+    _ndarrays.clear()
+
+
+program.on_reset(_reset)
+
+ScalarNdarray = Ndarray
+
+__all__ = ["Ndarray", "ScalarNdarray", "ndarray"]

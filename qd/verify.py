@@ -1,0 +1,310 @@
+"""IR invariants: def-before-use and scoping, types per the op table, structured control flow.
+
+`verify_kernel(k)` raises `IRVerifyError` naming the offending statement (in its `qd/ir_text`
+form, with its source location). Checked:
+
+- every operand is defined earlier in the same or an enclosing block (or is the variable of an
+  enclosing `RangeFor`); no value is used outside its block; no statement appears twice;
+- types: op-table rules of `qd/ops.py` (`same`, `cmp`, `float`, `int`, `cast`, `select`), loads and
+  stores agree with their `Alloca` / `GlobalPtr`, `GlobalPtr` indices are integers, one per axis
+  (`ndim + len(elem_shape)`), and its dtype is the buffer's; loop bounds have the var's dtype;
+  `If`/`Check` conditions are integers (any width; the frontend uses u1);
+- `Break` only inside a serial loop, `Continue` inside any loop (or a range task's body),
+  a parallel `RangeFor` only at the top level of the kernel body, `Return` not inside loops
+  (nor in range tasks) and matching `KernelIR.rets`;
+- `ArgLoad`, `Check`, `ExternalShape` indices are valid;
+- offloaded kernels: each task is verified on its own (a task sees only its own values; a range
+  task's begin/end are defined at the top level of its prologue; its body sees the prologue's
+  values and the task variable).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qd import ir
+from qd.ir_text import Namer
+from qd.ops import ATOMIC, INFO, Op
+from qd.types.dtypes import ALL, u1
+
+
+class IRVerifyError(Exception):
+    """The IR breaks an invariant; the message names the statement."""
+
+
+class _Ctx:
+    """Where a block sits: inside a serial loop? a parallel body? the kernel's top level?"""
+
+    def __init__(self, top: bool = False, loop: bool = False, par: bool = False) -> None:
+        self.top, self.loop, self.par = top, loop, par
+
+    def inner(self, loop: bool | None = None, par: bool | None = None) -> "_Ctx":
+        return _Ctx(False, self.loop if loop is None else loop, self.par if par is None else par)
+
+
+class _Verifier:
+    def __init__(self, k: ir.KernelIR) -> None:
+        self.k = k
+        self.namer = Namer()
+        self.scope: set[ir.Value] = set()
+        self.seen: set[int] = set()
+        self.line = ""
+        self.stmt: ir.Stmt | None = None
+
+    # -------------------------------------------------------------- messages
+
+    def fail(self, msg: str) -> IRVerifyError:
+        loc = f" ({self.stmt.loc})" if self.stmt is not None and self.stmt.loc else ""
+        return IRVerifyError(f"kernel {self.k.name}: `{self.line}`{loc}: {msg}")
+
+    def need(self, ok: bool, msg: str) -> None:
+        if not ok:
+            raise self.fail(msg)
+
+    def use(self, v: object) -> None:
+        self.need(isinstance(v, ir.Value), f"operand {v!r} is not a value")
+        self.need(v in self.scope, f"{self.namer.ref(v)} is used but not defined in an enclosing block")
+
+    # -------------------------------------------------------------- blocks
+
+    def block(self, block: ir.Block, ctx: _Ctx) -> list[ir.Value]:
+        """Verify `block`; its values go out of scope at its end (returned for the caller)."""
+        defined: list[ir.Value] = []
+        try:
+            for s in block.stmts:
+                self.visit(s, ctx)
+                if isinstance(s, ir.Value):
+                    self.scope.add(s)
+                    defined.append(s)
+        finally:
+            for v in defined:
+                self.scope.discard(v)
+        return defined
+
+    def visit(self, s: ir.Stmt, ctx: _Ctx) -> None:
+        self.stmt, self.line = s, self.namer.stmt_line(s) if isinstance(s, ir.Stmt) else repr(s)
+        self.need(isinstance(s, ir.Stmt), "not a statement")
+        self.need(id(s) not in self.seen, "statement appears twice")
+        self.seen.add(id(s))
+        for v in s.operands():
+            if not (isinstance(s, ir.RangeFor) and v is s.var):
+                self.use(v)
+        rule = _RULES.get(type(s))
+        self.need(rule is not None, f"unknown statement class {type(s).__name__}")
+        rule(self, s, ctx)
+
+    def nested(self, block: ir.Block, ctx: _Ctx, extra: tuple = ()) -> None:
+        for v in extra:
+            self.scope.add(v)
+        try:
+            self.block(block, ctx)
+        finally:
+            for v in extra:
+                self.scope.discard(v)
+
+
+# ------------------------------------------------------------------ per-statement rules
+
+
+def _v_const(vf: _Verifier, s: ir.Const, ctx: _Ctx) -> None:
+    vf.need(s.dtype in ALL, f"bad dtype {s.dtype!r}")
+    if s.dtype.is_float:
+        vf.need(isinstance(s.value, (int, float, np.number)) and not isinstance(s.value, bool),
+                "float constant needs a number")
+        return
+    vf.need(isinstance(s.value, (int, np.integer)), "integer constant needs an int")
+    lo, hi = _int_range(s.dtype)
+    vf.need(lo <= int(s.value) <= hi, f"{s.value} is out of range for {s.dtype}")
+
+
+def _int_range(dt) -> tuple[int, int]:
+    if dt is u1:
+        return 0, 1
+    if dt.is_signed:
+        return -(1 << (dt.bits - 1)), (1 << (dt.bits - 1)) - 1
+    return 0, (1 << dt.bits) - 1
+
+
+def _v_arg(vf: _Verifier, s: ir.ArgLoad, ctx: _Ctx) -> None:
+    vf.need(0 <= s.index < len(vf.k.args), f"argument index {s.index} out of range")
+    a = vf.k.args[s.index]
+    vf.need(a.kind == "scalar", f"argument {a.name!r} is not a scalar")
+    vf.need(a.dtype is s.dtype, f"argument {a.name!r} is {a.dtype}, loaded as {s.dtype}")
+
+
+def _v_op(vf: _Verifier, s: ir.OpStmt, ctx: _Ctx) -> None:
+    info = INFO.get(s.op)
+    vf.need(info is not None, f"unknown op {s.op!r}")
+    vf.need(len(s.args) == info.arity, f"{s.op.value} takes {info.arity} operands, got {len(s.args)}")
+    dts = [a.dtype for a in s.args]
+    r = info.rule
+    if r in ("same", "float", "int"):
+        vf.need(all(d is s.dtype for d in dts), f"operand dtypes {dts} must equal the result {s.dtype}")
+        vf.need(r != "float" or s.dtype.is_float, f"{s.op.value} needs floats, got {s.dtype}")
+        vf.need(r != "int" or s.dtype.is_int, f"{s.op.value} needs integers, got {s.dtype}")
+    elif r == "cmp":
+        vf.need(s.dtype is u1, f"comparison result must be u1, got {s.dtype}")
+        vf.need(all(d is dts[0] for d in dts), f"comparison operands differ: {dts}")
+    elif r == "select":
+        vf.need(dts[0] is u1, f"select condition must be u1, got {dts[0]}")
+        vf.need(dts[1] is s.dtype and dts[2] is s.dtype, f"select operands {dts[1:]} must be {s.dtype}")
+    elif r == "cast" and s.op is Op.BIT_CAST:
+        vf.need(dts[0].bits == s.dtype.bits, f"bit_cast between widths {dts[0]} -> {s.dtype}")
+
+
+def _v_local_load(vf: _Verifier, s: ir.LocalLoad, ctx: _Ctx) -> None:
+    vf.need(isinstance(s.var, ir.Alloca), "local_load of a non-alloca")
+    vf.need(s.dtype is s.var.dtype, f"loads {s.dtype} from a {s.var.dtype} alloca")
+
+
+def _v_local_store(vf: _Verifier, s: ir.LocalStore, ctx: _Ctx) -> None:
+    vf.need(isinstance(s.var, ir.Alloca), "local_store to a non-alloca")
+    vf.need(s.value.dtype is s.var.dtype, f"stores {s.value.dtype} into a {s.var.dtype} alloca")
+
+
+def _v_global_ptr(vf: _Verifier, s: ir.GlobalPtr, ctx: _Ctx) -> None:
+    vf.need(0 <= s.buffer < len(vf.k.buffers), f"buffer index @{s.buffer} out of range")
+    b = vf.k.buffers[s.buffer]
+    vf.need(len(s.indices) == b.total_ndim,
+            f"{len(s.indices)} indices for buffer @{s.buffer} of {b.total_ndim} axes")
+    vf.need(s.dtype is b.dtype, f"pointer dtype {s.dtype} but buffer @{s.buffer} is {b.dtype}")
+    for i in s.indices:
+        vf.need(i.dtype.is_int, f"index {vf.namer.ref(i)} is {i.dtype}, not an integer")
+
+
+def _v_ptr_user(vf: _Verifier, s: ir.Stmt, ctx: _Ctx) -> None:
+    vf.need(isinstance(s.ptr, ir.GlobalPtr), "operand is not a global_ptr")
+    if isinstance(s, ir.GlobalStore):
+        vf.need(s.value.dtype is s.ptr.dtype, f"stores {s.value.dtype} through a {s.ptr.dtype} pointer")
+        return
+    vf.need(s.dtype is s.ptr.dtype, f"dtype {s.dtype} but pointer is {s.ptr.dtype}")
+    if isinstance(s, ir.AtomicRMW):
+        vf.need(s.op in ATOMIC, f"{s.op.value} is not an atomic op")
+        vf.need(s.value.dtype is s.dtype, f"atomic value is {s.value.dtype}, pointer {s.dtype}")
+
+
+def _v_external_shape(vf: _Verifier, s: ir.ExternalShape, ctx: _Ctx) -> None:
+    vf.need(0 <= s.buffer < len(vf.k.buffers), f"buffer index @{s.buffer} out of range")
+    b = vf.k.buffers[s.buffer]
+    vf.need(b.kind == "ndarray", f"external_shape of a {b.kind} buffer")
+    vf.need(0 <= s.axis < b.ndim, f"axis {s.axis} out of range for {b.ndim} dims")
+    vf.need(s.dtype.is_int, "external_shape must be an integer")
+
+
+def _v_range_for(vf: _Verifier, s: ir.RangeFor, ctx: _Ctx) -> None:
+    vf.need(isinstance(s.var, ir.LoopVar), "loop variable is not a LoopVar")
+    vf.need(s.var.dtype.is_int, "loop variable must be an integer")
+    vf.need(s.begin.dtype is s.var.dtype and s.end.dtype is s.var.dtype,
+            f"bounds {s.begin.dtype}..{s.end.dtype} differ from the variable's {s.var.dtype}")
+    vf.need(id(s.var) not in vf.seen, "loop variable reused")
+    vf.seen.add(id(s.var))
+    if s.parallel:
+        vf.need(ctx.top, "parallel for is only allowed at the top level of the kernel body")
+        vf.nested(s.body, _Ctx(loop=False, par=True), (s.var,))
+    else:
+        vf.nested(s.body, ctx.inner(loop=True), (s.var,))
+
+
+def _v_if(vf: _Verifier, s: ir.If, ctx: _Ctx) -> None:
+    vf.need(s.cond.dtype.is_int, f"if condition must be an integer, got {s.cond.dtype}")
+    vf.nested(s.then, ctx.inner())
+    vf.nested(s.else_, ctx.inner())
+
+
+def _v_break(vf: _Verifier, s: ir.Stmt, ctx: _Ctx) -> None:
+    if isinstance(s, ir.Break):
+        vf.need(ctx.loop, "break outside a serial loop")
+    else:
+        vf.need(ctx.loop or ctx.par, "continue outside a loop")
+
+
+def _v_return(vf: _Verifier, s: ir.Return, ctx: _Ctx) -> None:
+    vf.need(not ctx.loop and not ctx.par, "return inside a loop")
+    vf.need(len(s.values) == len(vf.k.rets), f"returns {len(s.values)} values, kernel has {len(vf.k.rets)}")
+    for v, t in zip(s.values, vf.k.rets):
+        vf.need(v.dtype is t, f"returns {v.dtype} where the kernel returns {t}")
+
+
+def _v_print(vf: _Verifier, s: ir.Print, ctx: _Ctx) -> None:
+    for x in s.items:
+        vf.need(isinstance(x, (str, ir.Value)), f"print item {x!r} is neither a string nor a value")
+
+
+def _v_check(vf: _Verifier, s: ir.Check, ctx: _Ctx) -> None:
+    vf.need(0 <= s.check < len(vf.k.checks), f"check index #{s.check} out of range")
+    vf.need(s.cond.dtype.is_int, f"check condition must be an integer, got {s.cond.dtype}")
+
+
+def _v_nothing(vf: _Verifier, s: ir.Stmt, ctx: _Ctx) -> None:
+    pass
+
+
+_RULES = {
+    ir.Const: _v_const,
+    ir.ArgLoad: _v_arg,
+    ir.OpStmt: _v_op,
+    ir.Alloca: _v_nothing,
+    ir.LocalLoad: _v_local_load,
+    ir.LocalStore: _v_local_store,
+    ir.GlobalPtr: _v_global_ptr,
+    ir.GlobalLoad: _v_ptr_user,
+    ir.GlobalStore: _v_ptr_user,
+    ir.AtomicRMW: _v_ptr_user,
+    ir.ExternalShape: _v_external_shape,
+    ir.RandomValue: _v_nothing,
+    ir.RangeFor: _v_range_for,
+    ir.If: _v_if,
+    ir.While: lambda vf, s, ctx: vf.nested(s.body, ctx.inner(loop=True)),
+    ir.Break: _v_break,
+    ir.Continue: _v_break,
+    ir.Return: _v_return,
+    ir.Print: _v_print,
+    ir.Check: _v_check,
+}
+
+
+# ------------------------------------------------------------------ tasks and entry point
+
+
+def _verify_task(vf: _Verifier, i: int, t: ir.Task) -> None:
+    vf.stmt, vf.line = None, f"task {i} ({t.kind})"
+    if t.kind == "serial":
+        vf.need(t.var is None and not t.prologue.stmts, "serial task with a variable or prologue")
+        vf.block(t.body, _Ctx())
+        return
+    vf.need(t.kind == "range", f"unknown task kind {t.kind!r}")
+    vf.need(isinstance(t.var, ir.LoopVar) and t.var.dtype.is_int, "range task needs an integer LoopVar")
+    defined: list[ir.Value] = []
+    for s in t.prologue.stmts:
+        vf.visit(s, _Ctx())
+        if isinstance(s, ir.Value):
+            vf.scope.add(s)
+            defined.append(s)
+    vf.stmt, vf.line = None, f"task {i} (range)"
+    for v in (t.begin, t.end):
+        vf.need(isinstance(v, ir.Value) and v in vf.scope, "begin/end must be defined in the prologue")
+        vf.need(v.dtype is t.var.dtype, f"bounds {v.dtype} differ from the variable's {t.var.dtype}")
+    vf.namer.define(t.var)
+    vf.nested(t.body, _Ctx(par=True), (t.var,))
+    for v in defined:
+        vf.scope.discard(v)
+
+
+def _verify_adstacks(k: ir.KernelIR) -> None:
+    """HOOK (adstack pairing): once `AdStackAlloc/Push/Pop/LoadTop/...` statements exist in
+    `qd/ir.py`, check here that every push has a matching pop with the same stack id on every
+    path, that stack ops name an `AdStackAlloc` in scope, and that no adstack op survives
+    `lower_adstacks`. Register their per-statement rules in `_RULES` as well."""
+    return None
+
+
+def verify_kernel(k: ir.KernelIR) -> None:
+    """Raise `IRVerifyError` if `k` (its body, and its tasks when offloaded) breaks an invariant."""
+    vf = _Verifier(k)
+    vf.block(k.body, _Ctx(top=True))
+    if k.tasks is not None:
+        for i, t in enumerate(k.tasks):
+            vf.scope.clear()
+            vf.seen.clear()
+            _verify_task(vf, i, t)
+    _verify_adstacks(k)

@@ -1,0 +1,198 @@
+"""qd.init / reset / cfg, archs and their fallback, environment options, the extension table."""
+
+import pytest
+
+import qd
+from qd.errors import QuadrantsWarning
+from qd.lang import impl
+from qd.runtime import config as _config
+from qd.runtime import program
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for name in ("QD_ARCH", "QD_DEBUG", "QD_DEFAULT_FP", "QD_DEFAULT_IP", "QD_LOG_LEVEL", "QD_RANDOM_SEED",
+                 "QD_FAST_MATH", "QD_OPT_LEVEL"):
+        monkeypatch.delenv(name, raising=False)
+    yield
+    qd.reset()
+
+
+def test_defaults_before_init():
+    qd.reset()
+    assert qd.cfg.arch is qd.cpu
+    assert qd.cfg.default_fp is qd.f32 and qd.cfg.default_ip is qd.i32 and qd.cfg.default_up is qd.u32
+    assert qd.cfg.debug is False and qd.cfg.check_out_of_bound is False
+    assert qd.cfg.fast_math is True and qd.cfg.enable_fallback is True and qd.cfg.offline_cache is True
+    assert qd.cfg.ad_stack_experimental_enabled is True and qd.cfg.ad_stack_size == 0
+    assert qd.cfg.log_level == "info" and qd.cfg.jit == "auto" and qd.cfg.random_seed == 0
+
+
+def test_init_sets_options_and_banner(capsys):
+    qd.init(arch=qd.interp, default_fp=qd.f64, default_ip=qd.i64, random_seed=7, debug=True)
+    assert "[qd] Starting on arch=interp" in capsys.readouterr().out
+    assert qd.cfg.arch is qd.interp
+    assert qd.cfg.default_fp is qd.f64 and qd.cfg.default_ip is qd.i64 and qd.cfg.default_up is qd.u64
+    assert qd.cfg.random_seed == 7
+    assert qd.cfg.check_out_of_bound is True  # implied by debug
+    assert impl.current_cfg() is _config.current()
+    assert impl.get_runtime().default_fp is qd.f64
+    assert qd.field(float, 2).dtype is qd.f64
+
+
+def test_init_resets_config():
+    qd.init(arch=qd.interp, debug=True, log_level=qd.WARN)
+    qd.init(arch=qd.interp, log_level=qd.WARN)
+    assert qd.cfg.debug is False
+
+
+def test_quiet_log_levels(capsys):
+    for level in (qd.WARN, qd.ERROR, "warn", "ERROR"):
+        qd.init(arch=qd.interp, log_level=level)
+        assert "Starting" not in capsys.readouterr().out
+        assert qd.cfg.log_level == str(level).lower()
+    for level in (qd.INFO, qd.DEBUG, qd.TRACE):
+        qd.init(arch=qd.interp, log_level=level)
+        assert "Starting on arch=interp" in capsys.readouterr().out
+
+
+def test_bad_log_level():
+    with pytest.raises(ValueError):
+        qd.init(log_level="loud")
+
+
+def test_unknown_keyword():
+    with pytest.raises(KeyError, match="Unrecognized keyword argument"):
+        qd.init(arch=qd.interp, foo_bar=233)
+    with pytest.raises(KeyError, match="default_up"):
+        qd.init(default_up=qd.u64)
+
+
+def test_test_mode_returns_config():
+    cfg = qd.init(_test_mode=True, log_level="warn")
+    assert cfg is _config.current()
+
+
+def test_env_overrides(monkeypatch):
+    monkeypatch.setenv("QD_DEBUG", "1")
+    monkeypatch.setenv("QD_DEFAULT_FP", "64")
+    monkeypatch.setenv("QD_RANDOM_SEED", "42")
+    monkeypatch.setenv("QD_LOG_LEVEL", "warn")
+    qd.init(arch=qd.interp)
+    assert qd.cfg.debug is True and qd.cfg.check_out_of_bound is True
+    assert qd.cfg.default_fp is qd.f64
+    assert qd.cfg.random_seed == 42
+    assert qd.cfg.log_level == "warn"
+
+
+def test_kwargs_win_over_env(monkeypatch):
+    monkeypatch.setenv("QD_DEBUG", "1")
+    monkeypatch.setenv("QD_DEFAULT_FP", "64")
+    with pytest.warns(QuadrantsWarning, match="overridden"):
+        qd.init(arch=qd.interp, debug=False, default_fp=qd.f32, log_level="warn")
+    assert qd.cfg.debug is False and qd.cfg.default_fp is qd.f32
+
+
+def test_bad_env_values(monkeypatch):
+    monkeypatch.setenv("QD_DEFAULT_FP", "16")
+    with pytest.raises(ValueError, match="QD_DEFAULT_FP"):
+        qd.init(arch=qd.interp)
+    monkeypatch.setenv("QD_DEFAULT_FP", "32")
+    monkeypatch.setenv("QD_DEFAULT_IP", "64")
+    qd.init(arch=qd.interp, log_level="warn")
+    assert qd.cfg.default_ip is qd.i64
+
+
+def test_env_arch(monkeypatch):
+    monkeypatch.setenv("QD_ARCH", "interp")
+    qd.init(arch=qd.cpu, log_level="warn")
+    assert qd.cfg.arch is qd.interp
+
+
+def test_cfg_proxy_follows_init():
+    qd.init(arch=qd.interp, log_level="warn")
+    qd.cfg.debug = True
+    assert _config.current().debug is True and qd.cfg.check_out_of_bound is True
+    qd.init(arch=qd.cpu, log_level="warn")
+    assert qd.cfg.arch is qd.cpu and qd.cfg.debug is False
+    with pytest.raises(AttributeError):
+        qd.cfg.no_such_option = 1
+
+
+# ------------------------------------------------------------------ archs
+
+
+def test_arch_registry():
+    assert qd.x64 is qd.cpu or qd.arm64 is qd.cpu
+    assert qd.get_host_arch_list() == [qd.cpu]
+    assert qd.is_arch_supported(qd.cpu) and qd.is_arch_supported(qd.interp)
+    for a in (qd.cuda, qd.vulkan, qd.opencl, qd.metal, qd.amdgpu, qd.gpu):
+        assert not qd.is_arch_supported(a)
+    assert qd.lang.misc.get_host_arch_list() == [qd.cpu]
+
+
+@pytest.mark.parametrize("name", ["cuda", "vulkan", "opencl", "gpu"])
+def test_gpu_fallback_warns(name):
+    with pytest.warns(QuadrantsWarning, match="not built yet; falling back to cpu"):
+        qd.init(arch=getattr(qd, name), log_level="warn")
+    assert qd.cfg.arch is qd.cpu
+
+
+@pytest.mark.parametrize("name", ["cuda", "vulkan", "opencl", "gpu"])
+def test_no_fallback_raises(name):
+    with pytest.raises(RuntimeError, match="not built yet"):
+        qd.init(arch=getattr(qd, name), enable_fallback=False, log_level="warn")
+
+
+def test_arch_list_and_names():
+    qd.init(arch=[qd.cuda, qd.interp], log_level="warn")
+    assert qd.cfg.arch is qd.interp
+    qd.init(arch="interp", log_level="warn")
+    assert qd.cfg.arch is qd.interp
+    qd.init(arch="cpu", log_level="warn")
+    assert qd.cfg.arch is qd.cpu
+    with pytest.raises(ValueError, match="unknown arch"):
+        qd.init(arch="tpu")
+
+
+# ------------------------------------------------------------------ reset hooks, sync, extensions
+
+
+def test_reset_hooks_run():
+    calls = []
+
+    def hook():
+        calls.append(1)
+
+    program.on_reset(hook)
+    try:
+        qd.reset()
+        qd.init(arch=qd.interp, log_level="warn")
+        assert len(calls) == 2
+    finally:
+        program._reset_hooks.remove(hook)
+
+
+def test_sync_works():
+    qd.init(arch=qd.interp, log_level="warn")
+    qd.sync()
+
+
+def test_extension_table():
+    ext = qd.extension
+    for arch in (qd.cpu, qd.interp):
+        for e in (ext.adstack, ext.data64, ext.assertion, ext.dynamic_index):
+            assert qd.lang.misc.is_extension_supported(arch, e)
+        for e in (ext.sparse, ext.quant, ext.quant_basic, ext.bls, ext.mesh):
+            assert not ext.is_extension_supported(arch, e)
+    assert not ext.is_extension_supported(qd.cuda, ext.adstack)
+
+
+def test_impl_runtime_facade():
+    rt = impl.get_runtime()
+    rt.prog._reset_max_reducer_dispatch_count()
+    assert rt.prog._get_max_reducer_dispatch_count() == 0
+    assert rt.prog.config() is _config.current()
+    assert impl.default_cfg().debug is False
+    with pytest.raises(NotImplementedError):
+        impl.call_internal("test_active_mask")
