@@ -57,5 +57,5 @@ def is_extension_supported(arch, ext: "Extension | str") -> bool:
     return Extension(ext) in _SUPPORT.get(key, frozenset())
 
 
-__all__ = ["Extension", "is_extension_supported", "sparse", "quant", "quant_basic", "data64", "adstack", "bls",
-           "assertion", "extfunc", "dynamic_index", "mesh"]
+__all__ = ["Extension", "is_extension_supported", "sparse", "quant", "quant_basic", "data64", "adstack",
+           "bls", "assertion", "extfunc", "dynamic_index", "mesh"]

@@ -125,6 +125,11 @@ def _int_range(dt) -> tuple[int, int]:
     return 0, (1 << dt.bits) - 1
 
 
+def outer_ndim(b: ir.BufferDecl) -> int:
+    """Outer (non-element) axes of `b`: `ndim`, or `len(shape)` for fields/temps that leave ndim 0."""
+    return b.ndim if b.ndim or b.kind == "ndarray" else len(b.shape)
+
+
 def _v_arg(vf: _Verifier, s: ir.ArgLoad, ctx: _Ctx) -> None:
     vf.need(0 <= s.index < len(vf.k.args), f"argument index {s.index} out of range")
     a = vf.k.args[s.index]
@@ -165,8 +170,8 @@ def _v_local_store(vf: _Verifier, s: ir.LocalStore, ctx: _Ctx) -> None:
 def _v_global_ptr(vf: _Verifier, s: ir.GlobalPtr, ctx: _Ctx) -> None:
     vf.need(0 <= s.buffer < len(vf.k.buffers), f"buffer index @{s.buffer} out of range")
     b = vf.k.buffers[s.buffer]
-    vf.need(len(s.indices) == b.total_ndim,
-            f"{len(s.indices)} indices for buffer @{s.buffer} of {b.total_ndim} axes")
+    n = outer_ndim(b) + len(b.elem_shape)
+    vf.need(len(s.indices) == n, f"{len(s.indices)} indices for buffer @{s.buffer} of {n} axes")
     vf.need(s.dtype is b.dtype, f"pointer dtype {s.dtype} but buffer @{s.buffer} is {b.dtype}")
     for i in s.indices:
         vf.need(i.dtype.is_int, f"index {vf.namer.ref(i)} is {i.dtype}, not an integer")

@@ -196,3 +196,17 @@ def test_impl_runtime_facade():
     assert impl.default_cfg().debug is False
     with pytest.raises(NotImplementedError):
         impl.call_internal("test_active_mask")
+
+
+def test_arch_names_survive_package_imports():
+    # `qd/interp/` and `qd/gpu/` are packages too; importing their submodules must not rebind the archs.
+    import importlib
+    import pkgutil
+
+    for pkg in ("qd.interp", "qd.gpu"):
+        for info in pkgutil.iter_modules(importlib.import_module(pkg).__path__):
+            try:
+                importlib.import_module(f"{pkg}.{info.name}")
+            except Exception:  # noqa: BLE001  another part's import error is not this test's subject
+                pass
+    assert isinstance(qd.interp, qd.Arch) and isinstance(qd.gpu, qd.Arch)

@@ -133,6 +133,13 @@ class Matrix:
         out.entries, out.n, out.m, out.ndim, out._dt = entries, n, m, ndim, dt
         return out
 
+    @staticmethod
+    def _from_entries(entries: list, shape: tuple[int, ...], dt: DataType | None = None) -> "Matrix":
+        """`_make` with a shape tuple: (n,) gives a Vector, (n, m) a Matrix."""
+        if len(shape) == 1:
+            return Matrix._make(entries, shape[0], 1, 1, dt)
+        return Matrix._make(entries, shape[0], shape[1], 2, dt)
+
     # ------------------------------------------------------------ shape and dtype
     @property
     def dtype(self) -> DataType | None:
@@ -167,7 +174,7 @@ class Matrix:
     def _map(self, fn: Callable[[Any], Any]) -> "Matrix":
         """Elementwise unary: a new matrix of `fn(entry)`. A host float computed from a numpy float
         entry is converted back to that entry's numpy type (numpy ufuncs keep f32, so do we)."""
-        return self._map_entries([_keep_np(x, fn(x)) for x in self.entries])
+        return self._map_entries([keep_np_float(x, fn(x)) for x in self.entries])
 
     def _zip(self, other: Any, fn: Callable[[Any, Any], Any], name: str = "") -> "Matrix":
         """Elementwise binary `fn(self_entry, other_entry)`; a scalar `other` is broadcast."""
@@ -178,8 +185,8 @@ class Matrix:
             if o.get_shape() != self.get_shape():
                 raise QuadrantsTypeError(f"shape mismatch in matrix {name or 'operation'}: "
                                          f"{self.get_shape()} and {o.get_shape()}")
-            return self._map_entries([_keep_np(a, fn(a, b)) for a, b in zip(self.entries, o.entries)])
-        return self._map_entries([_keep_np(a, fn(a, o)) for a in self.entries])
+            return self._map_entries([keep_np_float(a, fn(a, b)) for a, b in zip(self.entries, o.entries)])
+        return self._map_entries([keep_np_float(a, fn(a, o)) for a in self.entries])
 
     def _binop(self, other: Any, fn: Callable[[Any, Any], Any], name: str, reflected: bool = False) -> Any:
         o = _operand(other)
@@ -454,7 +461,7 @@ def _operand(x: Any) -> Any:
     return NotImplemented
 
 
-def _keep_np(src: Any, r: Any) -> Any:
+def keep_np_float(src: Any, r: Any) -> Any:
     if type(r) in (float, int) and isinstance(src, np.floating):
         return type(src)(r)
     return r

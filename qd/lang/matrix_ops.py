@@ -102,13 +102,13 @@ def frobenius_inner(x: Any, y: Any) -> Any:
 def norm(mat: Any, eps: Any = 0) -> Any:
     s = norm_sqr(mat)
     s = s if _is_zero(eps) else s + eps
-    return _m._keep_np(s, _b().sqrt(s))
+    return _m.keep_np_float(s, _b().sqrt(s))
 
 
 def norm_inv(mat: Any, eps: Any = 0) -> Any:
     s = norm_sqr(mat)
     s = s if _is_zero(eps) else s + eps
-    return _m._keep_np(s, _b().rsqrt(s))
+    return _m.keep_np_float(s, _b().rsqrt(s))
 
 
 def normalized(vec: Any, eps: Any = 0) -> Any:

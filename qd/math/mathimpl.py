@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from qd.errors import QuadrantsTypeError
 from qd.frontend.builtins import (acos, asin, atan2, bit_cast, cast, ceil, clz, cos, exp, floor, log, max,  # noqa: A004
                                   min, popcnt, pow, round, rsqrt, select, sin, sqrt, tan, tanh)
-from qd.lang.matrix import Matrix, is_scalar
+from qd.frontend.expr import is_expr
+from qd.lang.matrix import Matrix
 from qd.types.dtypes import f32, f64, i32, matrix, u32, u64, vector
 
 e = math.e
@@ -101,7 +101,7 @@ def mod(x: Any, y: Any) -> Any:
 
 
 def _isinf1(x: Any) -> Any:
-    if not hasattr(x, "dtype") or isinstance(x, (float, int)):
+    if not is_expr(x):
         return math.isinf(float(x))
     if not x.dtype.is_float:
         return x != x  # an integer is never infinite: a false of the right kind
@@ -113,7 +113,7 @@ def _isinf1(x: Any) -> Any:
 
 
 def _isnan1(x: Any) -> Any:
-    if not hasattr(x, "dtype") or isinstance(x, (float, int)):
+    if not is_expr(x):
         return math.isnan(float(x))
     if not x.dtype.is_float:
         return x != x
@@ -137,6 +137,9 @@ def isnan(x: Any) -> Any:
 def ffs(x: Any) -> Any:
     """1 + the index of the least significant set bit of an integer, 0 when `x` is 0."""
     def one(v: Any) -> Any:
+        if not is_expr(v):
+            v = int(v)
+            return (v & -v).bit_length()
         low = popcnt((v & -v) - 1) + 1
         return select(v == 0, 0, low)
     return _elementwise(one, x)
@@ -248,11 +251,6 @@ def rot_yaw_pitch_roll(yaw: Any, pitch: Any, roll: Any) -> Matrix:
 def rotation3d(ang_x: Any, ang_y: Any, ang_z: Any) -> Matrix:
     """4x4 rotation from Euler angles about X, Y, Z (Quadrants' `rot_yaw_pitch_roll(z, x, y)`)."""
     return rot_yaw_pitch_roll(ang_z, ang_x, ang_y)
-
-
-def _check_scalar(x: Any, what: str) -> None:
-    if not is_scalar(x):
-        raise QuadrantsTypeError(f"{what} expects a scalar, got {type(x).__name__}")
 
 
 __all__ = [

@@ -24,11 +24,12 @@ from dataclasses import replace
 from qd import ir
 from qd.ops import Op
 from qd.types.dtypes import DataType, u1
+from qd.verify import outer_ndim
 
 
 def _shape_text(b: ir.BufferDecl, axis: int) -> str:
     outer = [("{1}" if a == axis else "?") if b.kind == "ndarray" else str(b.shape[a])
-             for a in range(b.ndim)]
+             for a in range(outer_ndim(b))]
     dims = outer + [str(x) for x in b.elem_shape]
     return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
 
@@ -43,8 +44,9 @@ def bound_message(b: ir.BufferDecl, axis: int) -> str:
 def _extent(k: ir.KernelIR, ptr: ir.GlobalPtr, axis: int, dt: DataType) -> tuple[list, ir.Value | int]:
     """Statements computing the extent of `axis` (as `dt`), or the extent itself when constant."""
     b = k.buffers[ptr.buffer]
-    if axis >= b.ndim:
-        return [], b.elem_shape[axis - b.ndim]
+    nd = outer_ndim(b)
+    if axis >= nd:
+        return [], b.elem_shape[axis - nd]
     if b.kind != "ndarray":
         return [], b.shape[axis]
     shp = ir.ExternalShape(buffer=ptr.buffer, axis=axis, loc=ptr.loc)

@@ -13,7 +13,7 @@ Values that cross tasks:
 - any other value used by another task is stored to a temp slot right after its definition and
   loaded once at the start of each using task (range tasks: in the prologue).
 
-Temp layout: one `BufferDecl(kind='temp', dtype=D, shape=(n,), name='offload_temp_D')` per dtype D
+Temp layout: one `BufferDecl(kind='temp', dtype=D, shape=(n,), ndim=1, name='offload_temp_D')` per dtype D
 that needs slots (so every slot keeps its exact dtype and no casts are needed), appended to
 `KernelIR.buffers`; a slot is `GlobalPtr(temp, (Const(i32, slot),))`. The runtime allocates each
 temp buffer per launch.
@@ -108,7 +108,7 @@ class _Slots:
         return [c, ir.GlobalPtr(buffer=buf, indices=(c,), dtype=v.dtype, loc=loc)]
 
     def buffers(self) -> tuple[ir.BufferDecl, ...]:
-        return tuple(ir.BufferDecl("temp", dt, shape=(len(vs),), name=f"offload_temp_{dt.name}")
+        return tuple(ir.BufferDecl("temp", dt, shape=(len(vs),), ndim=1, name=f"offload_temp_{dt.name}")
                      for dt, vs in self.by_dtype.items())
 
 

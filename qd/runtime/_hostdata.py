@@ -147,9 +147,9 @@ class HostData:
             k = int(k)
             if not lo <= k < lo + n:
                 hint = " (negative indices do not wrap around)" if k < 0 and lo == 0 else ""
+                off = f" and offset {self._offset()}" if any(self._offset()) else ""
                 raise IndexError(f"index {k} is out of bounds for axis {axis} of {self._kind} with shape "
-                                 f"{self.shape}{' and offset ' + str(self._offset()) if any(self._offset()) else ''}"
-                                 f"{hint}")
+                                 f"{self.shape}{off}{hint}")
             out.append(k - lo)
         return tuple(out)
 
@@ -173,7 +173,8 @@ class HostData:
             return np.asarray(cast_scalar(value, self.dtype))
         a = as_array(value)
         if a.shape not in ((), tuple(target_shape)):
-            raise ValueError(f"{self._kind}: value of shape {a.shape} does not match element shape {target_shape}")
+            raise ValueError(f"{self._kind}: value of shape {a.shape} does not match element shape "
+                             f"{target_shape}")
         # numpy's unsafe cast wraps ints and truncates floats toward zero, as a kernel store does
         return a.astype(self.dtype.np_dtype, casting="unsafe")
 
@@ -268,6 +269,6 @@ def normalize_shape(shape: Any, kind: str) -> tuple[int, ...]:
         if not isinstance(n, (numbers.Integral, np.integer)) or isinstance(n, bool):
             raise TypeError(f"{shape} is not a valid shape for {kind}: dimensions must be integers")
         if n <= 0 or n > 2**31 - 1:
-            raise QuadrantsRuntimeError(f"{shape} is not a valid shape for {kind}: Every dimension of a Quadrants "
-                                        "field should be positive (and below 2**31)")
+            raise QuadrantsRuntimeError(f"{shape} is not a valid shape for {kind}: Every dimension of a "
+                                        "Quadrants field should be positive (and below 2**31)")
     return tuple(int(n) for n in shape)

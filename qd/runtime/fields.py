@@ -53,7 +53,8 @@ class Field(HostData):
         node = root.dense(axes(*range(len(shape))), shape) if shape else current_root_node()
         node.place(self, offset=offset)
 
-    def _init_state(self, dtype: DataType, elem_shape: tuple[int, ...], name: str, role: SNodeGradType) -> None:
+    def _init_state(self, dtype: DataType, elem_shape: tuple[int, ...], name: str,
+                    role: SNodeGradType) -> None:
         self.dtype = dtype
         self.elem_shape = elem_shape
         self.name = name
@@ -123,9 +124,9 @@ class Field(HostData):
             raise QuadrantsRuntimeError(f"{what} was destroyed by qd.reset() (qd.init resets too); "
                                         "declare it again after qd.init")
         raise QuadrantsRuntimeError(
-            f"Field has no allocation ({what} is not placed). Give it a shape (`qd.field(..., shape=...)`), place "
-            "it (`qd.root.dense(qd.i, n).place(x)`), or for gradients use `needs_grad=True` / `needs_dual=True` or "
-            "`qd.root.lazy_grad()` / `qd.root.lazy_dual()`, before using it.")
+            f"Field has no allocation ({what} is not placed). Give it a shape (`qd.field(..., shape=...)`), "
+            "place it (`qd.root.dense(qd.i, n).place(x)`), or for gradients use `needs_grad=True` / "
+            "`needs_dual=True` or `qd.root.lazy_grad()` / `qd.root.lazy_dual()`, before using it.")
 
     # ---------------------------------------------------------------- queries
 
@@ -193,11 +194,13 @@ class Field(HostData):
         if not isinstance(other, Field):
             raise TypeError("Cannot copy from a non-field object")
         if tuple(other.shape) != tuple(self.shape) or other.elem_shape != self.elem_shape:
-            raise ValueError(f"qd.field shape {self.shape} does not match the source field shape {other.shape}")
+            raise ValueError(f"qd.field shape {self.shape} does not match the source field shape "
+                             f"{other.shape}")
         super().copy_from(other)
 
     def _shape_mismatch(self, got: tuple[int, ...]) -> ValueError:
-        return ValueError(f"qd.field shape {self._full_shape()} does not match the numpy array shape {tuple(got)}")
+        return ValueError(f"qd.field shape {self._full_shape()} does not match the numpy array shape "
+                          f"{tuple(got)}")
 
     def __repr__(self) -> str:
         return super().__repr__() if self._placed else f"<qd.field {self.name!r}: not placed>"
@@ -218,7 +221,8 @@ def _normalize_offset(offset: Any, ndim: int) -> tuple[int, ...]:
         offset = (offset,)
     offset = tuple(int(o) for o in offset)
     if len(offset) != ndim:
-        raise QuadrantsSyntaxError(f"The dimensionality of shape and offset must be the same ({ndim} != {len(offset)})")
+        raise QuadrantsSyntaxError("The dimensionality of shape and offset must be the same "
+                                   f"({ndim} != {len(offset)})")
     return offset
 
 
@@ -226,7 +230,8 @@ def _check_order(order: str | None, ndim: int) -> None:
     if order is None:
         return
     if len(order) != ndim:
-        raise QuadrantsSyntaxError(f"The dimensionality of shape and order must be the same ({ndim} != {len(order)})")
+        raise QuadrantsSyntaxError("The dimensionality of shape and order must be the same "
+                                   f"({ndim} != {len(order)})")
     if len(set(order)) != ndim:
         raise QuadrantsSyntaxError("The axes in order must be different")
     for ch in order:

@@ -1,4 +1,4 @@
-"""Ndarrays: `qd.ndarray(dtype, shape)` and the `Ndarray` class (numpy storage passed to kernels as arguments).
+"""Ndarrays: `qd.ndarray(dtype, shape)` and the `Ndarray` class (numpy storage passed to kernels).
 
 Unlike fields, an ndarray is not part of the SNode tree and lives as long as Python holds it; the
 program keeps weak references only, so that `qd.reset()` can invalidate the ones still alive.
@@ -28,13 +28,15 @@ class Ndarray(HostData):
         self._setup(to_dtype(dtype), normalize_shape(shape, "ndarray"), (), needs_grad)
 
     @classmethod
-    def _from_elem(cls, dtype: Any, shape: Any, elem_shape: tuple[int, ...], needs_grad: bool = False) -> "Ndarray":
+    def _from_elem(cls, dtype: Any, shape: Any, elem_shape: tuple[int, ...],
+                   needs_grad: bool = False) -> "Ndarray":
         """A vector/matrix ndarray: `arr` has shape `shape + elem_shape`."""
         obj = cls.__new__(cls)
         Ndarray._setup(obj, to_dtype(dtype), normalize_shape(shape, "ndarray"), tuple(elem_shape), needs_grad)
         return obj
 
-    def _setup(self, dtype: DataType, shape: tuple[int, ...], elem_shape: tuple[int, ...], needs_grad: bool) -> None:
+    def _setup(self, dtype: DataType, shape: tuple[int, ...], elem_shape: tuple[int, ...],
+               needs_grad: bool) -> None:
         if needs_grad and not dtype.is_float:
             raise QuadrantsRuntimeError(f"{dtype} is not supported for ndarray with `needs_grad=True` or "
                                         "`needs_dual=True`.")
@@ -79,8 +81,8 @@ class Ndarray(HostData):
         self.grad = grad
 
     def _raise_no_storage(self) -> None:
-        raise QuadrantsRuntimeError("qd.ndarray was destroyed by qd.reset() (qd.init resets too); create it again "
-                                    "after qd.init")
+        raise QuadrantsRuntimeError("qd.ndarray was destroyed by qd.reset() (qd.init resets too); "
+                                    "create it again after qd.init")
 
     def _destroy(self) -> None:
         self._arr = None

@@ -89,8 +89,8 @@ def _apply_options(cfg: _config.Config, kwargs: dict[str, Any]) -> None:
         env_value = os.environ.get(env_name, "")
         if key in kwargs:
             if env_value:
-                warnings.warn(f'Environment variable {env_name}={env_value} overridden by qd.init argument "{key}"',
-                              QuadrantsWarning, stacklevel=3)
+                warnings.warn(f"Environment variable {env_name}={env_value} overridden by qd.init argument "
+                              f'"{key}"', QuadrantsWarning, stacklevel=3)
             setattr(cfg, key, kwargs.pop(key))
         elif env_value:
             setattr(cfg, key, _parse_env(key, env_value))
@@ -114,8 +114,8 @@ def _resolve_default(arg: Any, env_name: str, options: dict[str, dtypes.DataType
     if arg is None:
         return env
     if env is not None:
-        warnings.warn(f'Environment variable {env_name} overridden by qd.init argument "{what}"', QuadrantsWarning,
-                      stacklevel=4)
+        warnings.warn(f'Environment variable {env_name} overridden by qd.init argument "{what}"',
+                      QuadrantsWarning, stacklevel=4)
     # `float`/`int` here would mean "the default", which is what is being set: take them as 64-bit,
     # never as the current default.
     if arg is float:
@@ -131,7 +131,8 @@ def _resolve_default(arg: Any, env_name: str, options: dict[str, dtypes.DataType
 # ------------------------------------------------------------------ init
 
 
-def init(arch: Any = None, default_fp: Any = None, default_ip: Any = None, **kwargs: Any) -> _config.Config | None:
+def init(arch: Any = None, default_fp: Any = None, default_ip: Any = None,
+         **kwargs: Any) -> _config.Config | None:
     """Start a program: reset, read options (kwargs win over `QD_<NAME>`), select the arch.
 
     `arch` may be an arch, its name, or a list (the first available is used). `QD_ARCH` (a name or a
@@ -139,15 +140,18 @@ def init(arch: Any = None, default_fp: Any = None, default_ip: Any = None, **kwa
     without editing it.
     """
     if "default_up" in kwargs:
-        raise KeyError("'default_up' is always the unsigned type of 'default_ip'. Please set 'default_ip' instead.")
+        raise KeyError("'default_up' is always the unsigned type of 'default_ip'. "
+                       "Please set 'default_ip' instead.")
     # Copy first: the arguments may reference items of the config that reset() is about to replace.
     kwargs = copy.copy(kwargs)
     init_only = {k: kwargs.pop(k, v) for k, v in _INIT_ONLY.items()}
     reset()
 
     cfg = _config.Config()
-    fp = _resolve_default(default_fp, "QD_DEFAULT_FP", {"32": dtypes.f32, "64": dtypes.f64}, True, "default_fp")
-    ip = _resolve_default(default_ip, "QD_DEFAULT_IP", {"32": dtypes.i32, "64": dtypes.i64}, False, "default_ip")
+    fp = _resolve_default(default_fp, "QD_DEFAULT_FP", {"32": dtypes.f32, "64": dtypes.f64}, True,
+                          "default_fp")
+    ip = _resolve_default(default_ip, "QD_DEFAULT_IP", {"32": dtypes.i32, "64": dtypes.i64}, False,
+                          "default_ip")
     cfg.default_fp = fp or cfg.default_fp
     cfg.default_ip = ip or cfg.default_ip
     _apply_options(cfg, kwargs)

@@ -83,7 +83,8 @@ class SNode:
             raise QuadrantsRuntimeError("dense: an axis appears twice")
         for n in dims:
             if not isinstance(n, numbers.Integral) or n <= 0:
-                raise QuadrantsRuntimeError(f"Every dimension of a Quadrants field should be positive, got {dims}")
+                raise QuadrantsRuntimeError("Every dimension of a Quadrants field should be positive, "
+                                            f"got {dims}")
         child = SNode("dense", self, tuple((a.index, int(n)) for a, n in zip(ax, dims)))
         self.children.append(child)
         return child

@@ -1,0 +1,365 @@
+"""Expression visitors: each returns a Python value (compile-time), an `Expr`, a Matrix, or a `GlobalTensor`."""
+
+from __future__ import annotations
+
+import ast
+import operator
+from typing import Any
+
+from qd import ir
+from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError
+from qd.frontend import expr as _e
+from qd.frontend import values as _v
+from qd.frontend.expr import Expr
+from qd.ops import Op
+from qd.types import dtypes
+
+_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
+           ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor",
+           ast.LShift: "shl", ast.RShift: "shr"}
+_PYOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+          ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+          ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor,
+          ast.LShift: operator.lshift, ast.RShift: operator.rshift, ast.MatMult: operator.matmul}
+_CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
+_PYCMP = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+          ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Is: operator.is_, ast.IsNot: operator.is_not,
+          ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+_SWIZZLE = {c: i for i, c in enumerate("xyzw")} | {c: i for i, c in enumerate("rgba")}
+_CHEAP = (ir.Const, ir.OpStmt, ir.LocalLoad, ir.ArgLoad, ir.ExternalShape, ir.GlobalPtr)
+
+
+class FString:
+    """An f-string with runtime parts: a sequence of str and Expr items (for print / assert)."""
+
+    def __init__(self, items: list) -> None:
+        self.items = items
+
+
+def is_runtime(x: Any) -> bool:
+    return isinstance(x, Expr) or _e.is_matrix(x)
+
+
+class ExprMixin:
+    # -------------------------------------------------------------- names and constants
+    def visit_Constant(self, node: ast.Constant) -> Any:
+        return node.value
+
+    def visit_Name(self, node: ast.Name) -> Any:
+        found, binding = self.ctx.find_local(node.id)
+        if found:
+            return _v.read(binding)
+        return self.wrap_global(self.ctx.lookup(node.id), node.id)
+
+    def wrap_global(self, obj: Any, name: str = "") -> Any:
+        """Fields and captured ndarrays become `GlobalTensor`s of this kernel; other objects pass through."""
+        if isinstance(obj, (int, float, bool, str, type(None), Expr, _v.GlobalTensor)):
+            return obj
+        if _v.global_kind(obj) is not None:
+            return _v.bind_global_object(obj, name)
+        return obj
+
+    def visit_Tuple(self, node: ast.Tuple) -> tuple:
+        return tuple(self._elements(node.elts))
+
+    def visit_List(self, node: ast.List) -> list:
+        return self._elements(node.elts)
+
+    def _elements(self, elts: list[ast.expr]) -> list:
+        out: list = []
+        for e in elts:
+            if isinstance(e, ast.Starred):
+                v = self.visit(e.value)
+                if isinstance(v, Expr):
+                    raise QuadrantsSyntaxError("cannot unpack a runtime scalar with '*'")
+                out.extend(v.entries if _e.is_matrix(v) else v)
+            else:
+                out.append(self.visit(e))
+        return out
+
+    def visit_Dict(self, node: ast.Dict) -> dict:
+        out: dict = {}
+        for k, v in zip(node.keys, node.values):
+            if k is None:
+                out.update(self.visit(v))
+            else:
+                out[self.visit(k)] = self.visit(v)
+        return out
+
+    def visit_Slice(self, node: ast.Slice) -> slice:
+        f = [self.visit(x) if x is not None else None for x in (node.lower, node.upper, node.step)]
+        if any(isinstance(x, Expr) for x in f):
+            raise QuadrantsSyntaxError("slices need compile-time bounds")
+        return slice(*f)
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> Any:
+        value = self.visit(node.value)
+        self.assign_name(node.target.id, value)
+        return self.visit_Name(ast.Name(id=node.target.id, ctx=ast.Load()))
+
+    # -------------------------------------------------------------- attributes and subscripts
+    def visit_Attribute(self, node: ast.Attribute) -> Any:
+        base = self.visit(node.value)
+        return self.attribute(base, node.attr)
+
+    def attribute(self, base: Any, attr: str) -> Any:
+        if isinstance(base, _v.GlobalTensor):
+            if attr == "shape":
+                return base.shape
+            if attr == "dtype":
+                return base.dtype
+            if base.obj is not None:
+                return getattr(base.obj, attr)
+            raise QuadrantsSyntaxError(f"ndarray arguments have no attribute '{attr}' inside kernels")
+        if _e.is_matrix(base) and attr and all(c in _SWIZZLE for c in attr) and not hasattr(type(base), attr):
+            idx = [_SWIZZLE[c] for c in attr]
+            if max(idx) >= len(base.entries):
+                raise QuadrantsSyntaxError(f"swizzle '{attr}' out of range for a vector of size {len(base.entries)}")
+            picked = [base.entries[i] for i in idx]
+            return picked[0] if len(picked) == 1 else _v.make_matrix(picked, (len(picked),))
+        if isinstance(base, Expr):
+            raise QuadrantsSyntaxError(f"a scalar runtime value has no attribute '{attr}'")
+        return self.wrap_global(getattr(base, attr), attr)
+
+    def visit_Subscript(self, node: ast.Subscript) -> Any:
+        base = self.visit(node.value)
+        idx = self.visit(node.slice)
+        return self.subscript(base, idx)
+
+    def index_list(self, idx: Any) -> list:
+        if idx is None:
+            return []
+        return list(idx) if isinstance(idx, tuple) else [idx]
+
+    def subscript(self, base: Any, idx: Any) -> Any:
+        if isinstance(base, _v.GlobalTensor):
+            return base.load(self.index_list(idx))
+        if _e.is_matrix(base):
+            return self.matrix_index(base, idx)
+        if isinstance(base, Expr):
+            raise QuadrantsTypeError("a scalar runtime value cannot be indexed")
+        if isinstance(idx, Expr) or (isinstance(idx, tuple) and any(isinstance(i, Expr) for i in idx)):
+            raise QuadrantsSyntaxError(f"a {type(base).__name__} can only be indexed by compile-time values; "
+                                       "use qd.static(...) loop indices or a qd.Vector")
+        return self.wrap_global(base[idx])
+
+    def matrix_index(self, m: Any, idx: Any) -> Any:
+        shape = _v.shape_of(m)
+        ents = list(m.entries)
+        if isinstance(idx, slice):
+            if len(shape) != 1:
+                raise QuadrantsSyntaxError("slicing is only supported on vectors")
+            sel = ents[idx]
+            return _v.make_matrix(sel, (len(sel),))
+        ids = self.index_list(idx)
+        if len(ids) == 1 and len(shape) == 2:
+            i = ids[0]
+            if isinstance(i, Expr):
+                rows = [_v.make_matrix(ents[r * shape[1]:(r + 1) * shape[1]], (shape[1],)) for r in range(shape[0])]
+                return self._select_chain(i, rows)
+            return _v.make_matrix(ents[int(i) * shape[1]:(int(i) + 1) * shape[1]], (shape[1],))
+        if len(ids) != len(shape):
+            raise QuadrantsSyntaxError(f"a matrix of shape {shape} indexed with {len(ids)} indices")
+        flat: Any = 0
+        for i, d in zip(ids, shape):
+            if not isinstance(i, Expr) and not (0 <= int(i) < d):
+                raise QuadrantsSyntaxError(f"index {i} out of range for a matrix axis of size {d}")
+            flat = _e.binary("add", _e.binary("mul", flat, d), i)
+        if isinstance(flat, Expr):
+            return self._select_chain(flat, ents)
+        return ents[int(flat)]
+
+    def _select_chain(self, i: Expr, options: list) -> Any:
+        out = options[-1]
+        for k in range(len(options) - 2, -1, -1):
+            out = _e.select(_e.binary("eq", i, k), options[k], out)
+        return out
+
+    # -------------------------------------------------------------- operators
+    def visit_BinOp(self, node: ast.BinOp) -> Any:
+        lhs, rhs = self.visit(node.left), self.visit(node.right)
+        if type(node.op) is ast.MatMult or not (is_runtime(lhs) or is_runtime(rhs)):
+            return _PYOPS[type(node.op)](lhs, rhs)
+        return _e.binary(_BINOPS[type(node.op)], lhs, rhs)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> Any:
+        v = self.visit(node.operand)
+        op = type(node.op)
+        if not is_runtime(v):
+            return {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert,
+                    ast.Not: operator.not_}[op](v)
+        name = {ast.USub: "neg", ast.Invert: "bit_not", ast.Not: "logical_not"}.get(op)
+        return v if name is None else _e.unary(name, v)
+
+    def visit_Compare(self, node: ast.Compare) -> Any:
+        left = self.visit(node.left)
+        result: Any = True
+        for op, right_node in zip(node.ops, node.comparators):
+            right = self.visit(right_node)
+            if not (is_runtime(left) or is_runtime(right)):
+                r = _PYCMP[type(op)](left, right)
+            elif type(op) in _CMPOPS:
+                r = _e.binary(_CMPOPS[type(op)], left, right)
+            else:
+                raise QuadrantsSyntaxError(f'"{type(op).__name__}" is only supported on compile-time values')
+            result = r if result is True else self._and(result, r)
+            left = right
+        return result
+
+    def _and(self, a: Any, b: Any) -> Any:
+        if not is_runtime(a) and not is_runtime(b):
+            return a and b
+        return _e.binary("and", self._bool(a), self._bool(b))
+
+    def _bool(self, x: Any) -> Any:
+        if _e.is_matrix(x):
+            return x._map(self._bool)
+        if isinstance(x, Expr):
+            return x if x.dtype is dtypes.u1 else _e.binary("ne", x, 0)
+        return bool(x)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> Any:
+        is_and = isinstance(node.op, ast.And)
+        acc = self.visit(node.values[0])
+        for vnode in node.values[1:]:
+            if not is_runtime(acc):
+                if bool(acc) != is_and:  # static short-circuit
+                    return acc
+                acc = self.visit(vnode)
+                continue
+            acc = self._runtime_boolop(acc, vnode, is_and)
+        return acc
+
+    def _runtime_boolop(self, acc: Any, vnode: ast.expr, is_and: bool) -> Any:
+        from qd.frontend.builder import cfg
+
+        if _e.is_matrix(acc) or not cfg().short_circuit_operators:
+            rhs = self.visit(vnode)
+            return _e.binary("and" if is_and else "or", self._bool(acc), self._bool(rhs))
+        b = self.b
+        res = b.alloca(dtypes.u1)
+        first = self._bool(acc)
+        b.store(res, first.value)
+        cond = first if is_and else _e.unary("logical_not", first)
+        b.push()
+        b.depth += 1
+        try:
+            rhs = self._bool(self.visit(vnode))
+            b.store(res, _e.as_expr(rhs).value)
+        finally:
+            b.depth -= 1
+            then = b.pop()
+        b.emit(ir.If, cond=cond.value, then=then)
+        return Expr(b.load(res))
+
+    def visit_IfExp(self, node: ast.IfExp) -> Any:
+        test = self.visit(node.test)
+        if not is_runtime(test):
+            return self.visit(node.body if test else node.orelse)
+        if _e.is_matrix(test):
+            return _e.select(self._bool(test), self.visit(node.body), self.visit(node.orelse))
+        cond = self._bool(test)
+        b = self.b
+        b.push()
+        a = self.visit(node.body)
+        blk_a = b.pop()
+        b.push()
+        c = self.visit(node.orelse)
+        blk_c = b.pop()
+        if all(isinstance(s, _CHEAP) for blk in (blk_a, blk_c) for s in blk.stmts):
+            b.stack[-1].extend(blk_a.stmts + blk_c.stmts)
+            return _e.select(cond, a, c)
+        return self._ifexp_branches(cond, a, blk_a, c, blk_c)
+
+    def _ifexp_branches(self, cond: Expr, a: Any, blk_a: ir.Block, c: Any, blk_c: ir.Block) -> Any:
+        b = self.b
+        if _e.is_matrix(a) or _e.is_matrix(c):
+            proto = a if _e.is_matrix(a) else c
+            dt = _v.matrix_dtype(proto)
+            ea = list(a.entries) if _e.is_matrix(a) else [a] * len(proto.entries)
+            ec = list(c.entries) if _e.is_matrix(c) else [c] * len(proto.entries)
+        else:
+            ea, ec = [a], [c]
+            ta = a.dtype if isinstance(a, Expr) else _e.literal_dtype(a)
+            tc = c.dtype if isinstance(c, Expr) else _e.literal_dtype(c)
+            dt = dtypes.promote(ta, tc)
+        vars_ = [b.alloca(dt) for _ in ea]
+        blocks = []
+        for blk, vals in ((blk_a, ea), (blk_c, ec)):
+            b.stack.append(list(blk.stmts))
+            b.depth += 1
+            for var, v in zip(vars_, vals):
+                b.store(var, _e.as_expr(v).value)
+            b.depth -= 1
+            blocks.append(b.pop())
+        b.emit(ir.If, cond=cond.value, then=blocks[0], else_=blocks[1])
+        outs = [Expr(b.load(v)) for v in vars_]
+        return _v.make_matrix(outs, _v.shape_of(a if _e.is_matrix(a) else c)) if len(outs) > 1 or \
+            _e.is_matrix(a) or _e.is_matrix(c) else outs[0]
+
+    # -------------------------------------------------------------- strings and comprehensions
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> Any:
+        items: list = []
+        for v in node.values:
+            r = self.visit(v)
+            items.extend(r.items if isinstance(r, FString) else [r])
+        if all(isinstance(i, str) for i in items):
+            return "".join(items)
+        return FString(items)
+
+    def visit_FormattedValue(self, node: ast.FormattedValue) -> Any:
+        v = self.visit(node.value)
+        spec = self.visit(node.format_spec) if node.format_spec is not None else ""
+        if isinstance(v, Expr):
+            return FString([v])
+        if _e.is_matrix(v):
+            return FString(self.print_items(v))
+        conv = {115: str, 114: repr, 97: ascii}.get(node.conversion, None)
+        if conv is not None:
+            v = conv(v)
+        return format(v, spec if isinstance(spec, str) else "")
+
+    def visit_ListComp(self, node: ast.ListComp) -> list:
+        out: list = []
+        self._comprehension(node.generators, lambda: out.append(self.visit(node.elt)))
+        return out
+
+    visit_GeneratorExp = visit_ListComp
+
+    def visit_DictComp(self, node: ast.DictComp) -> dict:
+        out: dict = {}
+
+        def add() -> None:
+            out[self.visit(node.key)] = self.visit(node.value)
+        self._comprehension(node.generators, add)
+        return out
+
+    def _comprehension(self, gens: list[ast.comprehension], emit_one: Any) -> None:
+        if not gens:
+            emit_one()
+            return
+        g = gens[0]
+        it = self.visit(g.iter)
+        if is_runtime(it) or isinstance(it, _v.GlobalTensor):
+            raise QuadrantsSyntaxError("comprehensions can only iterate over compile-time values")
+        self.ctx.push_scope()
+        try:
+            for item in it:
+                self.bind_static_target(g.target, item)
+                conds = [self.visit(c) for c in g.ifs]
+                if any(is_runtime(c) for c in conds):
+                    raise QuadrantsSyntaxError("comprehension conditions must be compile-time values")
+                if all(conds):
+                    self._comprehension(gens[1:], emit_one)
+        finally:
+            self.ctx.pop_scope()
+
+    def visit_Starred(self, node: ast.Starred) -> Any:
+        raise QuadrantsSyntaxError("'*' unpacking is only supported in calls, lists and tuples of compile-time values")
+
+
+def op_of_aug(op: ast.operator) -> str:
+    return _BINOPS.get(type(op), "")
+
+
+__all__ = ["ExprMixin", "FString", "is_runtime", "op_of_aug", "Op"]
