@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""qd's reference interpreter: runs the register bytecode of `qd/interp/lower.py`, nogil.
+"""qd's reference interpreter: runs the register bytecode of `qd/bytecode/lower.py`, nogil.
 
-The op semantics live in the opcode table (`qd/interp/opcodes.py`), rendered into
+The op semantics live in the opcode table (`qd/bytecode/opcodes.py`), rendered into
 `_interp_ops.pxi`; this file holds the dispatch loop, the launch state and the parallel driver.
 A range task runs its prologue once, then its body once per iteration, chunked over OpenMP
 threads, each thread with a private copy of the register file. Failures (checks) are recorded in

@@ -1,6 +1,6 @@
 """The op table: every arithmetic/logical/math op of qd's IR, with its facts in one place.
 
-The interpreter (`qd/_interp.pyx` via `qd/interp/`), every backend and the derivative rules
+The interpreter (`qd/_interp.pyx` via `qd/bytecode/`), every backend and the derivative rules
 (`qd/ad/rules.py`) are tables keyed by `Op`; `tests/test_ops_coverage.py` proves each covers every op.
 
 Type rules (`OpInfo.rule`):

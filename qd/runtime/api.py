@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-# `qd.interp` is both an arch and the name of the package `qd/interp/` (the interpreter lowering).
+# `qd.gpu` is both a pseudo-arch (Quadrants' name) and the package `qd/gpu/` (fixed by DESIGN §2).
 # Importing a submodule for the first time rebinds the parent's attribute to the module, so the package
-# is loaded here, before `qd/__init__.py` binds `qd.interp` to the arch; later imports of
-# `qd.interp.<sub>` then leave the attribute alone. (Renaming the package would remove the clash.)
-import qd.gpu  # noqa: F401,E402  (same clash: `qd.gpu` the pseudo-arch vs the package `qd/gpu/`)
-import qd.interp  # noqa: F401,E402
+# is loaded here, before `qd/__init__.py` binds `qd.gpu` to the arch; later imports of `qd.gpu.<sub>`
+# then leave the attribute alone.
+import qd.gpu  # noqa: F401,E402
 from qd.runtime import config as _config
 from qd.runtime.arch import (Arch, amdgpu, arm64, cpu, cuda, get_host_arch_list, gpu, interp,
                              is_arch_supported, metal, opencl, vulkan, x64, x86_64)

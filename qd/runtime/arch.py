@@ -65,8 +65,10 @@ def _define(name: str, is_gpu: bool = False, built: bool = False) -> Arch:
 
 # The host CPU arch is named as Quadrants names it ("x64" or "arm64"); `cpu` is that member.
 cpu = _define(_host_cpu_name(), built=True)
-x64 = cpu if cpu.name == "x64" else _define("x64")
-arm64 = cpu if cpu.name == "arm64" else _define("arm64")
+# The other CPU arch is a known name that this machine cannot run.
+x64 = cpu if cpu.name == "x64" else _define("x64", built=True)
+arm64 = cpu if cpu.name == "arm64" else _define("arm64", built=True)
+(arm64 if cpu is x64 else x64)._probe = lambda: False
 x86_64 = x64
 interp = _define("interp", built=True)
 cuda = _define("cuda", is_gpu=True)

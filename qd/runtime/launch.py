@@ -26,7 +26,7 @@ import numpy as np
 
 from qd import ir
 from qd.errors import QuadrantsAssertionError, QuadrantsRuntimeError
-from qd.interp.lower import KernelCode, lower_kernel
+from qd.bytecode.lower import KernelCode, lower_kernel
 from qd.runtime import config
 from qd.types import dtypes as T
 
@@ -68,7 +68,7 @@ def _array_of(obj: Any) -> np.ndarray:
 
 
 def _scalar_bits(dtype: T.DataType, value: Any) -> int:
-    from qd.interp.lower import _bits
+    from qd.bytecode.lower import _bits
 
     if dtype.is_float:
         return _bits(dtype, float(value))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from qd import ir
-from qd.interp.opcodes import OPC, class_of, member_of
+from qd.bytecode.opcodes import OPC, class_of, member_of
 from qd.ops import COMPARISONS, Op
 from qd.types import dtypes as T
 
@@ -51,7 +51,7 @@ class KernelCode:
 
 
 def _bits(dtype: T.DataType, value) -> int:
-    """The register bits of a constant: the invariants of qd/interp/opcodes.py."""
+    """The register bits of a constant: the invariants of qd/bytecode/opcodes.py."""
     if dtype.is_float:
         if dtype.bits == 64:
             return int(np.array(value, np.float64).view(np.uint64))
@@ -168,7 +168,7 @@ class Lowerer:
     s_ExternalShape = s_Const
 
     def s_OpStmt(self, s: ir.OpStmt) -> None:
-        from qd.interp.ops_lowering import lower_op
+        from qd.bytecode.ops_lowering import lower_op
 
         lower_op(self, s)
 

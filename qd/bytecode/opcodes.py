@@ -1,7 +1,7 @@
 """The interpreter's opcode table: every bytecode instruction and the Cython statement that runs it.
 
-One table drives both sides: `qd/interp/lower.py` looks opcodes up by name, and
-`qd/interp/gen_ops.py` renders the dispatch chain `qd/_interp_ops.pxi` from it (Cython turns the
+One table drives both sides: `qd/bytecode/lower.py` looks opcodes up by name, and
+`qd/bytecode/gen_ops.py` renders the dispatch chain `qd/_interp_ops.pxi` from it (Cython turns the
 `if op == N` chain into a C switch). Instructions are 5 int32 words: `op d a b c`.
 
 Register file: a `Reg` union per value (`i` int64, `u` uint64, `f` float, `d` double, `i32`/`u32`

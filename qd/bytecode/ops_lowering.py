@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from qd import ir
-from qd.interp.opcodes import OPC, class_of
+from qd.bytecode.opcodes import OPC, class_of
 from qd.ops import Op
 from qd.types import dtypes as T
 
 if TYPE_CHECKING:
-    from qd.interp.lower import Lowerer
+    from qd.bytecode.lower import Lowerer
 
 _NARROW_TRUNC = {T.i8: "TRUNC_I8", T.i16: "TRUNC_I16", T.u8: "TRUNC_U8", T.u16: "TRUNC_U16",
                  T.u1: "TRUNC_U1"}

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# qd's two set-up commands (see README): `bash dev.sh demo` and `bash dev.sh test`.
+# Each installs what it needs on a fresh Debian machine with Python 3.10+ and gcc: a venv in .venv,
+# the Python packages, and the Cython build of qd. Re-running skips what is already done.
+set -euo pipefail
+cd "$(dirname "$0")"
+PY=${PYTHON:-python3}
+VENV=.venv
+
+setup_venv() {
+  if [ ! -x "$VENV/bin/python" ]; then
+    "$PY" -m venv "$VENV"
+    # a new venv ships an old setuptools that cannot build editable Cython projects
+    "$VENV/bin/pip" install -q -U pip setuptools wheel
+  fi
+  "$VENV/bin/pip" install -q "cython>=3.0" "numpy>=1.24" "$@"
+}
+
+build() {
+  # Rebuild when a Cython/C source is newer than its extension module.
+  local stale=0
+  for src in qd/_interp.pyx qd/_sizer.pyx; do
+    local so; so=$(ls "${src%.pyx}".cpython-*.so 2>/dev/null | head -n1 || true)
+    if [ -z "$so" ]; then stale=1; continue; fi
+    for dep in "$src" qd/_interp_ops.pxi qd/_interp_externs.pxi qd/_interp_support.h setup.py; do
+      [ "$dep" -nt "$so" ] && stale=1
+    done
+  done
+  if [ "$stale" = 1 ] || ! "$VENV/bin/python" -c "import qd" 2>/dev/null; then
+    "$VENV/bin/pip" install -q --no-build-isolation -e .
+  fi
+}
+
+case "${1:-}" in
+  demo)
+    setup_venv
+    build
+    shift
+    exec "$VENV/bin/python" examples/demo.py "$@"
+    ;;
+  test)
+    setup_venv "pytest>=7" "pytest-benchmark>=4"
+    build
+    shift
+    exec "$VENV/bin/python" -m pytest -q "$@"
+    ;;
+  bench)
+    setup_venv "pytest>=7" "pytest-benchmark>=4"
+    build
+    shift
+    exec "$VENV/bin/python" -m pytest bench -q --benchmark-only "$@"
+    ;;
+  *)
+    echo "usage: bash dev.sh demo|test|bench [args]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,337 @@
+"""Assignments: locals (type fixed by the first assignment), unpacking, stores through subscripts and
+swizzles, augmented assignment (atomic on globals for `+= -= &= |= ^=`)."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Any
+
+from qd import ir
+from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError
+from qd.frontend import expr as _e
+from qd.frontend import values as _v
+from qd.frontend.expr import Expr
+from qd.ops import Op
+from qd.types import dtypes
+from qd.types.dtypes import DataType, MatrixType
+
+_ATOMIC_AUG = {ast.Add: Op.ADD, ast.Sub: Op.SUB, ast.BitAnd: Op.BIT_AND, ast.BitOr: Op.BIT_OR,
+               ast.BitXor: Op.BIT_XOR}
+
+
+@dataclass
+class LV:
+    """Addressable places: `refs` are Allocas or GlobalPtrs; `shape` None for a scalar."""
+
+    refs: list
+    shape: tuple | None = None
+
+
+@dataclass
+class DynLV:
+    """An element chosen by a runtime index among `options`."""
+
+    index: Expr
+    options: list
+
+
+@dataclass
+class SeqLV:
+    items: list
+
+
+class AssignMixin:
+    # -------------------------------------------------------------- statements
+    def visit_Assign(self, node: ast.Assign) -> None:
+        value = self.visit(node.value)
+        static = self._is_static_call(node.value)
+        for t in node.targets:
+            self.assign_target(t, value, static)
+
+    def _is_static_call(self, node: ast.expr) -> bool:
+        from qd.frontend.ranges import static
+
+        if not isinstance(node, ast.Call):
+            return False
+        try:
+            return self._peek(node.func) is static
+        except Exception:  # noqa: BLE001
+            return False
+
+    def _peek(self, node: ast.expr) -> Any:
+        """Resolve a Name/Attribute chain without emitting IR (None when it is not static)."""
+        if isinstance(node, ast.Name):
+            found, v = self.ctx.find_local(node.id)
+            return v if found else self.ctx.lookup(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self._peek(node.value)
+            return getattr(base, node.attr, None)
+        return None
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if not isinstance(node.target, ast.Name):
+            raise QuadrantsSyntaxError("annotated assignment is only supported on simple names")
+        ann = self.visit(node.annotation)
+        value = self.visit(node.value) if node.value is not None else 0
+        self.ctx.bind(node.target.id, self.init_var(value, ann))
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        from qd.frontend.exprs import op_of_aug
+
+        name = op_of_aug(node.op)
+        rhs = self.visit(node.value)
+        if isinstance(node.target, ast.Name):
+            from qd.frontend.exprs import _PYOPS, is_runtime
+
+            cur = self.visit(ast.copy_location(ast.Name(id=node.target.id, ctx=ast.Load()), node.target))
+            if isinstance(node.op, ast.MatMult):
+                new = cur @ rhs
+            elif is_runtime(cur) or is_runtime(rhs):
+                new = _e.binary(name, cur, rhs)
+            else:
+                new = _PYOPS[type(node.op)](cur, rhs)
+            self.assign_name(node.target.id, new)
+            return
+        lv = self.lvalue(node.target)
+        self._aug_store(lv, node.op, name, rhs)
+
+    def _aug_store(self, lv: Any, op: ast.operator, name: str, rhs: Any) -> None:
+        if isinstance(lv, SeqLV):
+            raise QuadrantsSyntaxError("augmented assignment to a tuple is not supported")
+        if isinstance(lv, DynLV):
+            self._dyn_each(lv, lambda opt: self._aug_store(opt, op, name, rhs))
+            return
+        if not isinstance(lv, LV):
+            raise QuadrantsSyntaxError("augmented assignment target is not assignable")
+        vals = self._entries_for(lv, rhs)
+        for ref, v in zip(lv.refs, vals):
+            if isinstance(ref, ir.GlobalPtr) and type(op) in _ATOMIC_AUG:
+                if type(op) not in (ast.Add, ast.Sub) and not ref.dtype.is_int:
+                    raise QuadrantsTypeError(f"bitwise augmented assignment on a {ref.dtype} element")
+                val = _e.cast_expr(_e.as_expr(v), ref.dtype)
+                self.b.emit(ir.AtomicRMW, op=_ATOMIC_AUG[type(op)], ptr=ref, value=val.value, dtype=ref.dtype)
+                continue
+            cur = self._load_ref(ref)
+            if not name:
+                raise QuadrantsSyntaxError("'@=' on an element is not supported")
+            self._store_ref(ref, _e.binary(name, cur, v))
+
+    # -------------------------------------------------------------- targets
+    def assign_target(self, target: ast.expr, value: Any, static: bool = False) -> None:
+        if isinstance(target, ast.Name):
+            if static:
+                self.ctx.bind(target.id, value)
+            else:
+                self.assign_name(target.id, value)
+            return
+        if isinstance(target, (ast.Tuple, ast.List)):
+            items = self._unpack(value, len(target.elts))
+            for t, v in zip(target.elts, items):
+                self.assign_target(t, v, static)
+            return
+        if static:
+            raise QuadrantsSyntaxError("Static assign cannot be used on elements in arrays")
+        self.store(self.lvalue(target), value)
+
+    def _unpack(self, value: Any, n: int) -> list:
+        if _e.is_matrix(value):
+            shape = _v.shape_of(value)
+            ents = list(value.entries)
+            items = ents if len(shape) == 1 else [
+                _v.make_matrix(ents[r * shape[1]:(r + 1) * shape[1]], (shape[1],)) for r in range(shape[0])]
+        elif isinstance(value, Expr):
+            raise QuadrantsSyntaxError("cannot unpack a scalar runtime value")
+        else:
+            try:
+                items = list(value)
+            except TypeError:
+                raise QuadrantsSyntaxError(f"Cannot unpack type: {type(value).__name__}") from None
+        if len(items) != n:
+            raise QuadrantsSyntaxError("The number of targets is not equal to value length")
+        return items
+
+    def assign_name(self, name: str, value: Any) -> None:
+        found, binding = self.ctx.find_local(name)
+        if not found:
+            self.ctx.bind(name, self.init_var(value))
+            return
+        lv = self._binding_lv(binding)
+        if lv is None:
+            if isinstance(binding, Expr) or _e.is_matrix(binding) or isinstance(binding, _v.ParamRef):
+                raise QuadrantsSyntaxError(f"'{name}' cannot be assigned to (a loop index or read-only value)")
+            self.ctx.bind(name, self.init_var(value))
+            return
+        self.store(lv, value)
+
+    def _binding_lv(self, binding: Any) -> Any:
+        if isinstance(binding, _v.Var):
+            return LV([binding.alloca])
+        if isinstance(binding, _v.MatrixVar):
+            return LV(list(binding.allocas), tuple(binding.shape))
+        if isinstance(binding, Expr) and binding.ptr is not None:
+            return LV([binding.ptr])
+        if _e.is_matrix(binding) and all(isinstance(x, Expr) and x.ptr is not None for x in binding.entries):
+            return LV([x.ptr for x in binding.entries], _v.shape_of(binding))
+        if type(binding) in (tuple, list):
+            items = [self._binding_lv(x) for x in binding]
+            return SeqLV(items) if all(i is not None for i in items) else None
+        return None
+
+    def init_var(self, value: Any, ann: Any = None) -> Any:
+        """A fresh local holding `value` (numbers, Exprs and matrices get Allocas; objects bind as-is)."""
+        b = self.b
+        if isinstance(ann, MatrixType) or (ann is None and _e.is_matrix(value)):
+            if not _e.is_matrix(value):
+                value = _v.make_matrix([value] * (ann.n * (ann.m if ann.ndim == 2 else 1)), ann.shape)
+            dt = ann.dtype if isinstance(ann, MatrixType) and ann.dtype is not None else _v.matrix_dtype(value)
+            allocas = []
+            for e in value.entries:
+                a = b.alloca(dt)
+                b.store(a, _e.as_expr(e).value)
+                allocas.append(a)
+            return _v.MatrixVar(allocas, _v.shape_of(value))
+        if ann is not None:
+            dt = dtypes.to_dtype(ann)
+            if _e.is_matrix(value):
+                raise QuadrantsTypeError(f"cannot assign a matrix to a variable annotated {dt}")
+        elif isinstance(value, Expr):
+            dt = value.dtype
+        elif _e.is_number(value):
+            dt = _e.literal_dtype(value)
+        elif type(value) in (tuple, list):
+            return type(value)(self.init_var(x) for x in value)
+        else:
+            return value
+        a = b.alloca(dt)
+        b.store(a, _e.cast_expr(_e.as_expr(value), dt).value)
+        return _v.Var(a)
+
+    # -------------------------------------------------------------- lvalues
+    def lvalue(self, node: ast.expr) -> Any:
+        """An LV/DynLV/SeqLV for assignable targets, or the plain value for other objects."""
+        if isinstance(node, ast.Name):
+            found, binding = self.ctx.find_local(node.id)
+            if found:
+                lv = self._binding_lv(binding)
+                return lv if lv is not None else _v.read(binding)
+            return self.wrap_global(self.ctx.lookup(node.id), node.id)
+        if isinstance(node, ast.Subscript):
+            base = self.lvalue(node.value)
+            return self._lv_subscript(base, self.visit(node.slice))
+        if isinstance(node, ast.Attribute):
+            base = self.lvalue(node.value)
+            return self._lv_attribute(base, node.attr)
+        return self.visit(node)
+
+    def _lv_subscript(self, base: Any, idx: Any) -> Any:
+        if isinstance(base, _v.GlobalTensor):
+            refs = base.ptrs(self.index_list(idx))
+            return LV(refs, tuple(base.elem_shape) or None)
+        if isinstance(base, SeqLV):
+            if isinstance(idx, Expr):
+                raise QuadrantsSyntaxError("a tuple can only be indexed by compile-time values")
+            return base.items[idx]
+        if isinstance(base, LV):
+            return self._lv_index(base, idx)
+        if isinstance(base, (LV, DynLV)):
+            raise QuadrantsSyntaxError("nested runtime indexing of an assignment target is not supported")
+        return self.subscript(base, idx) if not isinstance(base, (list, dict)) else \
+            self.wrap_global(base[idx])
+
+    def _lv_index(self, lv: LV, idx: Any) -> Any:
+        if lv.shape is None:
+            raise QuadrantsSyntaxError("a scalar cannot be indexed")
+        ids = self.index_list(idx)
+        shape = lv.shape
+        if len(ids) == 1 and len(shape) == 2:
+            rows = [LV(lv.refs[r * shape[1]:(r + 1) * shape[1]], (shape[1],)) for r in range(shape[0])]
+            return DynLV(ids[0], rows) if isinstance(ids[0], Expr) else rows[int(ids[0])]
+        if len(ids) != len(shape):
+            raise QuadrantsSyntaxError(f"a matrix of shape {shape} indexed with {len(ids)} indices")
+        flat: Any = 0
+        for i, d in zip(ids, shape):
+            flat = _e.binary("add", _e.binary("mul", flat, d), i)
+        if isinstance(flat, Expr):
+            return DynLV(flat, [LV([r]) for r in lv.refs])
+        return LV([lv.refs[int(flat)]])
+
+    def _lv_attribute(self, base: Any, attr: str) -> Any:
+        from qd.frontend.exprs import _SWIZZLE
+
+        if isinstance(base, LV) and base.shape is not None and all(c in _SWIZZLE for c in attr):
+            refs = [base.refs[_SWIZZLE[c]] for c in attr]
+            return LV(refs, None if len(refs) == 1 else (len(refs),))
+        if isinstance(base, (LV, DynLV, SeqLV)):
+            raise QuadrantsSyntaxError(f"cannot assign to attribute '{attr}' of a local value")
+        if isinstance(base, _v.GlobalTensor) or base is None or isinstance(base, Expr):
+            return self.attribute(base, attr)
+        return self.wrap_global(getattr(base, attr), attr)
+
+    # -------------------------------------------------------------- stores
+    def store(self, lv: Any, value: Any) -> None:
+        if isinstance(lv, SeqLV):
+            for item, v in zip(lv.items, self._unpack(value, len(lv.items))):
+                self.store(item, v)
+            return
+        if isinstance(lv, DynLV):
+            self._dyn_each(lv, lambda opt: self.store(opt, value))
+            return
+        if not isinstance(lv, LV):
+            raise QuadrantsSyntaxError("the assignment target is not assignable (not a local variable, "
+                                       "field element or ndarray element)")
+        for ref, v in zip(lv.refs, self._entries_for(lv, value)):
+            self._store_ref(ref, v)
+
+    def _entries_for(self, lv: LV, value: Any) -> list:
+        if lv.shape is None:
+            if _e.is_matrix(value):
+                raise QuadrantsTypeError("cannot assign a vector/matrix to a scalar")
+            return [value]
+        if _e.is_matrix(value):
+            if len(value.entries) != len(lv.refs):
+                raise QuadrantsTypeError(f"shape mismatch in assignment: {lv.shape} and {_v.shape_of(value)}")
+            return list(value.entries)
+        return [value] * len(lv.refs)
+
+    def _dyn_each(self, lv: DynLV, fn: Any) -> None:
+        b = self.b
+        for k, opt in enumerate(lv.options):
+            cond = _e.binary("eq", lv.index, k)
+            b.push()
+            b.depth += 1
+            try:
+                fn(opt)
+            finally:
+                b.depth -= 1
+                blk = b.pop()
+            b.emit(ir.If, cond=cond.value, then=blk)
+
+    def _load_ref(self, ref: Any) -> Expr:
+        if isinstance(ref, ir.GlobalPtr):
+            return Expr(self.b.emit(ir.GlobalLoad, ptr=ref, dtype=ref.dtype), ptr=ref)
+        return Expr(self.b.load(ref), ptr=ref)
+
+    def _store_ref(self, ref: Any, value: Any) -> None:
+        if isinstance(value, Expr) or _e.is_number(value):
+            v = _e.cast_expr(value, ref.dtype)
+        else:
+            raise QuadrantsTypeError(f"cannot store a value of type {type(value).__name__} in a kernel variable")
+        if isinstance(ref, ir.GlobalPtr):
+            self.b.emit(ir.GlobalStore, ptr=ref, value=v.value)
+        else:
+            self.b.store(ref, v.value)
+
+    def bind_static_target(self, target: ast.expr, item: Any) -> None:
+        """Bind a loop/comprehension target to a compile-time item (no Allocas)."""
+        if isinstance(target, ast.Name):
+            self.ctx.bind(target.id, item)
+            return
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for t, v in zip(target.elts, self._unpack(item, len(target.elts))):
+                self.bind_static_target(t, v)
+            return
+        raise QuadrantsSyntaxError("unsupported loop target")
+
+
+__all__ = ["AssignMixin", "LV", "DynLV", "SeqLV", "DataType"]

@@ -1,0 +1,227 @@
+"""Loops: `range`, `qd.ndrange`, struct-for over fields/ndarrays, `qd.grouped`, `qd.static` unrolling, `while`.
+
+A runtime `for` at kernel top level (builder depth 0, also through inlined funcs) is a parallel
+`RangeFor`; every other loop is serial. Multi-axis loops (ndrange, struct-for over a 2-D field, grouped)
+are flattened into ONE `RangeFor` over the product of the extents; the axis indices are recovered with
+`//` and `%` at the top of the body (so `break` in a serial ndrange leaves the whole nest, as in Python).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from typing import Any, Callable
+
+from qd import ir
+from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError
+from qd.frontend import expr as _e
+from qd.frontend import values as _v
+from qd.frontend.expr import Expr
+from qd.frontend.ranges import grouped, ndrange, static
+from qd.types import dtypes
+
+
+class LoopMixin:
+    def visit_For(self, node: ast.For) -> None:
+        if node.orelse:
+            raise QuadrantsSyntaxError("'else' clause for 'for' not supported in Quadrants kernels")
+        it = node.iter
+        if isinstance(it, ast.Call) and not it.keywords:
+            fn = self.visit(it.func)
+            if fn is static:
+                if len(it.args) != 1:
+                    raise QuadrantsSyntaxError("qd.static(...) in a for loop takes one iterable")
+                return self._static_for(node, self.visit(it.args[0]))
+            if fn is builtins.range:
+                return self._range_for(node, [self.visit(a) for a in it.args])
+            iterable = self.visit(it)
+        else:
+            iterable = self.visit(it)
+        if isinstance(iterable, ndrange):
+            return self._ndrange_for(node, iterable, grouped_=False)
+        if isinstance(iterable, grouped):
+            tgt = iterable.target
+            tgt = self.wrap_global(tgt)
+            if isinstance(tgt, ndrange):
+                return self._ndrange_for(node, tgt, grouped_=True)
+            if isinstance(tgt, _v.GlobalTensor):
+                return self._struct_for(node, tgt, grouped_=True)
+            raise QuadrantsSyntaxError("qd.grouped() takes a field, an ndarray or a qd.ndrange")
+        if isinstance(iterable, _v.GlobalTensor):
+            return self._struct_for(node, iterable, grouped_=False)
+        if isinstance(iterable, range):
+            return self._range_for(node, [iterable.start, iterable.stop, iterable.step])
+        raise QuadrantsSyntaxError(f"cannot iterate over a {type(iterable).__name__} in a kernel loop; "
+                                   "use range(), qd.ndrange(), a field/ndarray, or qd.static(...) to unroll")
+
+    # -------------------------------------------------------------- static (unrolled) loops
+    def _static_for(self, node: ast.For, iterable: Any) -> None:
+        if isinstance(iterable, (Expr, _v.GlobalTensor)):
+            raise QuadrantsSyntaxError("qd.static(...) loops need a compile-time iterable")
+        if isinstance(iterable, grouped) and isinstance(iterable.target, ndrange):
+            iterable = list(iterable)
+        elif _e.is_matrix(iterable):
+            iterable = list(iterable.entries)
+        frame = {"kind": "static", "depth": self.b.depth, "status": None}
+        self.ctx.loops.append(frame)
+        try:
+            for item in iterable:
+                frame["status"] = None
+                self.ctx.push_scope()
+                try:
+                    self.bind_static_target(node.target, item)
+                    self.visit_body(node.body)
+                finally:
+                    self.ctx.pop_scope()
+                if frame["status"] == "break" or self.ctx.returned:
+                    break
+        finally:
+            self.ctx.loops.pop()
+
+    # -------------------------------------------------------------- range
+    def _range_for(self, node: ast.For, args: list) -> None:
+        if not 1 <= len(args) <= 3:
+            raise QuadrantsSyntaxError(f"Range should have 1 to 3 arguments, found {len(args)}")
+        if not isinstance(node.target, ast.Name):
+            raise QuadrantsSyntaxError("a range loop takes one loop variable")
+        begin, end = (0, args[0]) if len(args) == 1 else (args[0], args[1])
+        step = args[2] if len(args) == 3 else 1
+        for v in (begin, end, step):
+            if isinstance(v, float) or (isinstance(v, Expr) and not v.dtype.is_int) or _e.is_matrix(v):
+                raise QuadrantsTypeError("range() bounds must be integers")
+        if isinstance(step, Expr) or not isinstance(step, int):
+            raise QuadrantsSyntaxError("range() step must be a compile-time integer constant")
+        if step == 0:
+            raise QuadrantsSyntaxError("range() step must not be zero")
+        name = node.target.id
+        if step == 1:
+            return self._emit_loop(node, begin, end, name, lambda i: self.ctx.bind(name, i))
+        span = _e.binary("sub", end, begin) if step > 0 else _e.binary("sub", begin, end)
+        count = _e.binary("floordiv", _e.binary("add", span, abs(step) - 1), abs(step))
+        count = _e.binary("max", count, 0)
+        self._emit_loop(node, 0, count, name,
+                        lambda k: self.ctx.bind(name, _e.binary("add", begin, _e.binary("mul", k, step))))
+
+    def _emit_loop(self, node: ast.For, begin: Any, end: Any, name: str, bind: Callable[[Expr], None],
+                   body: list[ast.stmt] | None = None) -> None:
+        b = self.b
+        bt = begin.dtype if isinstance(begin, Expr) else dtypes.i32
+        et = end.dtype if isinstance(end, Expr) else dtypes.i32
+        t = dtypes.promote(bt, et)
+        if t is dtypes.u1 or t.bits < 32:
+            t = dtypes.i32
+        eb, ee = _e.cast_expr(begin, t), _e.cast_expr(end, t)
+        parallel = b.depth == 0 and not b.next_loop_serial
+        b.next_loop_serial = False
+        var = ir.LoopVar(t, name)
+        frame = {"kind": "parallel" if parallel else "serial", "depth": b.depth + 1}
+        self.ctx.loops.append(frame)
+        b.loops.append(frame["kind"])
+        b.push()
+        b.depth += 1
+        self.ctx.push_scope()
+        try:
+            bind(Expr(var))
+            self.visit_body(node.body if body is None else body)
+        finally:
+            self.ctx.pop_scope()
+            b.depth -= 1
+            blk = b.pop()
+            b.loops.pop()
+            self.ctx.loops.pop()
+        b.emit(ir.RangeFor, var=var, begin=eb.value, end=ee.value, body=blk, parallel=parallel)
+
+    # -------------------------------------------------------------- ndrange / struct-for / grouped
+    def _targets(self, node: ast.For) -> list[str]:
+        t = node.target
+        elts = t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]
+        if not all(isinstance(e, ast.Name) for e in elts):
+            raise QuadrantsSyntaxError("loop targets must be plain names")
+        return [e.id for e in elts]
+
+    def _ndrange_for(self, node: ast.For, nd: ndrange, grouped_: bool) -> None:
+        begins = [b for b, _ in nd.bounds]
+        extents = [_e.binary("max", _e.binary("sub", e, b), 0) for b, e in nd.bounds]
+        self._multi_loop(node, begins, extents, grouped_, "Ndrange")
+
+    def _struct_for(self, node: ast.For, t: _v.GlobalTensor, grouped_: bool) -> None:
+        extents = list(t.shape)
+        self._multi_loop(node, [0] * len(extents), extents, grouped_, "Struct")
+
+    def _multi_loop(self, node: ast.For, begins: list, extents: list, grouped_: bool, what: str) -> None:
+        names = self._targets(node)
+        nd = len(extents)
+        if grouped_:
+            if len(names) != 1:
+                raise QuadrantsSyntaxError(f"Group for should have 1 loop target, found {len(names)}")
+        elif len(names) != nd:
+            raise QuadrantsSyntaxError(f"{what} for loop with {len(names)} loop variable(s) over {nd} dimension(s); "
+                                       "the number of loop variables must equal the number of dimensions")
+
+        def bind(k: Expr) -> None:
+            idx = self._unflatten(k, begins, extents)
+            if grouped_:
+                self.ctx.bind(names[0], _v.make_matrix(idx, (nd,)))
+            else:
+                for n, v in zip(names, idx):
+                    self.ctx.bind(n, v)
+
+        if nd == 1:
+            def bind_1(i: Expr) -> None:
+                if grouped_:
+                    self.ctx.bind(names[0], _v.make_matrix([i], (1,)))
+                else:
+                    self.ctx.bind(names[0], i)
+
+            begin = begins[0]
+            end = _e.binary("add", begin, extents[0])
+            self._emit_loop(node, begin, end, names[0], bind_1)
+            return
+        total: Any = 1
+        for e in extents:
+            total = _e.binary("mul", total, e)
+        self._emit_loop(node, 0, total, "_".join(names), bind)
+
+    def _unflatten(self, k: Expr, begins: list, extents: list) -> list:
+        out = []
+        stride: Any = 1
+        strides = []
+        for e in reversed(extents):
+            strides.append(stride)
+            stride = _e.binary("mul", stride, e)
+        strides.reverse()
+        for d, (b0, e, s) in enumerate(zip(begins, extents, strides)):
+            v = k if (isinstance(s, int) and s == 1) else _e.binary("floordiv", k, s)
+            if d > 0:
+                v = _e.binary("mod", v, e)
+            out.append(_e.binary("add", v, b0) if not (isinstance(b0, int) and b0 == 0) else v)
+        return out
+
+    # -------------------------------------------------------------- while
+    def visit_While(self, node: ast.While) -> None:
+        if node.orelse:
+            raise QuadrantsSyntaxError("'else' clause for 'while' not supported in Quadrants kernels")
+        b = self.b
+        frame = {"kind": "serial", "depth": b.depth + 1}
+        self.ctx.loops.append(frame)
+        b.loops.append("serial")
+        b.push()
+        b.depth += 1
+        try:
+            test = self.visit(node.test)
+            if _e.is_matrix(test):
+                raise QuadrantsSyntaxError("the condition of a 'while' must be a scalar")
+            if isinstance(test, Expr):
+                cond = self.truth(test)
+                b.push()
+                b.emit(ir.Break)
+                b.emit(ir.If, cond=_e.unary("logical_not", cond).value, then=b.pop())
+            elif not test:
+                b.emit(ir.Break)
+            self.visit_body(node.body)
+        finally:
+            b.depth -= 1
+            blk = b.pop()
+            b.loops.pop()
+            self.ctx.loops.pop()
+        b.emit(ir.While, body=blk)
