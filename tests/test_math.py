@@ -133,7 +133,10 @@ def test_complex_helpers():
     Z1, Z2 = qm.vec2(z1.real, z1.imag), qm.vec2(z2.real, z2.imag)
 
     def cz(v):
-        return complex(*v.to_list())
+        return np.array(v.to_list())
+
+    def close(got, want):
+        np.testing.assert_allclose(got, [want.real, want.imag], rtol=1e-5, atol=1e-6)
 
     close(cz(qm.cmul(Z1, Z2)), z1 * z2)
     close(cz(qm.cdiv(Z1, Z2)), z1 / z2)
@@ -157,3 +160,85 @@ def test_public_names():
 # ------------------------------------------------------------------ kernels
 
 needs_kernel = pytest.mark.skipif(not hasattr(qd, "kernel"), reason="qd.kernel is not available yet")
+
+
+@needs_kernel
+def test_kernel_glsl_functions():
+    n = 16
+    x = qd.Vector.field(3, qd.f32, shape=n)
+    out = qd.Vector.field(3, qd.f32, shape=(8, n))
+    X = RNG.uniform(-2, 2, size=(n, 3)).astype(np.float32)
+    x.from_numpy(X)
+
+    @qd.kernel
+    def k():
+        for i in range(n):
+            v = x[i]
+            out[0, i] = qm.clamp(v, -0.5, 0.5)
+            out[1, i] = qm.mix(v, qm.vec3(1.0), 0.25)
+            out[2, i] = qm.smoothstep(-1.0, 1.0, v)
+            out[3, i] = qm.sign(v) + qm.step(0.0, v)
+            out[4, i] = qm.fract(v) + qm.mod(v, 0.75)
+            out[5, i] = qm.normalize(v) * qm.length(v) + qm.distance(v, -v)
+            out[6, i] = qm.reflect(v, qm.vec3(0.0, 1.0, 0.0))
+            out[7, i] = qm.refract(qm.normalize(v), qm.vec3(0.0, 1.0, 0.0), 1.4)
+
+    k()
+    got = out.to_numpy()
+    t = np.clip((X + 1) / 2, 0, 1)
+    L = np.linalg.norm(X, axis=1, keepdims=True)
+    close(got[0], np.clip(X, -0.5, 0.5))
+    close(got[1], X * 0.75 + 0.25)
+    close(got[2], t * t * (3 - 2 * t))
+    close(got[3], np.sign(X) + (X >= 0))
+    close(got[4], X - np.floor(X) + X - 0.75 * np.floor(X / 0.75), atol=1e-5)
+    close(got[5], X + 2 * L, atol=1e-5)
+    close(got[6], X * np.array([1, -1, 1]))
+    nrm = np.array([0.0, 1.0, 0.0])
+    want = np.stack([_glsl_refract(xi / np.linalg.norm(xi), nrm, 1.4) for xi in X.astype(np.float64)])
+    close(got[7], want, atol=1e-5)
+
+
+@needs_kernel
+def test_kernel_math_scalars_and_complex():
+    n = 8
+    s = qd.field(qd.f32, shape=(6, n))
+    z = qd.Vector.field(2, qd.f32, shape=(3, n))
+    flags = qd.field(qd.i32, shape=(2, n))
+    vals = np.array([1.0, -2.0, np.inf, np.nan, -np.inf, 0.5, 3.0, -0.25], dtype=np.float32)
+    src = qd.field(qd.f32, shape=n)
+    src.from_numpy(vals)
+
+    @qd.kernel
+    def k():
+        for i in range(n):
+            x = qd.cast(i, qd.f32) * 0.25 - 0.8
+            s[0, i] = qm.clamp(x, -0.5, 0.5)
+            s[1, i] = qm.sign(x) * qm.fract(x)
+            s[2, i] = qm.log2(x + 2.0) + qm.degrees(x) + qm.radians(x)
+            s[3, i] = qm.rotation2d(x)[1, 0]
+            s[4, i] = qm.determinant(qm.mat2([[x, 1.0], [2.0, x]]))
+            s[5, i] = qm.inverse(qm.mat2([[x, 1.0], [2.0, x]]))[0, 0]
+            w = qm.vec2(x, 0.5)
+            z[0, i] = qm.cmul(w, qm.vec2(0.3, -1.0))
+            z[1, i] = qm.cdiv(w, qm.vec2(0.3, -1.0))
+            z[2, i] = qm.cexp(w)
+            flags[0, i] = qm.isinf(src[i])
+            flags[1, i] = qm.isnan(src[i])
+
+    k()
+    x = np.arange(n, dtype=np.float32) * 0.25 - 0.8
+    got = s.to_numpy()
+    close(got[0], np.clip(x, -0.5, 0.5))
+    close(got[1], np.sign(x) * (x - np.floor(x)))
+    close(got[2], np.log2(x + 2) + np.degrees(x) + np.radians(x), atol=1e-5)
+    close(got[3], np.sin(x))
+    close(got[4], x * x - 2)
+    close(got[5], x / (x * x - 2), rtol=1e-4)
+    w = x + 0.5j
+    zz = z.to_numpy()
+    for row, want in zip(zz, [w * (0.3 - 1j), w / (0.3 - 1j), np.exp(w)]):
+        close(row[:, 0], want.real, atol=1e-5)
+        close(row[:, 1], want.imag, atol=1e-5)
+    np.testing.assert_array_equal(flags.to_numpy()[0], np.isinf(vals))
+    np.testing.assert_array_equal(flags.to_numpy()[1], np.isnan(vals))

@@ -1,7 +1,6 @@
 """qd.Vector / qd.Matrix in Python scope against numpy: construction, operators, linear algebra,
 indexing, swizzles, fields and ndarrays. Kernel-scope checks live in the last section."""
 
-import itertools
 import operator
 
 import numpy as np
@@ -157,7 +156,7 @@ def test_comparison_results_and_numpy_interop():
     v = qd.Vector([1, 2, 3])
     assert (v == [1, 0, 3]).to_list() == [True, False, True]
     assert (v > 1).to_list() == [False, True, True]
-    assert v != None  # noqa: E711  (not comparable: Python falls back to identity)
+    assert v != None
     np.testing.assert_array_equal(np.asarray(v), [1, 2, 3])
     assert (np.float32(2) * v).to_list() == [2, 4, 6]
 
@@ -319,7 +318,7 @@ def test_swizzles():
     v.zw = [30, 40]
     assert v.to_list() == [10, 2, 30, 40]
     with pytest.raises(QuadrantsSyntaxError):
-        qd.Vector([1, 2]).z
+        _ = qd.Vector([1, 2]).z
     with pytest.raises(QuadrantsTypeError):
         v.xy = [1, 2, 3]
 
@@ -358,3 +357,203 @@ def test_vector_and_matrix_ndarrays():
 # ------------------------------------------------------------------ kernels
 
 needs_kernel = pytest.mark.skipif(not hasattr(qd, "kernel"), reason="qd.kernel is not available yet")
+
+
+def _rand(*shape, lo=-1.0, hi=1.0):
+    return RNG.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+@needs_kernel
+def test_kernel_vector_arithmetic():
+    n = 8
+    a, b = qd.Vector.field(3, qd.f32, shape=n), qd.Vector.field(3, qd.f32, shape=n)
+    out, sw = qd.Vector.field(3, qd.f32, shape=n), qd.Vector.field(3, qd.f32, shape=n)
+    s = qd.field(qd.f32, shape=n)
+    A, B = _rand(n, 3), _rand(n, 3, lo=0.5, hi=2.0)
+    a.from_numpy(A)
+    b.from_numpy(B)
+
+    @qd.kernel
+    def k():
+        for i in range(n):
+            u, w = a[i], b[i]
+            out[i] = (u + w) * 2.0 - w / 4.0 + u.cross(w) + abs(-u) ** 2
+            s[i] = u.dot(w) + u.norm() + w.norm_sqr() + u.sum() + w.max() - w.min()
+            sw[i] = u.zyx + qd.math.vec3(u.xy, 1.0)
+
+    k()
+    want = (A + B) * 2 - B / 4 + np.cross(A, B) + np.abs(A) ** 2
+    close(out.to_numpy(), want, rtol=1e-5, atol=1e-5)
+    want_s = ((A * B).sum(1) + np.linalg.norm(A, axis=1) + (B * B).sum(1) + A.sum(1) + B.max(1) - B.min(1))
+    close(s.to_numpy(), want_s, rtol=1e-5, atol=1e-5)
+    close(sw.to_numpy(), A[:, ::-1] + np.concatenate([A[:, :2], np.ones((n, 1))], axis=1))
+
+
+@needs_kernel
+def test_kernel_matrix_linear_algebra():
+    n = 6
+    m = qd.Matrix.field(3, 3, qd.f32, shape=n)
+    v = qd.Vector.field(3, qd.f32, shape=n)
+    mv, vm = qd.Vector.field(3, qd.f32, shape=n), qd.Vector.field(3, qd.f32, shape=n)
+    inv, mt = qd.Matrix.field(3, 3, qd.f32, shape=n), qd.Matrix.field(3, 3, qd.f32, shape=n)
+    det = qd.field(qd.f32, shape=n)
+    M = _rand(n, 3, 3) + 3 * np.eye(3, dtype=np.float32)
+    V = _rand(n, 3)
+    m.from_numpy(M)
+    v.from_numpy(V)
+
+    @qd.kernel
+    def k():
+        for i in range(n):
+            a = m[i]
+            mv[i] = a @ v[i]
+            vm[i] = v[i] @ a
+            inv[i] = a.inverse()
+            mt[i] = a.transpose() @ a + v[i].outer_product(v[i]) - qd.Matrix.identity(qd.f32, 3)
+            det[i] = a.determinant() + a.trace()
+
+    k()
+    close(mv.to_numpy(), np.einsum("nij,nj->ni", M, V), rtol=1e-5, atol=1e-5)
+    close(vm.to_numpy(), np.einsum("ni,nij->nj", V, M), rtol=1e-5, atol=1e-5)
+    close(inv.to_numpy(), np.linalg.inv(M), rtol=1e-4, atol=1e-5)
+    want = np.einsum("nji,njk->nik", M, M) + np.einsum("ni,nj->nij", V, V) - np.eye(3)
+    close(mt.to_numpy(), want, rtol=1e-5, atol=1e-5)
+    close(det.to_numpy(), np.linalg.det(M) + np.trace(M, axis1=1, axis2=2), rtol=1e-4, atol=1e-4)
+
+
+@needs_kernel
+def test_kernel_large_inverse_with_pivoting():
+    n = 5
+    m = qd.Matrix.field(n, n, qd.f64, shape=2)
+    out = qd.Matrix.field(n, n, qd.f64, shape=2)
+    M = RNG.standard_normal((2, n, n)) + 2 * np.eye(n)
+    M[1] = M[1][RNG.permutation(n)]
+    m.from_numpy(M)
+
+    @qd.kernel
+    def k():
+        for i in range(2):
+            out[i] = m[i].inverse()
+
+    k()
+    close(out.to_numpy(), np.linalg.inv(M), rtol=1e-9, atol=1e-10)
+
+
+@needs_kernel
+def test_kernel_dynamic_index_and_stores():
+    n = 10
+    r, s = qd.field(qd.i32, shape=n), qd.field(qd.i32, shape=n)
+    sw = qd.Vector.field(4, qd.f32, shape=n)
+
+    @qd.kernel
+    def k():
+        for i in range(n):
+            v = qd.Vector([10, 20, 30, 40])
+            r[i] = v[i % 4]
+            w = qd.Vector([0, 0, 0, 0])
+            w[i % 4] = i
+            w[0] += 100
+            s[i] = w.sum() + w[i % 4]
+            u = qd.Vector([1.0, 2.0, 3.0, 4.0])
+            u.x = 9.0
+            u[3] = u.x + u.y
+            sw[i] = u
+
+    k()
+    idx = np.arange(n)
+    np.testing.assert_array_equal(r.to_numpy(), np.array([10, 20, 30, 40])[idx % 4])
+    np.testing.assert_array_equal(s.to_numpy(), 100 + idx + idx + 100 * (idx % 4 == 0))
+    np.testing.assert_array_equal(sw.to_numpy(), np.tile([9.0, 2.0, 3.0, 11.0], (n, 1)))
+
+
+@needs_kernel
+def test_kernel_matrix_dynamic_index_and_rows():
+    n = 6
+    out = qd.field(qd.f32, shape=n)
+    row = qd.Vector.field(3, qd.f32, shape=n)
+
+    @qd.kernel
+    def k():
+        for i in range(n):
+            m = qd.Matrix([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+            out[i] = m[i % 2, i % 3] + m[i % 2][1]
+            row[i] = m[i % 2]
+
+    k()
+    M = np.array([[1.0, 2, 3], [4, 5, 6]])
+    idx = np.arange(n)
+    close(out.to_numpy(), M[idx % 2, idx % 3] + M[idx % 2, 1])
+    close(row.to_numpy(), M[idx % 2])
+
+
+@needs_kernel
+def test_kernel_ndarray_of_vectors():
+    n = 5
+    a = qd.Vector.ndarray(3, qd.f32, shape=n)
+    out = qd.ndarray(qd.math.vec3, shape=n)
+    A = _rand(n, 3)
+    a.from_numpy(A)
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(dtype=qd.math.vec3, ndim=1), y: qd.types.ndarray(dtype=qd.math.vec3, ndim=1)):
+        for i in range(x.shape[0]):
+            y[i] = x[i].normalized() * 2.0 + x[i].cast(qd.i32).cast(qd.f32)
+
+    k(a, out)
+    want = A / np.linalg.norm(A, axis=1, keepdims=True) * 2 + A.astype(np.int32)
+    close(out.to_numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+@needs_kernel
+def test_kernel_constructors_augmented_atomics_and_reductions():
+    f = qd.Vector.field(3, qd.f32, shape=4)
+    acc = qd.Vector.field(3, qd.f32, shape=())
+    m = qd.Matrix.field(2, 3, qd.f32, shape=4)
+    flags = qd.field(qd.i32, shape=4)
+
+    @qd.kernel
+    def k():
+        for i in range(4):
+            v = qd.Vector.zero(qd.f32, 3)
+            w = qd.Vector([1.0, 2.0, 3.0])
+            v += w * i
+            for j in qd.static(range(3)):
+                v[j] += j
+            f[i] = v + qd.Vector.unit(3, 0, qd.f32) * v[i % 3]
+            qd.atomic_add(acc[None], w)
+            m[i] = qd.Matrix.rows([v, w])
+            if (v > 4.5).any():
+                flags[i] += 1
+            if (v > 0.5).all():
+                flags[i] += 10
+
+    k()
+    i = np.arange(4)[:, None]
+    v = np.array([1.0, 2, 3]) * i + np.arange(3)
+    want = v.copy()
+    want[:, 0] += v[np.arange(4), np.arange(4) % 3]
+    close(f.to_numpy(), want)
+    close(acc.to_numpy(), [4.0, 8.0, 12.0])
+    close(m.to_numpy()[:, 0], v)
+    close(m.to_numpy()[:, 1], np.tile([1.0, 2, 3], (4, 1)))
+    np.testing.assert_array_equal(flags.to_numpy(), (v > 4.5).any(1) + 10 * (v > 0.5).all(1))
+
+
+@needs_kernel
+def test_kernel_shape_errors_are_compile_errors():
+    f = qd.Vector.field(3, qd.f32, shape=2)
+
+    @qd.kernel
+    def add_mismatch():
+        for i in range(2):
+            f[i] = f[i] + qd.Vector([1.0, 2.0])
+
+    @qd.kernel
+    def det_of_vector():
+        for i in range(2):
+            f[i][0] = f[i].determinant()
+
+    with pytest.raises(QuadrantsTypeError, match="shape mismatch"):
+        add_mismatch()
+    with pytest.raises(QuadrantsTypeError, match="square"):
+        det_of_vector()

@@ -14,7 +14,7 @@ from qd.frontend import values as _v
 from qd.frontend.expr import Expr
 from qd.ops import Op
 from qd.types import dtypes
-from qd.types.dtypes import DataType, MatrixType
+from qd.types.dtypes import MatrixType
 
 _ATOMIC_AUG = {ast.Add: Op.ADD, ast.Sub: Op.SUB, ast.BitAnd: Op.BIT_AND, ast.BitOr: Op.BIT_OR,
                ast.BitXor: Op.BIT_XOR}
@@ -284,6 +284,9 @@ class AssignMixin:
             self._store_ref(ref, v)
 
     def _entries_for(self, lv: LV, value: Any) -> list:
+        if type(value) in (list, tuple) and lv.shape is not None:
+            flat = [x for row in value for x in (row if type(row) in (list, tuple) else [row])]
+            value = _v.make_matrix(flat, (len(flat),))
         if lv.shape is None:
             if _e.is_matrix(value):
                 raise QuadrantsTypeError("cannot assign a vector/matrix to a scalar")
@@ -334,4 +337,4 @@ class AssignMixin:
         raise QuadrantsSyntaxError("unsupported loop target")
 
 
-__all__ = ["AssignMixin", "LV", "DynLV", "SeqLV", "DataType"]
+__all__ = ["AssignMixin", "LV", "DynLV", "SeqLV"]

@@ -8,7 +8,7 @@ matrices (anything with `_map` / `_zip`).
 from __future__ import annotations
 
 import builtins
-from typing import Any
+from typing import Any, Callable
 
 from qd import ir
 from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError
@@ -24,7 +24,7 @@ def in_kernel() -> bool:
     return _b.current() is not None
 
 
-def _unary(name: str):
+def _unary(name: str) -> Callable[[Any], Any]:
     def fn(x: Any) -> Any:
         return _e.unary(name, x)
     fn.__name__ = name
@@ -174,7 +174,7 @@ def dtype_call(dtype: Any, value: Any) -> Any:
 
 # ---------------------------------------------------------------- atomics
 
-def _atomic(op: Op, name: str):
+def _atomic(op: Op, name: str) -> Callable[[Any, Any], Any]:
     def fn(x: Any, y: Any) -> Any:
         if _e.is_matrix(x):
             ys = list(y.entries) if _e.is_matrix(y) else [y] * len(x.entries)

@@ -56,7 +56,7 @@ class Expr:
         raise QuadrantsTypeError("a runtime value cannot be used as a Python integer (e.g. in range "
                                  "of a static loop or as a list index); use qd.static values")
 
-    def __iter__(self):
+    def __iter__(self) -> Any:
         raise QuadrantsTypeError("a scalar runtime value is not iterable")
 
     # arithmetic
@@ -188,40 +188,45 @@ def binary(name: str, a: Any, b: Any) -> Any:
         if is_number(a) and is_number(b):
             return _PY_BINARY[name](a, b)
         return NotImplemented
-    return _expr_binary(name, as_expr(a), as_expr(b))
+    for x in (a, b):
+        if not isinstance(x, Expr) and not is_number(x):
+            raise QuadrantsTypeError(f"unsupported operand type for '{SYMBOL[name]}': {type(x).__name__}")
+    return _expr_binary(name, a, b)
 
 
-def _type_error(name: str, a: Expr, b: Expr) -> QuadrantsTypeError:
-    return QuadrantsTypeError(f"unsupported operand type(s) for '{SYMBOL[name]}': '{a.dtype}' and '{b.dtype}'")
+def _type_error(name: str, a: DataType, b: DataType) -> QuadrantsTypeError:
+    return QuadrantsTypeError(f"unsupported operand type(s) for '{SYMBOL[name]}': '{a}' and '{b}'")
 
 
 def _to_float(x: Expr) -> Expr:
     return x if x.dtype.is_float else cast_expr(x, _b.cfg().default_fp)
 
 
-def _expr_binary(name: str, a: Expr, b: Expr) -> Expr:
+def _dt(x: Any) -> DataType:
+    return x.dtype if isinstance(x, Expr) else literal_dtype(x)
+
+
+def _expr_binary(name: str, a: Any, b: Any) -> Expr:
+    """`a <name> b` where at least one side is an Expr; Python numbers become constants of the final type."""
+    ta, tb = _dt(a), _dt(b)
     if name in _CMP:
-        t = promote(a.dtype, b.dtype)
+        t = promote(ta, tb)
         return emit(_CMP[name], (cast_expr(a, t), cast_expr(b, t)), dtypes.u1)
-    if name in _SHIFT:
-        if not (a.dtype.is_int and b.dtype.is_int):
-            raise _type_error(name, a, b)
-        return emit(_SHIFT[name], (a, cast_expr(b, a.dtype)), a.dtype)
-    if name in _INT:
-        if not (a.dtype.is_int and b.dtype.is_int):
-            raise _type_error(name, a, b)
-        t = promote(a.dtype, b.dtype)
-        return emit(_INT[name], (cast_expr(a, t), cast_expr(b, t)), t)
+    if name in _SHIFT or name in _INT:
+        if not (ta.is_int and tb.is_int):
+            raise _type_error(name, ta, tb)
+        t = ta if name in _SHIFT else promote(ta, tb)
+        return emit(_SHIFT.get(name) or _INT[name], (cast_expr(a, t), cast_expr(b, t)), t)
     if name == "truediv":
-        a, b = _to_float(a), _to_float(b)
-        t = promote(a.dtype, b.dtype)
+        fp = _b.cfg().default_fp
+        t = promote(ta if ta.is_float else fp, tb if tb.is_float else fp)
         return emit(Op.DIV, (cast_expr(a, t), cast_expr(b, t)), t)
     if name == "atan2":
-        t = dtypes.f64 if dtypes.f64 in (a.dtype, b.dtype) else dtypes.f32
+        t = dtypes.f64 if dtypes.f64 in (ta, tb) else dtypes.f32
         return emit(Op.ATAN2, (cast_expr(a, t), cast_expr(b, t)), t)
-    if name == "pow" and b.dtype.is_int:
-        return emit(Op.POW, (a, cast_expr(b, a.dtype)), a.dtype)
-    t = promote(a.dtype, b.dtype)
+    if name == "pow" and tb.is_int:
+        return emit(Op.POW, (cast_expr(a, ta), cast_expr(b, ta)), ta)
+    t = promote(ta, tb)
     a, b = cast_expr(a, t), cast_expr(b, t)
     if name == "floordiv":
         if t.is_float:

@@ -11,7 +11,6 @@ from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError
 from qd.frontend import expr as _e
 from qd.frontend import values as _v
 from qd.frontend.expr import Expr
-from qd.ops import Op
 from qd.types import dtypes
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
@@ -362,4 +361,4 @@ def op_of_aug(op: ast.operator) -> str:
     return _BINOPS.get(type(op), "")
 
 
-__all__ = ["ExprMixin", "FString", "is_runtime", "op_of_aug", "Op"]
+__all__ = ["ExprMixin", "FString", "is_runtime", "op_of_aug"]

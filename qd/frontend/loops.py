@@ -146,7 +146,8 @@ class LoopMixin:
 
     def _struct_for(self, node: ast.For, t: _v.GlobalTensor, grouped_: bool) -> None:
         extents = list(t.shape)
-        self._multi_loop(node, [0] * len(extents), extents, grouped_, "Struct")
+        begins = list(t.offset) if t.offset else [0] * len(extents)
+        self._multi_loop(node, begins, extents, grouped_, "Struct")
 
     def _multi_loop(self, node: ast.For, begins: list, extents: list, grouped_: bool, what: str) -> None:
         names = self._targets(node)
@@ -212,10 +213,10 @@ class LoopMixin:
             if _e.is_matrix(test):
                 raise QuadrantsSyntaxError("the condition of a 'while' must be a scalar")
             if isinstance(test, Expr):
-                cond = self.truth(test)
+                stop = _e.unary("logical_not", self.truth(test))
                 b.push()
                 b.emit(ir.Break)
-                b.emit(ir.If, cond=_e.unary("logical_not", cond).value, then=b.pop())
+                b.emit(ir.If, cond=stop.value, then=b.pop())
             elif not test:
                 b.emit(ir.Break)
             self.visit_body(node.body)

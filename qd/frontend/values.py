@@ -100,10 +100,11 @@ def read(binding: Any) -> Any:
 class GlobalTensor:
     """A field or ndarray inside a kernel: `t[i, j]` loads, `t.shape` gives ints or ExternalShape values."""
 
-    def __init__(self, buffer: int, decl: ir.BufferDecl, obj: Any = None) -> None:
+    def __init__(self, buffer: int, decl: ir.BufferDecl, obj: Any = None, offset: tuple = ()) -> None:
         self.buffer = buffer
         self.decl = decl
         self.obj = obj
+        self.offset = tuple(offset) if any(offset) else ()
 
     @property
     def dtype(self) -> DataType:
@@ -140,7 +141,9 @@ class GlobalTensor:
         if len(flat) != self.ndim:
             raise QuadrantsIndexError(f"{what} with dim {self.ndim} accessed with indices of dim {len(flat)}")
         out = []
-        for i in flat:
+        for ax, i in enumerate(flat):
+            if self.offset and self.offset[ax]:
+                i = _e.binary("sub", i, self.offset[ax])
             if isinstance(i, Expr):
                 if not i.dtype.is_int:
                     raise QuadrantsTypeError(f"indices of a {what.lower()} must be integers, got {i.dtype}")
@@ -211,7 +214,11 @@ def bind_global_object(obj: Any, name: str = "") -> GlobalTensor:
     dt, shape, es = describe_object(obj)
     decl = ir.BufferDecl(kind="field", dtype=dt, shape=shape, elem_shape=es, name=name)
     buf = b.add_buffer(("obj", id(obj)), decl, obj)
-    return GlobalTensor(buf, b.buffers[buf], obj)
+    try:
+        offset = tuple(getattr(obj, "offset", ()) or ())
+    except Exception:  # noqa: BLE001
+        offset = ()
+    return GlobalTensor(buf, b.buffers[buf], obj, offset)
 
 
 def element_type_shape(t: Any) -> tuple[DataType | None, tuple]:

@@ -18,7 +18,8 @@ from __future__ import annotations
 import itertools
 import numbers
 import operator
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -91,7 +92,8 @@ def _parse(arr: Any) -> tuple[list, int, int, int]:
         rows = [list(r) for r in arr]
         m = len(rows[0])
         if any(len(r) != m for r in rows):
-            raise QuadrantsTypeError(f"rows of a Matrix must have equal lengths, got {[len(r) for r in rows]}")
+            lengths = [len(r) for r in rows]
+            raise QuadrantsTypeError(f"rows of a Matrix must have equal lengths, got {lengths}")
         return [_as_entry(x) for r in rows for x in r], len(rows), m, 2
     return [_as_entry(x) for x in arr], len(arr), 1, 1
 
@@ -127,15 +129,17 @@ class Matrix:
         self.n, self.m, self.ndim, self._dt = n, m, ndim, dt
 
     @staticmethod
-    def _make(entries: list, n: int, m: int = 1, ndim: int = 2, dt: DataType | None = None) -> "Matrix":
+    def _make(entries: list, n: int, m: int = 1, ndim: int = 2, dt: DataType | None = None) -> Matrix:
         """A matrix (a `Vector` when ndim == 1) of flat row-major `entries` (taken as they are)."""
         out = object.__new__(Vector if ndim == 1 else Matrix)
         out.entries, out.n, out.m, out.ndim, out._dt = entries, n, m, ndim, dt
         return out
 
     @staticmethod
-    def _from_entries(entries: list, shape: tuple[int, ...], dt: DataType | None = None) -> "Matrix":
-        """`_make` with a shape tuple: (n,) gives a Vector, (n, m) a Matrix."""
+    def _from_entries(entries: list, shape: tuple[int, ...], dt: DataType | None = None) -> Matrix:
+        """A Vector (shape (n,)) or Matrix (shape (n, m)) of flat `entries`, converted to `dt` if given."""
+        if dt is not None:
+            entries = [_cast_entry(x, dt) for x in entries]
         if len(shape) == 1:
             return Matrix._make(entries, shape[0], 1, 1, dt)
         return Matrix._make(entries, shape[0], shape[1], 2, dt)
@@ -168,23 +172,24 @@ class Matrix:
         return self.entries
 
     # ------------------------------------------------------------ elementwise plumbing
-    def _map_entries(self, entries: list, dt: DataType | None = None) -> "Matrix":
+    def _map_entries(self, entries: list, dt: DataType | None = None) -> Matrix:
         return Matrix._make(entries, self.n, self.m, self.ndim, dt)
 
-    def _map(self, fn: Callable[[Any], Any]) -> "Matrix":
+    def _map(self, fn: Callable[[Any], Any]) -> Matrix:
         """Elementwise unary: a new matrix of `fn(entry)`. A host float computed from a numpy float
         entry is converted back to that entry's numpy type (numpy ufuncs keep f32, so do we)."""
         return self._map_entries([keep_np_float(x, fn(x)) for x in self.entries])
 
-    def _zip(self, other: Any, fn: Callable[[Any, Any], Any], name: str = "") -> "Matrix":
+    def _zip(self, other: Any, fn: Callable[[Any, Any], Any], name: str = "") -> Matrix:
         """Elementwise binary `fn(self_entry, other_entry)`; a scalar `other` is broadcast."""
         o = _operand(other)
         if o is NotImplemented:
-            raise QuadrantsTypeError(f"unsupported operand for matrix {name or 'operation'}: {type(other).__name__}")
+            raise QuadrantsTypeError(f"unsupported operand for matrix {name or 'operation'}: "
+                                     f"{type(other).__name__}")
         if isinstance(o, Matrix):
             if o.get_shape() != self.get_shape():
-                raise QuadrantsTypeError(f"shape mismatch in matrix {name or 'operation'}: "
-                                         f"{self.get_shape()} and {o.get_shape()}")
+                what = f"matrix '{name}'" if name else "elementwise matrix operation"
+                raise QuadrantsTypeError(f"shape mismatch in {what}: {self.get_shape()} and {o.get_shape()}")
             return self._map_entries([keep_np_float(a, fn(a, b)) for a, b in zip(self.entries, o.entries)])
         return self._map_entries([keep_np_float(a, fn(a, o)) for a in self.entries])
 
@@ -205,7 +210,7 @@ class Matrix:
         return Matrix._make(vals, shape[0], shape[1] if len(shape) == 2 else 1, len(shape))
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        rows, cols, shape = self._parse_key(key)
+        rows, cols, _ = self._parse_key(key)
         count = len(rows) * len(cols)
         if isinstance(value, (Matrix, list, tuple, np.ndarray)):
             vals = _parse(value)[0] if not isinstance(value, Matrix) else list(value.entries)
@@ -290,12 +295,12 @@ class Matrix:
     def __le__(self, o: Any) -> Any: return self._binop(o, operator.le, "<=")
     def __gt__(self, o: Any) -> Any: return self._binop(o, operator.gt, ">")
     def __ge__(self, o: Any) -> Any: return self._binop(o, operator.ge, ">=")
-    def __eq__(self, o: Any) -> Any: return self._binop(o, operator.eq, "==")  # type: ignore[override]
-    def __ne__(self, o: Any) -> Any: return self._binop(o, operator.ne, "!=")  # type: ignore[override]
-    def __neg__(self) -> "Matrix": return self._map(operator.neg)
-    def __pos__(self) -> "Matrix": return self._map(operator.pos)
-    def __abs__(self) -> "Matrix": return self._map(abs)
-    def __invert__(self) -> "Matrix": return self._map(operator.invert)
+    def __eq__(self, o: object) -> Any: return self._binop(o, operator.eq, "==")  # type: ignore[override]
+    def __ne__(self, o: object) -> Any: return self._binop(o, operator.ne, "!=")  # type: ignore[override]
+    def __neg__(self) -> Matrix: return self._map(operator.neg)
+    def __pos__(self) -> Matrix: return self._map(operator.pos)
+    def __abs__(self) -> Matrix: return self._map(abs)
+    def __invert__(self) -> Matrix: return self._map(operator.invert)
 
     def __matmul__(self, other: Any) -> Any:
         o = _operand(other)
@@ -308,12 +313,12 @@ class Matrix:
     # ------------------------------------------------------------ linear algebra (qd.lang.matrix_ops)
     def dot(self, other: Any) -> Any: return _ops.dot(self, _operand(other))
     def cross(self, other: Any) -> Any: return _ops.cross(self, _operand(other))
-    def outer_product(self, other: Any) -> "Matrix": return _ops.outer_product(self, _operand(other))
+    def outer_product(self, other: Any) -> Matrix: return _ops.outer_product(self, _operand(other))
     def frobenius_inner(self, other: Any) -> Any: return _ops.frobenius_inner(self, _operand(other))
-    def transpose(self) -> "Matrix": return _ops.transpose(self)
+    def transpose(self) -> Matrix: return _ops.transpose(self)
     def trace(self) -> Any: return _ops.trace(self)
     def determinant(self) -> Any: return _ops.determinant(self)
-    def inverse(self) -> "Matrix": return _ops.inverse(self)
+    def inverse(self) -> Matrix: return _ops.inverse(self)
     def sum(self) -> Any: return _ops.reduce_entries(self, operator.add)
     def max(self) -> Any: return _ops.reduce_entries(self, _b().max)
     def min(self) -> Any: return _ops.reduce_entries(self, _b().min)
@@ -322,9 +327,9 @@ class Matrix:
     def norm_sqr(self) -> Any: return _ops.norm_sqr(self)
     def norm(self, eps: Any = 0) -> Any: return _ops.norm(self, eps)
     def norm_inv(self, eps: Any = 0) -> Any: return _ops.norm_inv(self, eps)
-    def normalized(self, eps: Any = 0) -> "Matrix": return _ops.normalized(self, eps)
+    def normalized(self, eps: Any = 0) -> Matrix: return _ops.normalized(self, eps)
 
-    def cast(self, dtype: Any) -> "Matrix":
+    def cast(self, dtype: Any) -> Matrix:
         """A copy with every entry converted to `dtype`."""
         dt = dtypes.to_dtype(dtype)
         return self._map_entries([_b().cast(x, dt) for x in self.entries], dt)
@@ -336,36 +341,36 @@ class Matrix:
 
     # ------------------------------------------------------------ constructors
     @staticmethod
-    def zero(dt: Any, n: int, m: int | None = None) -> "Matrix":
+    def zero(dt: Any, n: int, m: int | None = None) -> Matrix:
         return _ops.filled(0, dt, n, m)
 
     @staticmethod
-    def one(dt: Any, n: int, m: int | None = None) -> "Matrix":
+    def one(dt: Any, n: int, m: int | None = None) -> Matrix:
         return _ops.filled(1, dt, n, m)
 
     @staticmethod
-    def unit(n: int, i: int, dt: Any = None) -> "Matrix":
+    def unit(n: int, i: int, dt: Any = None) -> Matrix:
         if not 0 <= i < n:
             raise QuadrantsIndexError(f"unit vector index {i} out of range for length {n}")
         return Vector([int(i == j) for j in range(n)], dt=dt if dt is not None else int)
 
     @staticmethod
-    def identity(dt: Any, n: int) -> "Matrix":
+    def identity(dt: Any, n: int) -> Matrix:
         return Matrix([[int(i == j) for j in range(n)] for i in range(n)], dt=dt)
 
     @staticmethod
-    def diag(dim: int, val: Any) -> "Matrix":
+    def diag(dim: int, val: Any) -> Matrix:
         if not isinstance(dim, (int, np.integer)):
             raise QuadrantsTypeError(f"not an integer: {dim} of type {type(dim).__name__}")
         return Matrix._make([val if i == j else 0 for i in range(dim) for j in range(dim)], dim, dim, 2)
 
     @staticmethod
-    def rows(rows: list) -> "Matrix":
+    def rows(rows: list) -> Matrix:
         """A matrix whose rows are the given vectors / lists."""
         return _ops.stack_rows(rows)
 
     @staticmethod
-    def cols(cols: list) -> "Matrix":
+    def cols(cols: list) -> Matrix:
         """A matrix whose columns are the given vectors / lists."""
         return _ops.transpose(_ops.stack_rows(cols))
 
@@ -421,7 +426,7 @@ class Matrix:
         return _ops.make_ndarray(mtype, shape, needs_grad)
 
     @staticmethod
-    def _from_type(mtype: MatrixType, args: tuple) -> "Matrix":
+    def _from_type(mtype: MatrixType, args: tuple) -> Matrix:
         """`qd.types.matrix(n, m, dt)(*args)` / `qd.types.vector(n, dt)(*args)` (GLSL-style)."""
         return _ops.instantiate_type(mtype, args)
 
@@ -442,7 +447,8 @@ class Vector(Matrix):
         return Matrix.field(n, 1, dtype, *args, **kwargs)
 
     @classmethod
-    def ndarray(cls, n: int, dtype: Any, shape: Any, needs_grad: bool = False) -> Any:  # type: ignore[override]
+    def ndarray(  # type: ignore[override]
+            cls, n: int, dtype: Any, shape: Any, needs_grad: bool = False) -> Any:
         """An ndarray whose elements are vectors of n."""
         return _ops.make_ndarray(dtypes.vector(n, dtype), shape, needs_grad)
 

@@ -9,7 +9,8 @@ function is called, i.e. at compile time inside kernels, with Quadrants' message
 from __future__ import annotations
 
 import operator
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +52,8 @@ def _need_square(x: Any, limit: int | None = None) -> None:
 
 def _need_same_shape(x: Any, y: Any) -> None:
     if x.get_shape() != y.get_shape():
-        raise QuadrantsTypeError(f"required shapes to be the same, got shapes {[x.get_shape(), y.get_shape()]}")
+        shapes = [x.get_shape(), y.get_shape()]
+        raise QuadrantsTypeError(f"required shapes to be the same, got shapes {shapes}")
 
 
 def _rows(mat: Any) -> list[list]:
@@ -327,7 +329,8 @@ def _elem_dtype(mtype: MatrixType) -> Any:
 
 
 def make_field(mtype: MatrixType, shape: Any = None, order: Any = None, name: str = "", offset: Any = None,
-               needs_grad: bool = False, needs_dual: bool = False, layout: Any = None, ndim: Any = None) -> Any:
+               needs_grad: bool = False, needs_dual: bool = False, layout: Any = None,
+               ndim: Any = None) -> Any:
     """A field of `mtype` elements (`layout` is accepted; storage is always per element)."""
     from qd.runtime.fields import Field
 

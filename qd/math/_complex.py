@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from qd.frontend.builtins import atan2, cos, exp, log, pow, select, sin, sqrt  # noqa: A004
+from qd.frontend.builtins import atan2, cos, exp, log, pow, select, sin, sqrt
 from qd.math.mathimpl import dot, vec2
 
 

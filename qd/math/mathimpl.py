@@ -11,8 +11,30 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from qd.frontend.builtins import (acos, asin, atan2, bit_cast, cast, ceil, clz, cos, exp, floor, log, max,  # noqa: A004
-                                  min, popcnt, pow, round, rsqrt, select, sin, sqrt, tan, tanh)
+from qd.frontend.builtins import (
+    acos,
+    asin,
+    atan2,
+    bit_cast,
+    cast,
+    ceil,
+    clz,
+    cos,
+    exp,
+    floor,
+    log,
+    max,
+    min,
+    popcnt,
+    pow,
+    round,
+    rsqrt,
+    select,
+    sin,
+    sqrt,
+    tan,
+    tanh,
+)
 from qd.frontend.expr import is_expr
 from qd.lang.matrix import Matrix
 from qd.types.dtypes import f32, f64, i32, matrix, u32, u64, vector
@@ -104,7 +126,7 @@ def _isinf1(x: Any) -> Any:
     if not is_expr(x):
         return math.isinf(float(x))
     if not x.dtype.is_float:
-        return x != x  # an integer is never infinite: a false of the right kind
+        return False  # an integer is never infinite
     if x.dtype is f64:
         y = bit_cast(x, u64)
         return ((cast(y >> 32, u32) & 0x7FFFFFFF) == 0x7FF00000) & (cast(y, u32) == 0)
@@ -116,7 +138,7 @@ def _isnan1(x: Any) -> Any:
     if not is_expr(x):
         return math.isnan(float(x))
     if not x.dtype.is_float:
-        return x != x
+        return False
     if x.dtype is f64:
         y = bit_cast(x, u64)
         return (cast(y >> 32, u32) & 0x7FFFFFFF) + cast(cast(y, u32) != 0, u32) > 0x7FF00000
@@ -180,7 +202,7 @@ def reflect(x: Any, n: Any) -> Any:
 
 
 def refract(x: Any, n: Any, eta: Any) -> Any:
-    """Refraction direction of incident `x` through normal `n` with index ratio `eta` (0 on total reflection)."""
+    """Refraction of incident `x` through normal `n` with index ratio `eta` (0 on total reflection)."""
     dxn = x.dot(n)
     k = 1.0 - eta * eta * (1.0 - dxn * dxn)
     refracted = eta * x - (eta * dxn + sqrt(max(k, 0.0))) * n
@@ -254,10 +276,70 @@ def rotation3d(ang_x: Any, ang_y: Any, ang_z: Any) -> Matrix:
 
 
 __all__ = [
-    "acos", "asin", "atan2", "ceil", "clamp", "clz", "cos", "cross", "degrees", "determinant", "distance",
-    "dot", "e", "exp", "exp2", "eye", "ffs", "floor", "fract", "inf", "inverse", "isinf", "isnan", "ivec2",
-    "ivec3", "ivec4", "length", "log", "log2", "mat2", "mat3", "mat4", "max", "min", "mix", "mod",
-    "translate", "scale", "nan", "normalize", "pi", "pow", "popcnt", "radians", "reflect", "refract",
-    "rot_by_axis", "rot_yaw_pitch_roll", "rotation2d", "rotation3d", "round", "rsqrt", "sign", "sin",
-    "smoothstep", "sqrt", "step", "tan", "tanh", "uvec2", "uvec3", "uvec4", "vdir", "vec2", "vec3", "vec4",
+    "acos",
+    "asin",
+    "atan2",
+    "ceil",
+    "clamp",
+    "clz",
+    "cos",
+    "cross",
+    "degrees",
+    "determinant",
+    "distance",
+    "dot",
+    "e",
+    "exp",
+    "exp2",
+    "eye",
+    "ffs",
+    "floor",
+    "fract",
+    "inf",
+    "inverse",
+    "isinf",
+    "isnan",
+    "ivec2",
+    "ivec3",
+    "ivec4",
+    "length",
+    "log",
+    "log2",
+    "mat2",
+    "mat3",
+    "mat4",
+    "max",
+    "min",
+    "mix",
+    "mod",
+    "nan",
+    "normalize",
+    "pi",
+    "popcnt",
+    "pow",
+    "radians",
+    "reflect",
+    "refract",
+    "rot_by_axis",
+    "rot_yaw_pitch_roll",
+    "rotation2d",
+    "rotation3d",
+    "round",
+    "rsqrt",
+    "scale",
+    "sign",
+    "sin",
+    "smoothstep",
+    "sqrt",
+    "step",
+    "tan",
+    "tanh",
+    "translate",
+    "uvec2",
+    "uvec3",
+    "uvec4",
+    "vdir",
+    "vec2",
+    "vec3",
+    "vec4",
 ]

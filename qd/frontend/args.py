@@ -1,0 +1,314 @@
+"""Kernel/func parameters: annotation kinds, argument checking and conversion, instantiation keys.
+
+Parameter kinds: 'template' (`qd.template()`: compile-time, keyed by identity for objects and by
+value for hashable Python values), 'scalar' (qd dtypes, `int`, `float`), 'matrix' (a vector/matrix
+type: unrolled into scalar args), 'ndarray' (`qd.types.ndarray(...)`: a qd Ndarray, numpy array or
+CPU torch tensor; keyed by dtype, ndim and element shape).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable
+
+import numpy as np
+
+from qd import ir
+from qd.errors import QuadrantsRuntimeTypeError, QuadrantsSyntaxError
+from qd.frontend import values as _v
+from qd.types import dtypes
+from qd.types.annotations import NdarrayType, Template
+from qd.types.dtypes import DataType, MatrixType
+
+
+class Param:
+    def __init__(self, name: str, kind: str, ann: Any, default: Any) -> None:
+        self.name = name
+        self.kind = kind
+        self.ann = ann
+        self.default = default
+
+
+def _resolve(ann: Any, fn: Callable) -> Any:
+    if isinstance(ann, str):
+        try:
+            return eval(ann, fn.__globals__)  # noqa: S307 - annotations of the user's own function
+        except Exception as e:  # noqa: BLE001
+            raise QuadrantsSyntaxError(f"cannot resolve annotation {ann!r} of {fn.__name__}: {e}") from None
+    return ann
+
+
+def _kind(name: str, ann: Any, index: int, is_kernel: bool) -> str:
+    if ann is inspect.Parameter.empty:
+        if not is_kernel or (index == 0 and name == "self"):
+            return "template" if is_kernel else "any"
+        raise QuadrantsSyntaxError(f'Kernel argument "{name}" must be type annotated')
+    if ann is Template or isinstance(ann, Template):
+        return "template"
+    if ann is NdarrayType or isinstance(ann, NdarrayType):
+        return "ndarray"
+    if isinstance(ann, MatrixType):
+        return "matrix"
+    if isinstance(ann, DataType) or ann in (int, float, bool):
+        return "scalar"
+    if is_kernel:
+        raise QuadrantsSyntaxError(f'Invalid type annotation of kernel argument "{name}": {ann!r}')
+    return "any"
+
+
+class Signature:
+    """The parsed signature of a kernel or func (built once)."""
+
+    def __init__(self, fn: Callable, is_kernel: bool) -> None:
+        sig = inspect.signature(fn)
+        self.fn = fn
+        self.params: list[Param] = []
+        for i, p in enumerate(sig.parameters.values()):
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                raise QuadrantsSyntaxError(f"*args / **kwargs are not supported in {fn.__name__}")
+            ann = _resolve(p.annotation, fn)
+            if ann is NdarrayType:
+                ann = NdarrayType()
+            self.params.append(Param(p.name, _kind(p.name, ann, i, is_kernel), ann, p.default))
+        rt = _resolve(sig.return_annotation, fn)
+        self.return_type = None if rt in (inspect.Signature.empty, None) else _norm_ret(rt)
+        self._names = {p.name: i for i, p in enumerate(self.params)}
+
+    def bind(self, args: tuple, kwargs: dict) -> list:
+        if len(args) > len(self.params):
+            raise QuadrantsSyntaxError(f"{self.fn.__name__}() takes {len(self.params)} arguments but "
+                                       f"{len(args)} were given")
+        out = list(args) + [inspect.Parameter.empty] * (len(self.params) - len(args))
+        for k, v in kwargs.items():
+            i = self._names.get(k)
+            if i is None:
+                raise QuadrantsSyntaxError(f"{self.fn.__name__}() got an unexpected keyword argument '{k}'")
+            if i < len(args):
+                raise QuadrantsSyntaxError(f"{self.fn.__name__}() got multiple values for argument '{k}'")
+            out[i] = v
+        for i, v in enumerate(out):
+            if v is inspect.Parameter.empty:
+                d = self.params[i].default
+                if d is inspect.Parameter.empty:
+                    raise QuadrantsSyntaxError(f"{self.fn.__name__}() missing argument '{self.params[i].name}'")
+                out[i] = d
+        return out
+
+    def restructure_return(self, result: Any) -> Any:
+        rt = self.return_type
+        if rt is None:
+            return None
+        flat = list(result) if isinstance(result, tuple) else [result]
+        it = iter(flat)
+        return _rebuild(rt, it)
+
+
+def _norm_ret(rt: Any) -> Any:
+    origin = getattr(rt, "__origin__", None)
+    if origin is tuple:
+        return tuple(_norm_ret(a) for a in rt.__args__)
+    if isinstance(rt, (tuple, list)):
+        return tuple(_norm_ret(a) for a in rt)
+    if isinstance(rt, MatrixType):
+        return rt
+    return dtypes.to_dtype(rt)
+
+
+def _rebuild(rt: Any, it: Any) -> Any:
+    if isinstance(rt, tuple):
+        return tuple(_rebuild(r, it) for r in rt)
+    if isinstance(rt, MatrixType):
+        n = rt.n * (rt.m if rt.ndim == 2 else 1)
+        vals = [next(it) for _ in range(n)]
+        try:
+            return _v.make_matrix(vals, rt.shape)
+        except ImportError:
+            return np.array(vals).reshape(rt.shape)
+    return next(it)
+
+
+# ---------------------------------------------------------------- kernel arguments
+
+def _type_error(p: Param, needed: str, got: Any) -> QuadrantsRuntimeTypeError:
+    return QuadrantsRuntimeTypeError(f"Argument '{p.name}' (type={type(got).__name__}) cannot be converted into "
+                                     f"required type {needed}")
+
+
+def _template_key(v: Any) -> Any:
+    if isinstance(v, (int, float, bool, str, type(None), np.number)):
+        return ("v", type(v), v)
+    if _v.global_kind(v) is not None:
+        return ("id", id(v))
+    if isinstance(v, (tuple, list)):
+        return (type(v).__name__,) + tuple(_template_key(x) for x in v)
+    try:
+        hash(v)
+    except TypeError:
+        return ("id", id(v))
+    if type(v).__hash__ is object.__hash__:
+        return ("id", id(v))
+    return ("v", type(v), v)
+
+
+def _scalar(p: Param, v: Any) -> Any:
+    dt = dtypes.to_dtype(p.ann)
+    if isinstance(v, (bool, np.bool_)):
+        return int(v) if dt.is_int else float(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v) if dt.is_int else float(v)
+    if isinstance(v, (float, np.floating)):
+        if dt.is_int:
+            raise _type_error(p, str(dt), v)
+        return float(v)
+    if isinstance(v, np.ndarray) and v.ndim == 0:
+        return _scalar(p, v[()])
+    raise _type_error(p, str(dt), v)
+
+
+def _matrix_args(p: Param, v: Any) -> list:
+    t: MatrixType = p.ann
+    if hasattr(v, "entries"):
+        flat = list(v.entries)
+    elif hasattr(v, "to_numpy"):
+        flat = list(np.asarray(v.to_numpy()).reshape(-1))
+    else:
+        try:
+            flat = list(np.asarray(v).reshape(-1))
+        except Exception:  # noqa: BLE001
+            raise _type_error(p, repr(t), v) from None
+    n = t.n * (t.m if t.ndim == 2 else 1)
+    if len(flat) != n:
+        raise _type_error(p, repr(t), v)
+    sp = Param(p.name, "scalar", t.dtype or float, None)
+    return [_scalar(sp, x) for x in flat]
+
+
+_NP_DTYPES: dict = {}
+
+
+def ndarray_spec(p: Param, v: Any) -> tuple[DataType, int, tuple, Any, Callable | None]:
+    """(scalar dtype, ndim, element shape, launch object, post-launch callback) of an ndarray argument."""
+    ann: NdarrayType = p.ann
+    post = None
+    if hasattr(v, "arr") and _v.global_kind(v) == "ndarray":
+        dt, _, es = _v.describe_object(v)
+        arr, obj = v.arr, v
+    else:
+        arr, obj, post = _as_numpy(p, v)
+        es = ann.dtype.shape if isinstance(ann.dtype, MatrixType) else ()
+        dt = _NP_DTYPES.get(arr.dtype)
+        if dt is None:
+            try:
+                dt = _NP_DTYPES[arr.dtype] = dtypes.from_numpy_dtype(arr.dtype)
+            except TypeError:
+                raise _type_error(p, repr(ann), v) from None
+    want_es = ann.dtype.shape if isinstance(ann.dtype, MatrixType) else None
+    want_dt = ann.dtype.dtype if isinstance(ann.dtype, MatrixType) else ann.dtype
+    if want_es is not None and tuple(es) != tuple(want_es):
+        raise QuadrantsRuntimeTypeError(f"Argument '{p.name}': expected element shape {tuple(want_es)}, got "
+                                        f"{tuple(es)}")
+    if want_dt is not None and dt is not want_dt:
+        raise QuadrantsRuntimeTypeError(f"Argument '{p.name}': expected an ndarray of dtype {want_dt}, got {dt}")
+    ndim = arr.ndim - len(es)
+    if ndim < 0 or len(arr.shape) < len(es) or tuple(arr.shape[ndim:]) != tuple(es):
+        raise QuadrantsRuntimeTypeError(f"Argument '{p.name}': array of shape {arr.shape} does not end with the "
+                                        f"element shape {tuple(es)}")
+    if ann.ndim is not None and ndim != ann.ndim:
+        raise QuadrantsRuntimeTypeError(f"Argument '{p.name}': expected ndim {ann.ndim}, got ndim {ndim}")
+    return dt, ndim, tuple(es), obj, post
+
+
+def _as_numpy(p: Param, v: Any) -> tuple[np.ndarray, Any, Callable | None]:
+    mod = type(v).__module__
+    if mod.startswith("torch"):
+        if getattr(v, "is_cuda", False) or str(getattr(v, "device", "cpu")) != "cpu":
+            raise QuadrantsRuntimeTypeError(f"Argument '{p.name}': torch tensors on {v.device} are not supported "
+                                            "yet; pass a CPU tensor or a qd.ndarray")
+        t = v.detach()
+        if t.is_contiguous():
+            a = t.numpy()
+            return a, a, None
+        import torch
+
+        a = np.ascontiguousarray(t.numpy())
+
+        def back_t() -> None:
+            v.data.copy_(torch.from_numpy(a))
+        return a, a, back_t
+    if isinstance(v, np.ndarray):
+        if v.flags.c_contiguous:
+            return v, v, None
+        a = np.ascontiguousarray(v)
+
+        def back() -> None:
+            v[...] = a
+        return a, a, back
+    raise _type_error(p, repr(p.ann), v)
+
+
+def convert(sig: Signature, values: list) -> tuple[tuple, list, list]:
+    """(instantiation key, launch args per ArgDecl, post-launch callbacks) of a kernel call."""
+    key: list = []
+    args: list = []
+    post: list = []
+    for p, v in zip(sig.params, values):
+        if p.kind == "template":
+            key.append(_template_key(v))
+        elif p.kind == "scalar":
+            args.append(_scalar(p, v))
+        elif p.kind == "matrix":
+            args.extend(_matrix_args(p, v))
+        else:
+            dt, ndim, es, obj, cb = ndarray_spec(p, v)
+            key.append((dt, ndim, es))
+            args.append(obj)
+            if cb is not None:
+                post.append(cb)
+    return tuple(key), args, post
+
+
+def bind_kernel_params(t: Any, sig: Signature, values: list, assigned: set) -> None:
+    """Declare the kernel's args/buffers (same order as `convert`) and bind the parameter names."""
+    b = t.b
+    for p, v in zip(sig.params, values):
+        if p.kind == "template":
+            t.ctx.bind(p.name, t.wrap_global(v, p.name))
+        elif p.kind == "scalar":
+            dt = dtypes.to_dtype(p.ann)
+            i = b.add_arg(ir.ArgDecl(name=p.name, kind="scalar", dtype=dt))
+            ref = _v.ParamRef(i, dt)
+            t.ctx.bind(p.name, t.init_var(_v.read(ref)) if p.name in assigned else ref)
+        elif p.kind == "matrix":
+            mt: MatrixType = p.ann
+            dt = mt.dtype or _cfg_fp()
+            n = mt.n * (mt.m if mt.ndim == 2 else 1)
+            idx = [b.add_arg(ir.ArgDecl(name=f"{p.name}_{k}", kind="scalar", dtype=dt)) for k in range(n)]
+            ref = _v.MatrixParamRef(idx, dt, mt.shape)
+            t.ctx.bind(p.name, t.init_var(_v.read(ref)) if p.name in assigned else ref)
+        else:
+            dt, ndim, es, _, _ = ndarray_spec(p, v)
+            ai = len(b.args)
+            bi = len(b.buffers)
+            b.add_arg(ir.ArgDecl(name=p.name, kind="ndarray", dtype=dt, buffer=bi))
+            decl = ir.BufferDecl(kind="ndarray", dtype=dt, ndim=ndim, elem_shape=es, arg=ai, name=p.name)
+            b.add_buffer(("arg", ai), decl, None)
+            t.ctx.bind(p.name, _v.GlobalTensor(bi, decl))
+
+
+def _cfg_fp() -> DataType:
+    from qd.frontend.builder import cfg
+
+    return cfg().default_fp
+
+
+def bind_func_params(t: Any, sig: Signature, values: list) -> None:
+    """Bind a func's parameters: templates and tensors by reference, everything else by value."""
+    for p, v in zip(sig.params, values):
+        if p.kind in ("template", "ndarray"):
+            t.ctx.bind(p.name, t.wrap_global(v, p.name))
+        elif p.kind == "matrix":
+            t.ctx.bind(p.name, t.init_var(v, p.ann))
+        elif p.kind == "scalar":
+            t.ctx.bind(p.name, t.init_var(v, dtypes.to_dtype(p.ann)))
+        else:
+            t.ctx.bind(p.name, t.init_var(v))

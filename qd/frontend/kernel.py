@@ -1,0 +1,215 @@
+"""`@qd.kernel` / `@qd.func`: the Kernel and Func objects, the instantiation cache and argument conversion.
+
+A kernel call maps its arguments to the signature, checks them (`QuadrantsRuntimeTypeError` naming
+the parameter), computes the instantiation key (template values, ndarray dtype/ndim/element shape,
+and the config options that change code: default_fp, default_ip, debug, arch), builds the IR on a
+miss (`qd.frontend.transformer`) and compiles it with `qd.runtime.launch.compile_kernel`, then runs
+`launch(ck, bindings, args)`. Funcs are inlined at every call site inside a kernel being compiled.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from typing import Any, Callable
+
+from qd import ir
+from qd.errors import QuadrantsSyntaxError
+from qd.frontend import args as _args
+from qd.frontend import builder as _bm
+from qd.frontend.builder import Builder
+from qd.frontend.context import FuncContext, source_of
+from qd.frontend.transformer import Transformer, fence
+
+_KERNELS: "weakref.WeakSet[Kernel]" = weakref.WeakSet()
+
+
+def _clear_caches() -> None:
+    for k in list(_KERNELS):
+        k._instances.clear()
+
+
+try:
+    from qd.runtime import program as _program
+
+    _program.on_reset(_clear_caches)
+except (ImportError, AttributeError):  # pragma: no cover
+    pass
+
+
+class Kernel:
+    """A `@qd.kernel`: compiled per instantiation key, launched on call."""
+
+    _is_qd_kernel = True
+
+    def __init__(self, fn: Callable, **options: Any) -> None:
+        self.fn = fn
+        self.options = options
+        self._instances: dict[tuple, tuple] = {}
+        self._sig: _args.Signature | None = None
+        self._last_ir: ir.KernelIR | None = None
+        functools.update_wrapper(self, fn)
+        _KERNELS.add(self)
+
+    @property
+    def grad(self) -> Any:
+        raise NotImplementedError("reverse-mode autodiff is not built yet")
+
+    @property
+    def signature(self) -> _args.Signature:
+        if self._sig is None:
+            self._sig = _args.Signature(self.fn, is_kernel=True)
+        return self._sig
+
+    def __get__(self, obj: Any, cls: Any = None) -> Any:
+        if obj is None:
+            return self
+        return _BoundKernel(self, obj)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _bm.current() is not None:
+            raise QuadrantsSyntaxError("Kernels cannot call other kernels; decorate the callee with @qd.func")
+        sig = self.signature
+        values = sig.bind(args, kwargs)
+        key, launch_args, post = _args.convert(sig, values)
+        cfg = _bm.cfg()
+        key = key + (cfg.default_fp, cfg.default_ip, bool(cfg.debug), str(getattr(cfg, "arch", "")))
+        inst = self._instances.get(key)
+        if inst is None:
+            inst = self._instances[key] = self._compile(values)
+        ck, bindings = inst
+        from qd.runtime import launch as _launch
+
+        try:
+            result = _launch.launch(ck, bindings, launch_args)
+        finally:
+            for fn in post:
+                fn()
+        return sig.restructure_return(result)
+
+    def _compile(self, values: list) -> tuple:
+        k_ir, bindings = build_kernel_ir(self, values)
+        self._last_ir = k_ir
+        from qd.runtime import launch as _launch
+
+        return _launch.compile_kernel(k_ir), bindings
+
+
+class _BoundKernel:
+    """A kernel method bound to an instance (`self` is a template argument)."""
+
+    def __init__(self, kernel: Kernel, obj: Any) -> None:
+        self._kernel = kernel
+        self._obj = obj
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._kernel(self._obj, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kernel, name)
+
+
+def build_kernel_ir(kernel: Kernel, values: list) -> tuple[ir.KernelIR, list]:
+    """Build the KernelIR of one instantiation; returns it with the per-buffer field bindings."""
+    src = source_of(kernel.fn)
+    fence(src)
+    sig = kernel.signature
+    b = Builder(kernel.fn.__name__)
+    with b.active():
+        ctx = FuncContext(src, is_kernel=True, entry_depth=0)
+        ctx.return_type = sig.return_type
+        t = Transformer(b, ctx)
+        b.loc = src.loc(src.node)
+        _args.bind_kernel_params(t, sig, values, src.assigned)
+        if sig.return_type is not None:
+            from qd.frontend.calls import ret_dtypes
+
+            b.rets = ret_dtypes(sig.return_type)
+        t.visit_body(src.node.body)
+        k_ir = b.finish(src.loc(src.node))
+    return k_ir, list(b.bound_objects)
+
+
+class Func:
+    """A `@qd.func`: inlined into the calling kernel at every call."""
+
+    def __init__(self, fn: Callable, is_real_function: bool = False) -> None:
+        self.fn = fn
+        self.is_real_function = is_real_function
+        self._sig: _args.Signature | None = None
+        functools.update_wrapper(self, fn)
+
+    @property
+    def signature(self) -> _args.Signature:
+        if self._sig is None:
+            self._sig = _args.Signature(self.fn, is_kernel=False)
+        return self._sig
+
+    def __get__(self, obj: Any, cls: Any = None) -> Any:
+        if obj is None:
+            return self
+        return functools.partial(self.__call__, obj)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        b = _bm.current()
+        if b is None:
+            raise QuadrantsSyntaxError("Quadrants functions cannot be called from Python-scope; call them from "
+                                       "a @qd.kernel (or make this one a kernel)")
+        return inline_func(self, b, args, kwargs)
+
+
+def inline_func(func: Func, b: Builder, args: tuple, kwargs: dict) -> Any:
+    src = source_of(func.fn)
+    fence(src)
+    if b.func_depth > 64:
+        raise QuadrantsSyntaxError(f"qd.func {func.fn.__name__} recursed more than 64 levels; recursion must end "
+                                   "at compile time through qd.static conditions")
+    sig = func.signature
+    values = sig.bind(args, kwargs)
+    ctx = FuncContext(src, is_kernel=False, entry_depth=b.depth)
+    ctx.return_type = sig.return_type
+    t = Transformer(b, ctx)
+    old_loc = b.loc
+    b.func_depth += 1
+    try:
+        b.loc = src.loc(src.node)
+        _args.bind_func_params(t, sig, values)
+        t.visit_body(src.node.body)
+    finally:
+        b.func_depth -= 1
+        b.loc = old_loc
+    return ctx.return_value
+
+
+def kernel(fn: Callable | None = None, **options: Any) -> Any:
+    """`@qd.kernel` or `@qd.kernel(fastcache=..., pure=..., graph=..., checkpoints=...)` (options accepted)."""
+    if fn is None:
+        return lambda f: Kernel(f, **options)
+    return Kernel(fn, **options)
+
+
+def func(fn: Callable | None = None, is_real_function: bool = False, **options: Any) -> Any:
+    """`@qd.func` (also `qd.func(is_real_function=...)`: accepted, always inlined)."""
+    if fn is None:
+        return lambda f: Func(f, is_real_function)
+    return Func(fn, is_real_function)
+
+
+def real_func(fn: Callable) -> Func:
+    """`@qd.real_func`: inlined like `qd.func` in qd."""
+    return Func(fn, True)
+
+
+def pyfunc(fn: Callable) -> Callable:
+    """`@qd.pyfunc`: callable from Python and from kernels (inlined there)."""
+    f = Func(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if _bm.current() is not None:
+            return f(*args, **kwargs)
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+__all__ = ["Kernel", "Func", "kernel", "func", "real_func", "pyfunc"]
