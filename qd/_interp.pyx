@@ -60,7 +60,8 @@ ctypedef struct Ctx:
     int64_t* printbuf
     int64_t* printlen
     int64_t printcap
-    uint64_t rng_key
+    uint64_t rng_base  # hash of (seed, launch, task)
+    uint64_t rng_key   # hash of (rng_base, tid), made on the first draw of an iteration
     uint64_t rng_ctr
     int64_t tid
 
@@ -94,6 +95,8 @@ cdef inline void qd_print(Ctx* ctx, int32_t print_id, const int32_t* regs, int32
 
 
 cdef inline uint64_t qd_rand(Ctx* ctx) noexcept nogil:
+    if ctx.rng_ctr == 0:
+        ctx.rng_key = qd_mix64(ctx.rng_base ^ (<uint64_t>ctx.tid * <uint64_t>0xd1b54a32d192ed03))
     ctx.rng_ctr += 1
     return qd_mix64(ctx.rng_key + ctx.rng_ctr * <uint64_t>0x9e3779b97f4a7c15)
 
@@ -140,7 +143,7 @@ cdef class Launch:
         cdef int rc
         memcpy(R, &template[0], n * sizeof(qd_reg))
         self.ctx.tid = 0
-        self.ctx.rng_key = qd_rng_key(self.seed, self.launch_id, task_id, 0)
+        self.ctx.rng_base = qd_rng_key(self.seed, self.launch_id, task_id, 0)
         self.ctx.rng_ctr = 0
         with nogil:
             rc = run(&code[0], R, &self.ctx)
@@ -156,6 +159,8 @@ cdef class Launch:
         cdef int64_t lo, hi
         memcpy(R, &template[0], n * sizeof(qd_reg))
         self.ctx.tid = 0
+        self.ctx.rng_base = qd_rng_key(self.seed, self.launch_id, task_id, 0)
+        self.ctx.rng_ctr = 0
         with nogil:
             rc = run(&prologue[0], R, &self.ctx)
         lo = R[begin].i
@@ -173,7 +178,6 @@ cdef class Launch:
         cdef qd_reg* R
         cdef Ctx ctx
         cdef int rc = 0, r
-        cdef uint64_t seed = self.seed, launch = self.launch_id
         if total < 4096 or nth == 1:
             nth = 1
         chunk = total // (nth * 16) + 1
@@ -193,7 +197,6 @@ cdef class Launch:
                 for i in range(lo + ch * chunk, stop):
                     R[var].i = i
                     ctx.tid = i
-                    ctx.rng_key = qd_rng_key(seed, launch, task_id, <uint64_t>i)
                     ctx.rng_ctr = 0
                     r = run(body, R, &ctx)
                     if r != 0:

@@ -33,6 +33,7 @@ import json
 import math
 import re
 import struct
+from typing import Callable
 
 import numpy as np
 
@@ -522,7 +523,7 @@ def _p_external_shape(p: _Parser, ln: _Line) -> ir.ExternalShape:
     return ir.ExternalShape(buffer=buf, axis=axis, dtype=p.typed(ln), loc=ln.loc)
 
 
-def _p_store(cls: type, field: str):
+def _p_store(cls: type, field: str) -> Callable[[_Parser, _Line], ir.Stmt]:
     def parse(p: _Parser, ln: _Line) -> ir.Stmt:
         target = p.val(ln)
         ln.take(text=",")

@@ -295,6 +295,16 @@ def _verify_task(vf: _Verifier, i: int, t: ir.Task) -> None:
         vf.scope.discard(v)
 
 
+def _verify_header(vf: _Verifier) -> None:
+    """ndarray arguments name an ndarray buffer (and it names them back)."""
+    for i, a in enumerate(vf.k.args):
+        vf.line = f"arg {a.name}"
+        if a.kind == "ndarray":
+            ok = 0 <= a.buffer < len(vf.k.buffers) and vf.k.buffers[a.buffer].kind == "ndarray"
+            vf.need(ok, f"buffer @{a.buffer} is not an ndarray buffer")
+            vf.need(vf.k.buffers[a.buffer].arg == i, f"buffer @{a.buffer} belongs to another argument")
+
+
 def _verify_adstacks(k: ir.KernelIR) -> None:
     """HOOK (adstack pairing): once `AdStackAlloc/Push/Pop/LoadTop/...` statements exist in
     `qd/ir.py`, check here that every push has a matching pop with the same stack id on every
@@ -306,6 +316,7 @@ def _verify_adstacks(k: ir.KernelIR) -> None:
 def verify_kernel(k: ir.KernelIR) -> None:
     """Raise `IRVerifyError` if `k` (its body, and its tasks when offloaded) breaks an invariant."""
     vf = _Verifier(k)
+    _verify_header(vf)
     vf.block(k.body, _Ctx(top=True))
     if k.tasks is not None:
         for i, t in enumerate(k.tasks):

@@ -581,3 +581,23 @@ def test_zero_dim_field_and_shape_len():
 
     k()
     assert s[None] == 512
+
+
+def test_builtins_in_python_scope():
+    assert qd.sqrt(4.0) == 2.0
+    assert qd.max(1, 5, 3) == 5 and qd.min(2, -1) == -1
+    v = qd.f32(1.1)
+    assert isinstance(v, np.float32) and v == np.float32(1.1)
+    assert qd.i8(300) == 44
+    assert qd.select(True, 1, 2) == 1
+    assert qd.cast(2.7, qd.i32) == 2
+
+
+def test_matrix_template_keyed_by_value():
+    @qd.kernel
+    def k(m: qd.template()) -> qd.f32:
+        return m[0] + m[1]
+
+    assert k(qd.Vector([1.0, 2.0])) == 3.0
+    assert k(qd.Vector([1.0, 2.0])) == 3.0
+    assert len(k._instances) == 1

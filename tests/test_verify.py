@@ -189,3 +189,7 @@ def test_task_rules():
     b3.op(Op.ADD, i32, var, z)
     ok = ir.Task(kind="range", body=b3.block(), var=var, prologue=ir.Block((z,)), begin=z, end=z)
     verify_kernel(kernel(ir.Block(), tasks=(ok,)))
+
+
+def test_ndarray_arg_needs_its_buffer():
+    bad(kernel(ir.Block(), args=ARGS, buffers=(FIELD,)), "arg a", "not an ndarray buffer")

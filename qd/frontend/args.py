@@ -139,6 +139,8 @@ def _template_key(v: Any) -> Any:
         return ("v", type(v), v)
     if _v.global_kind(v) is not None:
         return ("id", id(v))
+    if hasattr(v, "entries") and hasattr(v, "_map"):
+        return ("m", tuple(_v.shape_of(v)), tuple(_template_key(e) for e in v.entries))
     if isinstance(v, (tuple, list)):
         return (type(v).__name__,) + tuple(_template_key(x) for x in v)
     try:

@@ -119,7 +119,7 @@ def _fold_int(op: Op, dt: DataType, vals: list[int]) -> int | None:
 # ------------------------------------------------------------------ float folding
 
 
-def _fsgn(a):
+def _fsgn(a: np.floating) -> np.floating:
     return type(a)(1.0 if a > 0 else -1.0 if a < 0 else 0.0)
 
 
