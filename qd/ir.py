@@ -224,9 +224,11 @@ class Return(Stmt):
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class Print(Stmt):
-    """Collected during the launch and shown at its end. `items` are strings or values."""
+    """Collected during the launch and shown at its end. `items` are strings or values; `fmts` holds
+    one Python format spec per value item ('' = Quadrants' default: `%f` for floats)."""
 
     items: tuple[str | Value, ...]
+    fmts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)

@@ -139,7 +139,14 @@ def _fmt_for(s: ir.RangeFor, n: Namer) -> str:
 
 
 def _fmt_print(s: ir.Print, n: Namer) -> str:
-    items = [_quote(x) if isinstance(x, str) else n.ref(x) for x in s.items]
+    items, k = [], 0
+    for x in s.items:
+        if isinstance(x, str):
+            items.append(_quote(x))
+            continue
+        spec = s.fmts[k] if k < len(s.fmts) else ""
+        k += 1
+        items.append(n.ref(x) + (f" : {_quote(spec)}" if spec else ""))
     return "print " + ", ".join(items) if items else "print"
 
 
@@ -477,13 +484,16 @@ class _Parser:
 
     def print_stmt(self, ln: _Line) -> ir.Print:
         items: list = []
+        fmts: list[str] = []
         while ln.peek() is not None:
             if ln.toks[ln.i][0] == "str":
                 items.append(json.loads(ln.take("str")))
             else:
                 items.append(self.val(ln))
+                fmts.append(json.loads(ln.take("str")) if ln.accept(":") else "")
             ln.accept(",")
-        return ir.Print(items=tuple(items), loc=ln.loc)
+        fmts_t = tuple(fmts) if any(fmts) else ()
+        return ir.Print(items=tuple(items), fmts=fmts_t, loc=ln.loc)
 
     def check_stmt(self, ln: _Line) -> ir.Check:
         cond = self.val(ln)

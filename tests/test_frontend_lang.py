@@ -542,7 +542,6 @@ def test_param_reassign_and_list_store():
     assert v.to_numpy()[1].tolist() == [1, 2, 3]
 
 
-@pytest.mark.xfail(reason="bytecode lowering does not yet handle `continue` in a parallel task body", strict=False)
 def test_continue_in_parallel_loop():
     x = qd.field(qd.i32, shape=6)
 

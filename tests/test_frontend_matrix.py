@@ -138,6 +138,4 @@ def test_print_vector(capfd):
     k(3)
     qd.sync()
     out = capfd.readouterr().out
-    # Print items are concatenated by the frontend's separators; compare without spaces so the test
-    # does not depend on how the launch path joins items.
-    assert "v=[3,4]x=3" in "".join(out.split())
+    assert "v = [3, 4] x=3\n" in out

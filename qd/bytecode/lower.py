@@ -45,7 +45,7 @@ class KernelCode:
     stride_regs: list  # (reg, buffer, axis)
     tasks: list
     operands: np.ndarray
-    prints: list  # per print id: items (str or DataType)
+    prints: list  # per print id: (items (str or DataType), format specs of the values)
     check_args: list  # per check id: dtypes of the recorded args
     rets: tuple
 
@@ -295,7 +295,7 @@ class Lowerer:
     def s_Print(self, s: ir.Print) -> None:
         values = [x for x in s.items if isinstance(x, ir.Value)]
         start, n = self.operand_list(values)
-        self.prints.append(tuple(x if isinstance(x, str) else x.dtype for x in s.items))
+        self.prints.append((tuple(x if isinstance(x, str) else x.dtype for x in s.items), s.fmts))
         self.out.emit("PRINT", 0, len(self.prints) - 1, start, n, loc=s.loc)
 
     def s_Check(self, s: ir.Check) -> None:
@@ -314,7 +314,13 @@ class Lowerer:
             prologue = self.out.array()
             self.out = _Emitter()
             var = self.r(t.var)
+        # `continue` in a range task's body ends this iteration: a jump to the final HALT.
+        self.loops.append(([], []))
         self.block(t.body)
+        _, conts = self.loops.pop()
+        halt = self.out.label()
+        for at in conts:
+            self.out.patch(at, 1, halt)
         return TaskCode(t.kind, self.out.array(), prologue, var, begin, end, self.out.locs)
 
 

@@ -53,6 +53,11 @@ class CallMixin:
 
         if fn is builtins.print:
             return self.emit_print(args, kwargs)
+        if getattr(fn, "__name__", "") == "format" and isinstance(getattr(fn, "__self__", None), str) and \
+                (any(_runtime(a) for a in args) or any(_runtime(v) for v in kwargs.values())):
+            from qd.frontend.exprs import format_runtime
+
+            return format_runtime(fn.__self__, tuple(args), kwargs)
         if isinstance(fn, Kernel) or getattr(fn, "_is_qd_kernel", False):
             raise QuadrantsSyntaxError("Kernels cannot call other kernels; decorate the callee with @qd.func")
         any_rt = any(_runtime(a) for a in args) or any(_runtime(v) for v in kwargs.values())
@@ -90,18 +95,25 @@ class CallMixin:
         if end not in ("\n", ""):
             items.append(end.rstrip("\n"))
         merged: list = []
+        fmts: list[str] = []
         for it in items:
             if isinstance(it, str) and merged and isinstance(merged[-1], str):
                 merged[-1] += it
+            elif isinstance(it, tuple):
+                merged.append(it[0])
+                fmts.append(it[1])
             elif not (isinstance(it, str) and it == ""):
                 merged.append(it)
-        self.b.emit(ir.Print, items=tuple(merged))
+        self.b.emit(ir.Print, items=tuple(merged), fmts=tuple(fmts) if any(fmts) else ())
 
-    def print_items(self, a: Any) -> list:
-        from qd.frontend.exprs import FString
+    def print_items(self, a: Any, spec: str = "") -> list:
+        """Print items of `a`: strings and (value, format spec) pairs."""
+        from qd.frontend.exprs import Formatted, FString
 
         if isinstance(a, Expr):
-            return [a.value]
+            return [(a.value, spec)]
+        if isinstance(a, Formatted):
+            return self.print_items(a.value, a.spec)
         if isinstance(a, FString):
             out: list = []
             for x in a.items:
@@ -117,10 +129,10 @@ class CallMixin:
                 for k, e in enumerate(row):
                     if k:
                         out.append(", ")
-                    out.extend(self.print_items(e))
+                    out.extend(self.print_items(e, spec))
                 out.append("]" if r == len(rows) - 1 else "], ")
             return out + (["]"] if len(shape) == 2 else [])
-        return [str(a)]
+        return [format(a, spec)]
 
     # -------------------------------------------------------------- assert
     def build_assert(self, node: ast.Assert) -> None:
@@ -151,11 +163,18 @@ class CallMixin:
         from qd.frontend.exprs import FString
 
         if isinstance(m, FString):
+            from qd.frontend.exprs import Formatted
+
             out, args = "", []
             for it in m.items:
+                spec = ""
+                if isinstance(it, Formatted):
+                    it, spec = it.value, it.spec
                 if isinstance(it, Expr):
-                    out += "{%d}" % len(args)
+                    out += "{%d%s}" % (len(args), ":" + spec if spec else "")
                     args.append(it)
+                elif _e.is_matrix(it):
+                    raise QuadrantsSyntaxError("assert messages may format scalars only")
                 else:
                     out += _esc(str(it))
             return out, args

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import string
 import operator
 from typing import Any
 
@@ -33,6 +34,36 @@ class FString:
 
     def __init__(self, items: list) -> None:
         self.items = items
+
+
+class Formatted:
+    """A runtime value with a Python format spec (`f"{x:.2f}"`), for print and assert messages."""
+
+    def __init__(self, value: Any, spec: str) -> None:
+        self.value = value
+        self.spec = spec
+
+
+def format_runtime(fmt: str, args: tuple, kwargs: dict) -> Any:
+    """`fmt.format(*args, **kwargs)` where some arguments are runtime values: an FString."""
+    items: list = []
+    auto = 0
+    for literal, field_name, spec, conv in string.Formatter().parse(fmt):
+        if literal:
+            items.append(literal)
+        if field_name is None:
+            continue
+        if field_name == "":
+            v, auto = args[auto], auto + 1
+        elif field_name.isdigit():
+            v = args[int(field_name)]
+        else:
+            v = kwargs[field_name]
+        if is_runtime(v):
+            items.append(Formatted(v, spec or ""))
+        else:
+            items.append(format(v, spec or ""))
+    return FString(items)
 
 
 def is_runtime(x: Any) -> bool:
@@ -309,10 +340,9 @@ class ExprMixin:
     def visit_FormattedValue(self, node: ast.FormattedValue) -> Any:
         v = self.visit(node.value)
         spec = self.visit(node.format_spec) if node.format_spec is not None else ""
-        if isinstance(v, Expr):
-            return FString([v])
-        if _e.is_matrix(v):
-            return FString(self.print_items(v))
+        if isinstance(v, (Expr,)) or _e.is_matrix(v):
+            prefix = []
+            return FString(prefix + [Formatted(v, spec if isinstance(spec, str) else "")])
         conv = {115: str, 114: repr, 97: ascii}.get(node.conversion, None)
         if conv is not None:
             v = conv(v)

@@ -170,11 +170,17 @@ def _returns(ck: CompiledKernel, rets: np.ndarray) -> Any:
     return vals[0] if len(vals) == 1 else tuple(vals)
 
 
-def _format_value(dtype: T.DataType, bits: int) -> str:
+def _format_value(dtype: T.DataType, bits: int, spec: str = "") -> str:
+    """Quadrants' print format: floats `%f`, ints `%d`; a spec without a type letter (`.1`) means
+    `f` for floats, as in Quadrants."""
     v = _decode(dtype, bits)
     if dtype.is_float:
-        return repr(float(np.float32(v))) if dtype.bits == 32 else repr(v)
-    return str(v)
+        if not spec or not spec[-1].isalpha() or spec[-1] in "nN":
+            spec = (spec or "") + "f"
+        return format(v, spec)
+    if spec and spec[-1] in "eEfFgG%":
+        return format(float(v), spec)
+    return format(v, spec)
 
 
 def _flush_prints(ck: CompiledKernel, buf: np.ndarray, n: int, dropped: int) -> None:
@@ -183,8 +189,11 @@ def _flush_prints(ck: CompiledKernel, buf: np.ndarray, n: int, dropped: int) -> 
     while pos + 3 <= n:
         pid, _tid, cnt = int(buf[pos]), int(buf[pos + 1]), int(buf[pos + 2])
         vals = iter(int(x) for x in buf[pos + 3: pos + 3 + cnt])
-        parts = [it if isinstance(it, str) else _format_value(it, next(vals)) for it in ck.code.prints[pid]]
-        out.append(" ".join(parts))
+        items, fmts = ck.code.prints[pid]
+        specs = iter(fmts)
+        parts = [it if isinstance(it, str) else _format_value(it, next(vals), next(specs, ""))
+                 for it in items]
+        out.append("".join(parts))
         pos += 3 + cnt
     if out:
         sys.stdout.write("\n".join(out) + "\n")
