@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import struct
+
 import numpy as np
 
 from qd import ir
@@ -50,12 +52,19 @@ class KernelCode:
     rets: tuple
 
 
-def _bits(dtype: T.DataType, value) -> int:
-    """The register bits of a constant: the invariants of qd/bytecode/opcodes.py."""
+_F32 = struct.Struct("<f")
+_F64 = struct.Struct("<d")
+
+
+def register_bits(dtype: T.DataType, value) -> int:
+    """The register bits of a value of `dtype` (the invariants of qd/bytecode/opcodes.py): ints
+    sign- or zero-extended to 64 bits, f32 and f16 as f32 bits, f64 as f64 bits."""
     if dtype.is_float:
         if dtype.bits == 64:
-            return int(np.array(value, np.float64).view(np.uint64))
-        return int(np.array(value, np.float32).view(np.uint32))
+            return int.from_bytes(_F64.pack(float(value)), "little")
+        if dtype.bits == 16:
+            value = float(np.float16(value))
+        return int.from_bytes(_F32.pack(float(np.float32(value))), "little")
     v = int(value)
     if dtype is T.u1:
         return 1 if v else 0
@@ -123,7 +132,7 @@ class Lowerer:
         return self.nregs - 1
 
     def const(self, dtype: T.DataType, value) -> int:
-        key = (class_of(dtype), _bits(dtype, value))
+        key = (class_of(dtype), register_bits(dtype, value))
         if key not in self.consts:
             r = self.new_reg()
             self.consts[key] = r
@@ -362,4 +371,4 @@ def lower_kernel(k: ir.KernelIR) -> KernelCode:
                       lw.prints, lw.check_args, k.rets)
 
 
-__all__ = ["lower_kernel", "KernelCode", "TaskCode", "member_of"]
+__all__ = ["lower_kernel", "KernelCode", "TaskCode", "member_of", "register_bits"]

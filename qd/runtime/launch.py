@@ -18,20 +18,19 @@ Contract used by the frontend (`qd/frontend/kernel.py`):
 from __future__ import annotations
 
 import itertools
-import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
-from qd import ir
-from qd.errors import QuadrantsAssertionError, QuadrantsRuntimeError
-from qd.bytecode.lower import KernelCode, lower_kernel
+from qd import _interp, ir
+from qd.errors import QuadrantsRuntimeError
+from qd.bytecode.lower import KernelCode, lower_kernel, register_bits
 from qd.runtime import config
+from qd.runtime.status import PRINT_WORDS, STATUS_WORDS, check_error, decode_returns, flush_prints
 from qd.types import dtypes as T
 
 _launch_ids = itertools.count()
-_PRINT_WORDS = 1 << 16
 MAX_NDIM = 8
 
 
@@ -43,6 +42,7 @@ class CompiledKernel:
     code: KernelCode
     written: frozenset  # buffer indices the kernel may write (generation counters)
     consts: np.ndarray  # (regs, bits) of constants, applied to every register template
+    scratch: Any = None  # reusable launch buffers (`_Scratch`)
 
 
 def compile_kernel(k: ir.KernelIR) -> CompiledKernel:
@@ -67,19 +67,26 @@ def _array_of(obj: Any) -> np.ndarray:
     return obj.arr if hasattr(obj, "arr") else obj
 
 
-def _scalar_bits(dtype: T.DataType, value: Any) -> int:
-    from qd.bytecode.lower import _bits
+class _Scratch:
+    """Per-instance launch buffers, reused by consecutive launches (allocated again when a launch
+    of the same instance is already running in another thread)."""
 
-    if dtype.is_float:
-        return _bits(dtype, float(value))
-    return _bits(dtype, int(value))
+    def __init__(self, ck: "CompiledKernel") -> None:
+        code = ck.code
+        self.base = np.zeros(max(1, code.nregs), dtype=np.uint64)
+        if len(ck.consts):
+            self.base[ck.consts[:, 0].astype(np.int64)] = ck.consts[:, 1]
+        self.status = np.zeros(STATUS_WORDS, dtype=np.int64)
+        self.printbuf = np.empty(PRINT_WORDS, dtype=np.int64)
+        self.printlen = np.zeros(1, dtype=np.int64)
+        self.rets = np.zeros(max(1, len(ck.ir.rets)), dtype=np.uint64)
+        self.busy = False
 
 
 def _bind(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]):
     """Buffer addresses and the shape table (elements, C order; element axes after outer axes)."""
-    k = ck.ir
     arrays: list[np.ndarray] = []
-    for b, decl in enumerate(k.buffers):
+    for b, decl in enumerate(ck.ir.buffers):
         if decl.kind == "field":
             arr = _array_of(bindings[b])
         elif decl.kind == "ndarray":
@@ -87,43 +94,55 @@ def _bind(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]):
         else:
             arr = np.zeros(decl.shape, dtype=decl.dtype.np_dtype)
         arrays.append(arr)
-    addrs = np.array([a.ctypes.data for a in arrays] or [0], dtype=np.uint64)
+    addrs = np.array([a.__array_interface__["data"][0] for a in arrays] or [0], dtype=np.uint64)
     shapes = np.zeros(max(1, len(arrays)) * MAX_NDIM, dtype=np.int64)
     for b, a in enumerate(arrays):
         shapes[b * MAX_NDIM: b * MAX_NDIM + a.ndim] = a.shape
     return arrays, addrs, shapes
 
 
-def _template(ck: CompiledKernel, shapes: np.ndarray, args: Sequence[Any]) -> np.ndarray:
+def _template(ck: CompiledKernel, base: np.ndarray, shapes: np.ndarray, args: Sequence[Any]) -> np.ndarray:
     code = ck.code
-    tpl = np.zeros(max(1, code.nregs), dtype=np.uint64)
-    if len(ck.consts):
-        tpl[ck.consts[:, 0].astype(np.int64)] = ck.consts[:, 1]
+    tpl = base.copy()
     for reg, index, dtype in code.arg_regs:
-        tpl[reg] = _scalar_bits(dtype, args[index])
+        tpl[reg] = register_bits(dtype, args[index])
     for (buf, axis), reg in code.shape_regs:
-        tpl[reg] = np.int64(shapes[buf * MAX_NDIM + axis]).view(np.uint64)
+        tpl[reg] = int(shapes[buf * MAX_NDIM + axis]) & 0xFFFFFFFFFFFFFFFF
     for (buf, axis), reg in code.stride_regs:
-        row = shapes[buf * MAX_NDIM: buf * MAX_NDIM + MAX_NDIM]
-        stride = int(np.prod([d for d in row[axis + 1:] if d])) if axis + 1 < MAX_NDIM else 1
-        tpl[reg] = np.uint64(stride)
+        stride = 1
+        for d in shapes[buf * MAX_NDIM + axis + 1: (buf + 1) * MAX_NDIM]:
+            stride *= int(d) if d else 1
+        tpl[reg] = stride
     return tpl
 
 
 def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> Any:
     """Runs a compiled kernel instance on the interpreter; raises what its checks recorded."""
-    from qd import _interp
-
     cfg = config.current()
-    arrays, addrs, shapes = _bind(ck, bindings, args)
-    tpl = _template(ck, shapes, args)
-    status = np.zeros(16, dtype=np.int64)
-    printbuf = np.zeros(_PRINT_WORDS, dtype=np.int64)
-    printlen = np.zeros(1, dtype=np.int64)
-    rets = np.zeros(max(1, len(ck.ir.rets)), dtype=np.uint64)
-    st = _interp.Launch(addrs, shapes, ck.code.operands, status, printbuf, printlen, rets,
-                        int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, next(_launch_ids),
-                        int(getattr(cfg, "cpu_max_num_threads", 1) or 1))
+    sc = ck.scratch if ck.scratch is not None and not ck.scratch.busy else _Scratch(ck)
+    ck.scratch = sc
+    sc.busy = True
+    try:
+        arrays, addrs, shapes = _bind(ck, bindings, args)
+        tpl = _template(ck, sc.base, shapes, args)
+        sc.status[:] = 0
+        sc.printlen[0] = 0
+        st = _interp.Launch(addrs, shapes, ck.code.operands, sc.status, sc.printbuf, sc.printlen, sc.rets,
+                            int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, next(_launch_ids),
+                            int(cfg.cpu_max_num_threads or 1))
+        rc = _run_tasks(ck, st, tpl)
+        _bump_written(ck, bindings, args)
+        flush_prints(ck.ir, ck.code.prints, sc.printbuf, int(sc.printlen[0]), int(sc.status[8]))
+        if rc == 1 or sc.status[0]:
+            raise check_error(ck.ir, ck.code.check_args, sc.status)
+        if rc < 0:
+            raise QuadrantsRuntimeError(f"kernel {ck.ir.name}: interpreter hit an invalid opcode")
+        return decode_returns(ck.ir.rets, sc.rets)
+    finally:
+        sc.busy = False
+
+
+def _run_tasks(ck: CompiledKernel, st: Any, tpl: np.ndarray) -> int:
     rc = 0
     for task_id, t in enumerate(ck.code.tasks):
         if t.kind == "serial":
@@ -132,13 +151,7 @@ def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> 
             rc = st.run_range(t.prologue, t.code, tpl, t.var, t.begin, t.end, task_id)
         if rc != 0:
             break
-    _bump_written(ck, bindings, args)
-    _flush_prints(ck, printbuf, int(printlen[0]), int(status[8]))
-    if rc == 1 or status[0]:
-        raise _check_error(ck, status)
-    if rc < 0:
-        raise QuadrantsRuntimeError(f"kernel {ck.ir.name}: interpreter hit an invalid opcode")
-    return _returns(ck, rets)
+    return 2 if rc == 2 else rc
 
 
 def _bump_written(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> None:
@@ -148,71 +161,6 @@ def _bump_written(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[An
         bump = getattr(owner, "_bump", None)
         if bump is not None:
             bump()
-
-
-def _decode(dtype: T.DataType, bits: int) -> Any:
-    raw = np.array([bits], dtype=np.int64)
-    if dtype.is_float:
-        if dtype.bits == 64:
-            return float(raw.view(np.float64)[0])
-        return float(raw.view(np.float32)[0])
-    if dtype.is_signed:
-        return int(raw[0])
-    return int(raw.view(np.uint64)[0])
-
-
-def _returns(ck: CompiledKernel, rets: np.ndarray) -> Any:
-    vals = [_decode(dt, int(rets.view(np.int64)[i])) for i, dt in enumerate(ck.ir.rets)]
-    vals = [dt.np_dtype.type(v) if dt.is_float and dt.bits < 64 else v for v, dt in zip(vals, ck.ir.rets)]
-    vals = [float(v) if isinstance(v, np.floating) else v for v in vals]
-    if not vals:
-        return None
-    return vals[0] if len(vals) == 1 else tuple(vals)
-
-
-def _format_value(dtype: T.DataType, bits: int, spec: str = "") -> str:
-    """Quadrants' print format: floats `%f`, ints `%d`; a spec without a type letter (`.1`) means
-    `f` for floats, as in Quadrants."""
-    v = _decode(dtype, bits)
-    if dtype.is_float:
-        if not spec or not spec[-1].isalpha() or spec[-1] in "nN":
-            spec = (spec or "") + "f"
-        return format(v, spec)
-    if spec and spec[-1] in "eEfFgG%":
-        return format(float(v), spec)
-    return format(v, spec)
-
-
-def _flush_prints(ck: CompiledKernel, buf: np.ndarray, n: int, dropped: int) -> None:
-    pos, out = 0, []
-    n = min(n, len(buf))
-    while pos + 3 <= n:
-        pid, _tid, cnt = int(buf[pos]), int(buf[pos + 1]), int(buf[pos + 2])
-        vals = iter(int(x) for x in buf[pos + 3: pos + 3 + cnt])
-        items, fmts = ck.code.prints[pid]
-        specs = iter(fmts)
-        parts = [it if isinstance(it, str) else _format_value(it, next(vals), next(specs, ""))
-                 for it in items]
-        out.append("".join(parts))
-        pos += 3 + cnt
-    if out:
-        sys.stdout.write("\n".join(out) + "\n")
-        sys.stdout.flush()
-    if dropped:
-        sys.stdout.write(f"[qd] {dropped} print records of kernel {ck.ir.name} dropped (buffer full)\n")
-
-
-def _check_error(ck: CompiledKernel, status: np.ndarray) -> Exception:
-    check_id, tid, nargs = int(status[1]), int(status[2]), int(status[3])
-    decl = ck.ir.checks[check_id]
-    dtypes = ck.code.check_args[check_id] or ()
-    vals = [_decode(dt, int(status[4 + i])) for i, dt in enumerate(dtypes[:nargs])]
-    try:
-        msg = decl.message.format(*vals, kernel=ck.ir.name, tid=tid)
-    except (IndexError, KeyError, ValueError):
-        msg = decl.message
-    where = f"\n  at {decl.loc.file}:{decl.loc.line} (kernel {ck.ir.name}, thread {tid})" if decl.loc else ""
-    return QuadrantsAssertionError(msg + where)
 
 
 def sync() -> None:
