@@ -99,8 +99,22 @@ class _Emitter:
         self.last_label = len(self.locs)
         return self.last_label
 
-    def fusable(self) -> bool:
-        return len(self.locs) > self.last_label
+    def retarget(self, src: int, dst: int, window: int = 8) -> bool:
+        """Makes the instruction that defined register `src` write `dst` instead, when it lies in
+        the current basic block and no later instruction names either register (any field that
+        equals them counts, so immediates only make this conservative)."""
+        w = self.words
+        n = len(self.locs)
+        for k in range(n - 1, max(self.last_label, n - window) - 1, -1):
+            if w[k * 5 + 1] == src and w[k * 5] not in _NO_RETARGET:
+                later = w[k * 5 + 5:]
+                if any(later[j] in (src, dst) for j in range(len(later)) if j % 5):
+                    return False
+                w[k * 5 + 1] = dst
+                return True
+            if dst in w[k * 5 + 1: k * 5 + 5] or src in w[k * 5 + 2: k * 5 + 5]:
+                return False
+        return False
 
     def patch(self, at: int, slot: int, target: int) -> None:
         self.words[at * 5 + 1 + slot] = target
@@ -125,6 +139,8 @@ class Lowerer:
         self.uses = _count_uses(k)
         self.out: _Emitter = _Emitter()
         self.loops: list = []
+        self.aliased: set = set()  # LocalLoads that may share their Alloca's register
+        self.no_zero: set = set()  # Allocas stored before any read: no zero-initialisation
 
     # ------------------------------------------------------------ registers
     def new_reg(self) -> int:
@@ -167,6 +183,8 @@ class Lowerer:
 
     # ------------------------------------------------------------ blocks
     def block(self, b: ir.Block) -> None:
+        self.aliased |= _aliasable_loads(b)
+        self.no_zero |= _stored_before_read(b)
         for s in b.stmts:
             getattr(self, "s_" + type(s).__name__)(s)
 
@@ -182,18 +200,21 @@ class Lowerer:
         lower_op(self, s)
 
     def s_Alloca(self, s: ir.Alloca) -> None:
+        if s in self.no_zero:
+            self.r(s)
+            return
         self.out.emit("MOV", self.r(s), self.const(s.dtype, 0), loc=s.loc)
 
     def s_LocalLoad(self, s: ir.LocalLoad) -> None:
+        if s in self.aliased:  # read the local's own register: no store can intervene
+            self.reg[s] = self.r(s.var)
+            return
         self.out.emit("MOV", self.r(s), self.r(s.var), loc=s.loc)
 
     def s_LocalStore(self, s: ir.LocalStore) -> None:
         dst, src = self.r(s.var), self.r(s.value)
-        w = self.out.words
-        # Fuse: retarget the instruction that just computed a single-use value into the local.
-        if (self.out.fusable() and self.uses.get(s.value, 0) == 1 and w[-4] == src
-                and w[-5] not in _NO_RETARGET and _is_computed(s.value)):
-            w[-4] = dst
+        if (self.uses.get(s.value, 0) == 1 and s.value not in self.aliased and _is_computed(s.value)
+                and self.out.retarget(src, dst)):
             self.reg[s.value] = dst
             return
         self.out.emit("MOV", dst, src, loc=s.loc)
@@ -333,11 +354,62 @@ class Lowerer:
         return TaskCode(t.kind, self.out.array(), prologue, var, begin, end, self.out.locs)
 
 
-_NO_RETARGET = {OPC[n] for n in ("RET", "CHECK", "PRINT", "JMP", "JZ", "JNZ", "FOR_TEST", "FOR_NEXT")}
+# Opcodes whose `d` word is not a destination register.
+_NO_RETARGET = {OPC[n] for n in ("RET", "CHECK", "PRINT", "JMP", "JZ", "JNZ", "FOR_TEST", "FOR_NEXT", "HALT",
+                                 "HALT_RET")} | {v for k, v in OPC.items() if k.startswith("ST_")}
 
 
 def _is_computed(v: ir.Value) -> bool:
     return isinstance(v, (ir.OpStmt, ir.GlobalLoad, ir.AtomicRMW, ir.RandomValue, ir.LocalLoad))
+
+
+def _uses_and_stores(s: ir.Stmt) -> tuple[set, set]:
+    """Values read and Allocas stored anywhere inside `s` (nested blocks included)."""
+    reads, stores = set(s.operands()), set()
+    if isinstance(s, ir.LocalStore):
+        stores.add(s.var)
+    for b in s.blocks():
+        for t in ir.walk(b):
+            reads.update(t.operands())
+            if isinstance(t, ir.LocalStore):
+                stores.add(t.var)
+    return reads, stores
+
+
+def _aliasable_loads(b: ir.Block) -> set:
+    """LocalLoads of `b` whose value is dead before the next store to their Alloca.
+
+    Such a load can read the Alloca's register directly instead of copying it. A store in the
+    statement of the last use is allowed only for a plain LocalStore (one instruction, which reads
+    its operands before writing)."""
+    info = [_uses_and_stores(s) for s in b.stmts]
+    out = set()
+    for i, s in enumerate(b.stmts):
+        if not isinstance(s, ir.LocalLoad):
+            continue
+        last = max((j for j in range(i + 1, len(info)) if s in info[j][0]), default=i)
+        if any(s.var in info[j][1] for j in range(i + 1, last)):
+            continue
+        if last > i and s.var in info[last][1] and not isinstance(b.stmts[last], ir.LocalStore):
+            continue
+        out.add(s)
+    return out
+
+
+def _stored_before_read(b: ir.Block) -> set:
+    """Allocas of `b` whose first reference after the Alloca is a plain store in `b` itself."""
+    out = set()
+    for i, s in enumerate(b.stmts):
+        if not isinstance(s, ir.Alloca):
+            continue
+        for t in b.stmts[i + 1:]:
+            if isinstance(t, ir.LocalStore) and t.var is s and t.value is not s:
+                out.add(s)
+                break
+            reads, stores = _uses_and_stores(t)
+            if s in reads or s in stores or isinstance(t, ir.LocalLoad) and t.var is s:
+                break
+    return out
 
 
 def _const_strides(decl: ir.BufferDecl) -> list[int]:
