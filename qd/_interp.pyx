@@ -151,8 +151,9 @@ cdef class Launch:
         return rc
 
     def run_range(self, const int32_t[::1] prologue, const int32_t[::1] body, uint64_t[::1] template,
-                  int var, int begin, int end, int task_id):
-        """Runs a range task: the prologue once, then the body for every index in [begin, end)."""
+                  int var, int begin, int end, int task_id, int64_t min_parallel=4096):
+        """Runs a range task: the prologue once, then the body for every index in [begin, end);
+        on several threads when there are at least `min_parallel` indices."""
         cdef int64_t n = template.shape[0]
         cdef qd_reg* R = <qd_reg*>malloc((n + 1) * sizeof(qd_reg))
         cdef int rc
@@ -166,19 +167,19 @@ cdef class Launch:
         lo = R[begin].i
         hi = R[end].i
         if rc == 0 and hi > lo:
-            rc = self._parallel(&body[0], R, n, var, lo, hi, task_id)
+            rc = self._parallel(&body[0], R, n, var, lo, hi, min_parallel)
         free(R)
         return rc
 
     cdef int _parallel(self, const int32_t* body, qd_reg* R0, int64_t nregs, int var, int64_t lo,
-                       int64_t hi, int task_id) noexcept:
+                       int64_t hi, int64_t min_parallel) noexcept:
         cdef int64_t total = hi - lo
         cdef int nth = self.nthreads
         cdef int64_t chunk, nchunks, ch, i, stop
         cdef qd_reg* R
         cdef Ctx ctx
         cdef int rc = 0, r
-        if total < 4096 or nth == 1:
+        if total < min_parallel or total < 2 or nth == 1:
             nth = 1
         chunk = total // (nth * 16) + 1
         if chunk > 65536:

@@ -34,6 +34,8 @@ class TaskCode:
     begin: int = 0
     end: int = 0
     locs: list = field(default_factory=list)  # SrcLoc per instruction of `code`
+    # Fewest indices worth spreading over threads: bodies with inner loops are heavy enough for any.
+    min_parallel: int = 4096
 
 
 @dataclass
@@ -351,7 +353,9 @@ class Lowerer:
         halt = self.out.label()
         for at in conts:
             self.out.patch(at, 1, halt)
-        return TaskCode(t.kind, self.out.array(), prologue, var, begin, end, self.out.locs)
+        heavy = any(isinstance(x, (ir.RangeFor, ir.While)) for x in ir.walk(t.body))
+        return TaskCode(t.kind, self.out.array(), prologue, var, begin, end, self.out.locs,
+                        2 if heavy else 4096)
 
 
 # Opcodes whose `d` word is not a destination register.

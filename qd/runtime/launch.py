@@ -148,7 +148,7 @@ def _run_tasks(ck: CompiledKernel, st: Any, tpl: np.ndarray) -> int:
         if t.kind == "serial":
             rc = st.run_serial(t.code, tpl, task_id)
         else:
-            rc = st.run_range(t.prologue, t.code, tpl, t.var, t.begin, t.end, task_id)
+            rc = st.run_range(t.prologue, t.code, tpl, t.var, t.begin, t.end, task_id, t.min_parallel)
         if rc != 0:
             break
     return 2 if rc == 2 else rc
