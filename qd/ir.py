@@ -366,32 +366,35 @@ def substitute(block: Block, mapping: dict, fresh: bool = False) -> Block:
     return Block(tuple(out))
 
 
-def _subst_value(v, mapping: dict):
-    return mapping.get(v, v) if isinstance(v, Value) else v
-
-
-def _subst_stmt(s: Stmt, mapping: dict, fresh: bool) -> Stmt:
+def remap_operands(s: Stmt, mapping: dict) -> Stmt:
+    """`s` with its operand fields (not its nested blocks) renamed through `mapping`."""
     changes = {}
     for f in fields(s):
         if f.name == "loc":
             continue
         v = getattr(s, f.name)
-        if isinstance(v, LoopVar):
-            if fresh and v not in mapping:
-                mapping[v] = LoopVar(v.dtype, v.name)
-            nv = mapping.get(v, v)
-        elif isinstance(v, Block):
-            nv = substitute(v, mapping, fresh)
-        elif isinstance(v, Value):
+        if isinstance(v, Value):
             nv = mapping.get(v, v)
         elif isinstance(v, tuple):
-            nv = tuple(_subst_value(x, mapping) for x in v)
+            nv = tuple(mapping.get(x, x) if isinstance(x, Value) else x for x in v)
             if all(a is b for a, b in zip(nv, v)):
                 nv = v
         else:
             continue
         if nv is not v:
             changes[f.name] = nv
-    if changes or fresh:
-        return replace(s, **changes)
-    return s
+    return replace(s, **changes) if changes else s
+
+
+def _subst_stmt(s: Stmt, mapping: dict, fresh: bool) -> Stmt:
+    if fresh:
+        for f in fields(s):
+            v = getattr(s, f.name)
+            if isinstance(v, LoopVar) and v not in mapping:
+                mapping[v] = LoopVar(v.dtype, v.name)
+    ns = remap_operands(s, mapping)
+    kids = {f.name: substitute(getattr(ns, f.name), mapping, fresh) for f in fields(ns)
+            if isinstance(getattr(ns, f.name), Block)}
+    if kids or (fresh and ns is s):
+        return replace(ns, **kids)
+    return ns

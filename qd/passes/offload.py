@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 
 from qd import ir
-from qd.passes.simplify import remap_operands
+from qd.ir import remap_operands
 from qd.types.dtypes import DataType, i32
 
 

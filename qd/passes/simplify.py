@@ -32,24 +32,7 @@ from qd.types.dtypes import DataType, u1
 # ------------------------------------------------------------------ shared rewriting helper
 
 
-def remap_operands(s: ir.Stmt, mapping: dict) -> ir.Stmt:
-    """`s` with its operand fields (not its nested blocks) renamed through `mapping`."""
-    changes = {}
-    for f in fields(s):
-        if f.name == "loc":
-            continue
-        v = getattr(s, f.name)
-        if isinstance(v, ir.Value):
-            nv = mapping.get(v, v)
-        elif isinstance(v, tuple):
-            nv = tuple(mapping.get(x, x) if isinstance(x, ir.Value) else x for x in v)
-            if all(a is b for a, b in zip(nv, v)):
-                nv = v
-        else:
-            continue
-        if nv is not v:
-            changes[f.name] = nv
-    return replace(s, **changes) if changes else s
+
 
 
 # ------------------------------------------------------------------ integer folding
@@ -286,7 +269,7 @@ def simplify_block(block: ir.Block, m: dict) -> ir.Block:
     """Simplify `block`; `m` maps replaced values to their replacements (and is extended)."""
     out: list[ir.Stmt] = []
     for s in block.stmts:
-        ns = remap_operands(s, m)
+        ns = ir.remap_operands(s, m)
         if ns is not s:
             m[s] = ns
         if ns.blocks():
