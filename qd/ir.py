@@ -398,3 +398,17 @@ def _subst_stmt(s: Stmt, mapping: dict, fresh: bool) -> Stmt:
     if kids or (fresh and ns is s):
         return replace(ns, **kids)
     return ns
+
+
+def _short_repr(self: Stmt) -> str:
+    """Statements print shallowly: the generated dataclass repr recurses through every operand,
+    which is exponential in the depth of an expression DAG. `qd.ir_text` prints whole kernels."""
+    dt = getattr(self, "dtype", None)
+    op = getattr(self, "op", None)
+    parts = [type(self).__name__] + ([op.value] if op is not None else []) + ([str(dt)] if dt else [])
+    return f"<{' '.join(parts)} at {id(self):#x}>"
+
+
+for _cls in list(globals().values()):
+    if isinstance(_cls, type) and issubclass(_cls, Stmt):
+        _cls.__repr__ = _short_repr

@@ -54,7 +54,7 @@ class _Verifier:
     # -------------------------------------------------------------- messages
 
     def fail(self, msg: str) -> IRVerifyError:
-        loc = f" ({self.stmt.loc})" if self.stmt is not None and self.stmt.loc else ""
+        loc = f" ({self.stmt.loc})" if isinstance(self.stmt, ir.Stmt) and self.stmt.loc else ""
         return IRVerifyError(f"kernel {self.k.name}: `{self.line}`{loc}: {msg}")
 
     def need(self, ok: bool, msg: str) -> None:
@@ -62,8 +62,11 @@ class _Verifier:
             raise self.fail(msg)
 
     def use(self, v: object) -> None:
-        self.need(isinstance(v, ir.Value), f"operand {v!r} is not a value")
-        self.need(v in self.scope, f"{self.namer.ref(v)} is used but not defined in an enclosing block")
+        # Messages are built only on failure: formatting IR is costly on large kernels.
+        if not isinstance(v, ir.Value):
+            raise self.fail(f"operand {type(v).__name__} is not a value")
+        if v not in self.scope:
+            raise self.fail(f"{self.namer.ref(v)} is used but not defined in an enclosing block")
 
     # -------------------------------------------------------------- blocks
 
@@ -82,7 +85,8 @@ class _Verifier:
         return defined
 
     def visit(self, s: ir.Stmt, ctx: _Ctx) -> None:
-        self.stmt, self.line = s, self.namer.stmt_line(s) if isinstance(s, ir.Stmt) else repr(s)
+        # The line also names the statement's value, which later messages refer to.
+        self.stmt, self.line = s, self.namer.stmt_line(s) if isinstance(s, ir.Stmt) else type(s).__name__
         self.need(isinstance(s, ir.Stmt), "not a statement")
         self.need(id(s) not in self.seen, "statement appears twice")
         self.seen.add(id(s))

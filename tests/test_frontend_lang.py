@@ -7,10 +7,9 @@ import qd
 
 
 @pytest.fixture(autouse=True)
-def _qd():
-    qd.init(arch=qd.interp) if hasattr(qd, "interp") else qd.init()
+def _qd(arch):
+    """Every test runs on every tier (the `arch` fixture of conftest.py inits and resets)."""
     yield
-    qd.reset()
 
 
 def test_scalar_arith_matches_numpy():
@@ -556,8 +555,8 @@ def test_continue_in_parallel_loop():
     assert x.to_numpy().tolist() == [8, 0, 8, 0, 8, 0]
 
 
-def test_default_fp_f64_changes_literals():
-    qd.init(arch=qd.interp, default_fp=qd.f64)
+def test_default_fp_f64_changes_literals(arch):
+    qd.init(arch=arch, default_fp=qd.f64, log_level="warn", enable_fallback=False)
     out = qd.field(qd.f64, shape=1)
 
     @qd.kernel

@@ -7,10 +7,9 @@ import qd
 
 
 @pytest.fixture(autouse=True)
-def _qd():
-    qd.init(arch=qd.interp)
+def _qd(arch):
+    """Every test runs on every tier (the `arch` fixture of conftest.py inits and resets)."""
     yield
-    qd.reset()
 
 
 def test_vector_field_load_store_and_elements():

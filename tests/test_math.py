@@ -163,7 +163,7 @@ needs_kernel = pytest.mark.skipif(not hasattr(qd, "kernel"), reason="qd.kernel i
 
 
 @needs_kernel
-def test_kernel_glsl_functions():
+def test_kernel_glsl_functions(arch):
     n = 16
     x = qd.Vector.field(3, qd.f32, shape=n)
     out = qd.Vector.field(3, qd.f32, shape=(8, n))
@@ -200,7 +200,7 @@ def test_kernel_glsl_functions():
 
 
 @needs_kernel
-def test_kernel_math_scalars_and_complex():
+def test_kernel_math_scalars_and_complex(arch):
     n = 8
     s = qd.field(qd.f32, shape=(6, n))
     z = qd.Vector.field(2, qd.f32, shape=(3, n))

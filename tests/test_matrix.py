@@ -364,7 +364,7 @@ def _rand(*shape, lo=-1.0, hi=1.0):
 
 
 @needs_kernel
-def test_kernel_vector_arithmetic():
+def test_kernel_vector_arithmetic(arch):
     n = 8
     a, b = qd.Vector.field(3, qd.f32, shape=n), qd.Vector.field(3, qd.f32, shape=n)
     out, sw = qd.Vector.field(3, qd.f32, shape=n), qd.Vector.field(3, qd.f32, shape=n)
@@ -390,7 +390,7 @@ def test_kernel_vector_arithmetic():
 
 
 @needs_kernel
-def test_kernel_matrix_linear_algebra():
+def test_kernel_matrix_linear_algebra(arch):
     n = 6
     m = qd.Matrix.field(3, 3, qd.f32, shape=n)
     v = qd.Vector.field(3, qd.f32, shape=n)
@@ -422,7 +422,7 @@ def test_kernel_matrix_linear_algebra():
 
 
 @needs_kernel
-def test_kernel_large_inverse_with_pivoting():
+def test_kernel_large_inverse_with_pivoting(arch):
     n = 5
     m = qd.Matrix.field(n, n, qd.f64, shape=2)
     out = qd.Matrix.field(n, n, qd.f64, shape=2)
@@ -440,7 +440,7 @@ def test_kernel_large_inverse_with_pivoting():
 
 
 @needs_kernel
-def test_kernel_dynamic_index_and_stores():
+def test_kernel_dynamic_index_and_stores(arch):
     n = 10
     r, s = qd.field(qd.i32, shape=n), qd.field(qd.i32, shape=n)
     sw = qd.Vector.field(4, qd.f32, shape=n)
@@ -467,7 +467,7 @@ def test_kernel_dynamic_index_and_stores():
 
 
 @needs_kernel
-def test_kernel_matrix_dynamic_index_and_rows():
+def test_kernel_matrix_dynamic_index_and_rows(arch):
     n = 6
     out = qd.field(qd.f32, shape=n)
     row = qd.Vector.field(3, qd.f32, shape=n)
@@ -487,7 +487,7 @@ def test_kernel_matrix_dynamic_index_and_rows():
 
 
 @needs_kernel
-def test_kernel_ndarray_of_vectors():
+def test_kernel_ndarray_of_vectors(arch):
     n = 5
     a = qd.Vector.ndarray(3, qd.f32, shape=n)
     out = qd.ndarray(qd.math.vec3, shape=n)
@@ -505,7 +505,7 @@ def test_kernel_ndarray_of_vectors():
 
 
 @needs_kernel
-def test_kernel_constructors_augmented_atomics_and_reductions():
+def test_kernel_constructors_augmented_atomics_and_reductions(arch):
     f = qd.Vector.field(3, qd.f32, shape=4)
     acc = qd.Vector.field(3, qd.f32, shape=())
     m = qd.Matrix.field(2, 3, qd.f32, shape=4)
@@ -540,7 +540,7 @@ def test_kernel_constructors_augmented_atomics_and_reductions():
 
 
 @needs_kernel
-def test_kernel_shape_errors_are_compile_errors():
+def test_kernel_shape_errors_are_compile_errors(arch):
     f = qd.Vector.field(3, qd.f32, shape=2)
 
     @qd.kernel

@@ -1,5 +1,6 @@
-"""Every op of the op table, on every dtype its type rule admits, run by the interpreter through the
-full pipeline (IR -> passes -> bytecode) and compared with a numpy reference of DESIGN §4.
+"""Every op of the op table, on every dtype its type rule admits, run on every tier (the `arch`
+fixture: the program is initialised on the tier before the IR is compiled) through the full pipeline
+(IR -> passes -> tier code) and compared with a numpy reference of DESIGN §4.
 
 Integer and exact float ops must match bit for bit; transcendentals within the op table's ulps.
 """
@@ -11,6 +12,7 @@ import pytest
 
 from qd import ir
 from qd.ops import INFO, Op
+from qd.runtime.arch import Arch
 from qd.runtime.launch import compile_kernel, launch
 from qd.types import dtypes as T
 
@@ -187,7 +189,7 @@ CASES = [(op, dt) for op in Op if op not in (Op.CAST, Op.BIT_CAST) for dt in _dt
 
 
 @pytest.mark.parametrize("op,dt", CASES, ids=[f"{o.value}-{d.name}" for o, d in CASES])
-def test_op_matches_numpy(op: Op, dt: T.DataType) -> None:
+def test_op_matches_numpy(op: Op, dt: T.DataType, arch: Arch) -> None:
     info = INFO[op]
     if op is Op.SELECT:
         xs = [RNG.integers(0, 2, N).astype(np.bool_), _inputs(op, dt, 1), _inputs(op, dt, 2)]
@@ -196,7 +198,7 @@ def test_op_matches_numpy(op: Op, dt: T.DataType) -> None:
     out_dt = T.u1 if info.rule == "cmp" else dt
     got = _run_op(op, dt, out_dt, xs)
     want = np.asarray(_reference(op, dt, xs)).astype(out_dt.np_dtype)
-    ulps = info.ulps.get("cpu", 0)
+    ulps = info.ulps.get("gpu" if arch.is_gpu else "cpu", 0)
     if dt.is_float and (ulps or op is Op.POW):
         np.testing.assert_allclose(got, want, rtol=4 * ulps * np.finfo(dt.np_dtype).eps + 1e-7 if dt.bits > 16
                                    else 2e-3, atol=0, equal_nan=True)
@@ -208,7 +210,7 @@ CAST_CASES = [(s, d) for s in T.ALL for d in T.ALL if s is not d]
 
 
 @pytest.mark.parametrize("src,dst", CAST_CASES, ids=[f"{s.name}-{d.name}" for s, d in CAST_CASES])
-def test_cast_matches_numpy(src: T.DataType, dst: T.DataType) -> None:
+def test_cast_matches_numpy(src: T.DataType, dst: T.DataType, arch: Arch) -> None:
     if src is T.u1:
         a = RNG.integers(0, 2, N).astype(np.bool_)
     elif src.is_int:

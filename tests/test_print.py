@@ -9,10 +9,9 @@ import qd
 
 
 @pytest.fixture(autouse=True)
-def _program():
-    qd.init(arch=qd.interp, log_level="warn")
+def _program(arch):
+    """Every test runs on every tier (the `arch` fixture of conftest.py inits and resets)."""
     yield
-    qd.reset()
 
 
 def _lines(out: str) -> list[str]:
@@ -77,8 +76,8 @@ def test_parallel_prints_are_all_collected(capfd):
     assert got == [f"TEST_PRINT: {i} {2 * i}" for i in range(100)]
 
 
-def test_assert_message_formats_runtime_values():
-    qd.init(arch=qd.interp, debug=True, log_level="warn")
+def test_assert_message_formats_runtime_values(arch):
+    qd.init(arch=arch, debug=True, log_level="warn", enable_fallback=False)
 
     @qd.kernel
     def func(v: qd.f32):

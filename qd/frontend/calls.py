@@ -27,6 +27,9 @@ def _runtime(x: Any) -> bool:
 
 class CallMixin:
     def visit_Call(self, node: ast.Call) -> Any:
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "fill" and len(node.args) == 1 \
+                and not node.keywords and self._fill_in_place(node.func.value, node.args[0]):
+            return None
         fn = self.visit(node.func)
         args: list = []
         for a in node.args:
@@ -48,13 +51,32 @@ class CallMixin:
                 kwargs[k.arg] = v
         return self.call(fn, args, kwargs)
 
+    def _fill_in_place(self, target: ast.expr, value_node: ast.expr) -> bool:
+        """`m.fill(v)` on a local matrix variable or a field/ndarray element stores into it (Quadrants
+        fills in place); False when `target` is no assignable matrix, to call `fill` normally."""
+        from qd.frontend.assign import LV
+
+        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+            found, _ = self.ctx.find_local(target.value.id)
+            if found or _v.global_kind(self.ctx.lookup(target.value.id)) is None:
+                return False  # only `field[i].fill(v)` / `ndarray_arg[i].fill(v)` among subscripts
+        elif not isinstance(target, ast.Name):
+            return False
+        lv = self.lvalue(target)
+        if not isinstance(lv, LV) or lv.shape is None:
+            return False
+        value = self.visit(value_node)
+        if _e.is_matrix(value):
+            raise QuadrantsTypeError("fill() takes a scalar")
+        self.store(lv, _v.make_matrix([value] * len(lv.refs), tuple(lv.shape)))
+        return True
+
     def call(self, fn: Any, args: list, kwargs: dict) -> Any:
         from qd.frontend.kernel import Kernel
 
         if fn is builtins.print:
             return self.emit_print(args, kwargs)
-        if getattr(fn, "__name__", "") == "format" and isinstance(getattr(fn, "__self__", None), str) and \
-                (any(_runtime(a) for a in args) or any(_runtime(v) for v in kwargs.values())):
+        if getattr(fn, "__name__", "") == "format" and isinstance(getattr(fn, "__self__", None), str):
             from qd.frontend.exprs import format_runtime
 
             return format_runtime(fn.__self__, tuple(args), kwargs)
@@ -70,6 +92,8 @@ class CallMixin:
             return self.truth(args[0])
         if fn is builtins.len and args:
             return self._len(args[0])
+        if fn in (builtins.all, builtins.any) and len(args) == 1 and _e.is_matrix(args[0]):
+            return args[0].all() if fn is builtins.all else args[0].any()  # as Quadrants: elementwise truth
         if fn is builtins.range and any_rt:
             raise QuadrantsSyntaxError("range() with runtime bounds is only supported as a for-loop iterable")
         return fn(*args, **kwargs)
@@ -111,6 +135,7 @@ class CallMixin:
         from qd.frontend.exprs import Formatted, FString
 
         if isinstance(a, Expr):
+            check_print_spec(spec, a.dtype)
             return [(a.value, spec)]
         if isinstance(a, Formatted):
             return self.print_items(a.value, a.spec)
@@ -202,7 +227,7 @@ class CallMixin:
         rt = self.ctx.return_type
         if value is None:
             if rt is not None:
-                raise QuadrantsSyntaxError("this kernel declares a return type but returns nothing")
+                raise QuadrantsSyntaxError("Kernel has a return type but does not have a return statement")
             self.b.emit(ir.Return, values=())
             return
         if rt is None:
@@ -219,6 +244,19 @@ class CallMixin:
         if rt is None or value is None:
             return value
         return coerce(value, rt)
+
+
+def check_print_spec(spec: str, dt: Any) -> None:
+    """Quadrants' compile-time check of a printf conversion against the value's dtype."""
+    conv = spec[-1:] if spec else ""
+    if not conv or conv not in "csdioxXufFeEaAgGnp":
+        return
+    if conv in "csnp":
+        raise QuadrantsTypeError(f"conversion '{conv}' is not supported.")
+    ok = (dt.is_float if conv in "fFeEaAgG" else
+          dt.is_int and dt.is_signed if conv in "di" else dt.is_int and not dt.is_signed)
+    if not ok:
+        raise QuadrantsTypeError(f"'{spec}' doesn't match '{dt}'.")
 
 
 def _esc(s: str) -> str:

@@ -47,16 +47,32 @@ class FuncSource:
                          self.name)
 
     def pos_message(self, node: ast.AST, msg: str) -> str:
-        """`file:line:col: in func:` + the source line + carets + `msg` (Taichi-style)."""
+        """`file:line:col: in func:`, then Quadrants' frame (`File "f", line N, in func:`, the source line,
+        carets), then `msg`."""
         lineno = getattr(node, "lineno", self.start)
         col = getattr(node, "col_offset", 0) + self.indent
-        end_line = getattr(node, "end_lineno", lineno)
+        return f"{self.file}:{lineno}:{col}: in {self.name}:\n{self.frame(node)}{msg}"
+
+    def frame(self, node: ast.AST) -> str:
+        """One frame as Quadrants prints it: tabs expanded (stops of 4), long lines wrapped at 80 columns."""
+        lineno = getattr(node, "lineno", self.start)
+        raw = self.line(lineno)
+        col = getattr(node, "col_offset", 0) + self.indent
         end = (getattr(node, "end_col_offset", None) or col - self.indent) + self.indent
-        text = self.line(lineno)
-        if end_line != lineno:
-            end = len(text.rstrip())
+        if getattr(node, "end_lineno", lineno) != lineno:
+            end = len(raw.rstrip())
+        text = raw.expandtabs(4)
+        col, end = len(raw[:col].expandtabs(4)), len(raw[:end].expandtabs(4))
         carets = " " * col + "^" * max(1, end - col)
-        return f"{self.file}:{lineno}:{col}: in {self.name}:\n{text}\n{carets}\n{msg}"
+        out = [f'File "{self.file}", line {lineno}, in {self.name}:']
+        for i in range(0, max(len(text), len(carets), 1), _WRAP):
+            out.append(text[i:i + _WRAP])
+            if carets[i:i + _WRAP].strip():
+                out.append(carets[i:i + _WRAP])
+        return "\n".join(out) + "\n"
+
+
+_WRAP = 80
 
 
 def _assigned_names(node: ast.FunctionDef) -> set[str]:
@@ -83,7 +99,7 @@ def source_of(fn: Callable) -> FuncSource:
 class FuncContext:
     """Scopes and name resolution of one function being transformed (kernel or inlined func)."""
 
-    def __init__(self, src: FuncSource, is_kernel: bool, entry_depth: int) -> None:
+    def __init__(self, src: FuncSource, is_kernel: bool, entry_depth: int, fn: Callable | None = None) -> None:
         self.src = src
         self.is_kernel = is_kernel
         self.scopes: list[dict[str, Any]] = [{}]
@@ -92,7 +108,9 @@ class FuncContext:
         self.returned = False
         self.return_value: Any = None
         self.return_type: Any = None
-        fn = src.fn
+        # Sources are cached per code object, which every closure made from one `def` shares: names must
+        # resolve through the function being compiled, never the one that first filled the cache.
+        fn = fn if fn is not None else src.fn
         self.globals: dict[str, Any] = fn.__globals__
         self.closure: dict[str, Any] = {}
         if fn.__closure__:
@@ -131,8 +149,13 @@ class FuncContext:
 
 
 def position_error(src: FuncSource, node: ast.AST, e: BaseException) -> BaseException:
-    """`e` re-created with the node's position and source line in its message."""
+    """`e` re-created with the node's position and source line in its message. An error already positioned
+    in another function (an inlined `qd.func`) gets this call site's frame added, outermost first."""
     if getattr(e, "_qd_positioned", False):
+        if getattr(e, "_qd_src", src) is not src and e.args and isinstance(e.args[0], str):
+            head, _, rest = e.args[0].partition("\n")
+            e.args = (f"{head}\n{src.frame(node)}{rest}", *e.args[1:])
+            e._qd_src = src  # type: ignore[attr-defined]
         return e
     text = str(e) if str(e) else type(e).__name__
     if isinstance(e, (QuadrantsCompilationError, QuadrantsRuntimeError)):
@@ -143,4 +166,5 @@ def position_error(src: FuncSource, node: ast.AST, e: BaseException) -> BaseExce
     else:
         new = QuadrantsCompilationError(src.pos_message(node, f"{type(e).__name__}: {text}"))
     new._qd_positioned = True  # type: ignore[attr-defined]
+    new._qd_src = src  # type: ignore[attr-defined]
     return new

@@ -271,10 +271,12 @@ def unary(name: str, a: Any) -> Any:
     if name == "abs":
         return emit(Op.ABS, (a,), a.dtype)
     if name == "logical_not":
+        if a.dtype.is_float:  # as in Quadrants: `not x` needs an integer (or u1) operand
+            raise QuadrantsTypeError(f"'logical_not' takes integral inputs only, however '{a.dtype}' is provided")
         return emit(Op.LOGICAL_NOT, (a,), dtypes.u1)
     if name in ("bit_not", "popcnt", "clz"):
         if not a.dtype.is_int:
-            raise QuadrantsTypeError(f"unsupported operand type for '{name}': '{a.dtype}'")
+            raise QuadrantsTypeError(f"'{name}' takes integral inputs only, however '{a.dtype}' is provided")
         return emit({"bit_not": Op.BIT_NOT, "popcnt": Op.POPCNT, "clz": Op.CLZ}[name], (a,), a.dtype)
     raise QuadrantsSyntaxError(f"unknown unary operator {name}")  # pragma: no cover
 

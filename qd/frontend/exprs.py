@@ -45,25 +45,38 @@ class Formatted:
 
 
 def format_runtime(fmt: str, args: tuple, kwargs: dict) -> Any:
-    """`fmt.format(*args, **kwargs)` where some arguments are runtime values: an FString."""
+    """`fmt.format(*args, **kwargs)` in a kernel, as Quadrants does it: specs are printf conversions
+    (`{:.10d}`), automatic fields count apart from numbered ones, every argument must be used. An FString
+    when some argument is a runtime value, else the formatted str."""
+    from qd.runtime.status import printf_format
+
     items: list = []
-    auto = 0
-    for literal, field_name, spec, conv in string.Formatter().parse(fmt):
+    auto, top, used = 0, 0, set()
+    for literal, field_name, spec, _conv in string.Formatter().parse(fmt):
         if literal:
             items.append(literal)
         if field_name is None:
             continue
-        if field_name == "":
-            v, auto = args[auto], auto + 1
-        elif field_name.isdigit():
-            v = args[int(field_name)]
+        if field_name == "" or field_name.isdigit():
+            i = auto if field_name == "" else int(field_name)
+            auto += field_name == ""
+            top = max(top, i + 1)
+            v = args[i] if i < len(args) else None
+        elif field_name not in kwargs:
+            raise QuadrantsSyntaxError(f"Keyword '{field_name}' not found.")
         else:
+            used.add(field_name)
             v = kwargs[field_name]
         if is_runtime(v):
             items.append(Formatted(v, spec or ""))
-        else:
-            items.append(format(v, spec or ""))
-    return FString(items)
+        elif v is not None:
+            items.append(printf_format(v, spec, isinstance(v, float)) if spec else str(v))
+    if top != len(args):
+        raise QuadrantsSyntaxError(f"Expected {top} positional argument(s), but received {len(args)} instead.")
+    for k in kwargs:
+        if k not in used:
+            raise QuadrantsSyntaxError(f"Keyword '{k}' not used.")
+    return "".join(items) if all(isinstance(x, str) for x in items) else FString(items)
 
 
 def is_runtime(x: Any) -> bool:
@@ -261,24 +274,35 @@ class ExprMixin:
         return acc
 
     def _runtime_boolop(self, acc: Any, vnode: ast.expr, is_and: bool) -> Any:
+        """`acc and/or <vnode>` with a runtime `acc`: Python's value semantics (`a and b` is `b if a else a`),
+        short-circuited unless `short_circuit_operators=False` (then both sides run; u1 for matrices)."""
         from qd.frontend.builder import cfg
 
         if _e.is_matrix(acc) or not cfg().short_circuit_operators:
             rhs = self.visit(vnode)
+            if isinstance(acc, Expr) and not _e.is_matrix(rhs) and not (acc.dtype is dtypes.u1 and _is_bool(rhs)):
+                t = self._bool(acc)
+                return _e.select(t, rhs, acc) if is_and else _e.select(t, acc, rhs)
             return _e.binary("and" if is_and else "or", self._bool(acc), self._bool(rhs))
         b = self.b
-        res = b.alloca(dtypes.u1)
         first = self._bool(acc)
-        b.store(res, first.value)
         cond = first if is_and else _e.unary("logical_not", first)
+        outer, pos = b.stack[-1], len(b.stack[-1])
         b.push()
         b.depth += 1
         try:
-            rhs = self._bool(self.visit(vnode))
-            b.store(res, _e.as_expr(rhs).value)
+            rhs = self.visit(vnode)
+            by_value = not _e.is_matrix(rhs) and not (acc.dtype is dtypes.u1 and _is_bool(rhs))
+            rhs = _e.as_expr(rhs if by_value else self._bool(rhs))
+            res = ir.Alloca(loc=b.loc, dtype=dtypes.promote(acc.dtype, rhs.dtype) if by_value else dtypes.u1)
+            b.store(res, rhs.value)
         finally:
             b.depth -= 1
             then = b.pop()
+        # The result's dtype is known only now: its alloca and initial store go before the branch.
+        b.push()
+        b.store(res, (acc if by_value else first).value)
+        outer[pos:pos] = [res, *b.pop().stmts]
         b.emit(ir.If, cond=cond.value, then=then)
         return Expr(b.load(res))
 
@@ -346,7 +370,12 @@ class ExprMixin:
         conv = {115: str, 114: repr, 97: ascii}.get(node.conversion, None)
         if conv is not None:
             v = conv(v)
-        return format(v, spec if isinstance(spec, str) else "")
+        spec = spec if isinstance(spec, str) else ""
+        if spec and isinstance(v, (int, float)) and not isinstance(v, bool):
+            from qd.runtime.status import printf_format
+
+            return printf_format(v, spec, isinstance(v, float))  # printf conversions, as for runtime values
+        return format(v, spec)
 
     def visit_ListComp(self, node: ast.ListComp) -> list:
         out: list = []
@@ -385,6 +414,10 @@ class ExprMixin:
 
     def visit_Starred(self, node: ast.Starred) -> Any:
         raise QuadrantsSyntaxError("'*' unpacking is only supported in calls, lists and tuples of compile-time values")
+
+
+def _is_bool(x: Any) -> bool:
+    return isinstance(x, bool) or isinstance(x, Expr) and x.dtype is dtypes.u1
 
 
 def op_of_aug(op: ast.operator) -> str:

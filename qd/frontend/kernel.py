@@ -112,11 +112,11 @@ class _BoundKernel:
 def build_kernel_ir(kernel: Kernel, values: list) -> tuple[ir.KernelIR, list]:
     """Build the KernelIR of one instantiation; returns it with the per-buffer field bindings."""
     src = source_of(kernel.fn)
-    fence(src)
+    fence(src, is_kernel=True)
     sig = kernel.signature
     b = Builder(kernel.fn.__name__)
     with b.active():
-        ctx = FuncContext(src, is_kernel=True, entry_depth=0)
+        ctx = FuncContext(src, is_kernel=True, entry_depth=0, fn=kernel.fn)
         ctx.return_type = sig.return_type
         t = Transformer(b, ctx)
         b.loc = src.loc(src.node)
@@ -166,7 +166,7 @@ def inline_func(func: Func, b: Builder, args: tuple, kwargs: dict) -> Any:
                                    "at compile time through qd.static conditions")
     sig = func.signature
     values = sig.bind(args, kwargs)
-    ctx = FuncContext(src, is_kernel=False, entry_depth=b.depth)
+    ctx = FuncContext(src, is_kernel=False, entry_depth=b.depth, fn=func.fn)
     ctx.return_type = sig.return_type
     t = Transformer(b, ctx)
     old_loc = b.loc

@@ -26,6 +26,12 @@ class LoopMixin:
         if node.orelse:
             raise QuadrantsSyntaxError("'else' clause for 'for' not supported in Quadrants kernels")
         it = node.iter
+        while isinstance(it, ast.IfExp):  # `range(n) if qd.static(c) else qd.static(range(m))`
+            cond = self.visit(it.test)
+            if isinstance(cond, Expr) or _e.is_matrix(cond):
+                raise QuadrantsSyntaxError("a conditional for-loop iterable needs a compile-time condition "
+                                           "(qd.static(...))")
+            it = it.body if cond else it.orelse
         if isinstance(it, ast.Call) and not it.keywords:
             fn = self.visit(it.func)
             if fn is static:
@@ -156,8 +162,9 @@ class LoopMixin:
             if len(names) != 1:
                 raise QuadrantsSyntaxError(f"Group for should have 1 loop target, found {len(names)}")
         elif len(names) != nd:
-            raise QuadrantsSyntaxError(f"{what} for loop with {len(names)} loop variable(s) over {nd} dimension(s); "
-                                       "the number of loop variables must equal the number of dimensions")
+            raise QuadrantsSyntaxError(f"{what} for loop with number of the loop variables not equal to the dimension "
+                                       f"of the {what.lower()} is not supported ({len(names)} loop variable(s), "
+                                       f"{nd} dimension(s))")
 
         def bind(k: Expr) -> None:
             idx = self._unflatten(k, begins, extents)

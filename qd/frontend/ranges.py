@@ -32,7 +32,8 @@ class ndrange:  # noqa: N801  (Quadrants' name)
         for b, e in self.bounds:
             for v in (b, e):
                 if isinstance(v, float) or (isinstance(v, _e.Expr) and not v.dtype.is_int):
-                    raise QuadrantsTypeError("ndrange only accepts integer bounds")
+                    raise QuadrantsTypeError("Every argument of ndrange should be an integer scalar or a tuple/list of "
+                                             "(int, int)")
         self.dimensions = [_e.binary("sub", e, b) for b, e in self.bounds]
 
     def __iter__(self) -> Iterator[tuple]:
@@ -66,7 +67,8 @@ def static(x: Any, *xs: Any) -> Any:
     vals = (x,) + xs
     for v in vals:
         if isinstance(v, _e.Expr):
-            raise QuadrantsSyntaxError("qd.static() needs compile-time values, but got a runtime value")
+            raise QuadrantsSyntaxError("Input to qd.static must be compile-time constants or global pointers, "
+                                       "but got a runtime value")
     return vals[0] if not xs else vals
 
 

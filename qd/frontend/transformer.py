@@ -41,7 +41,16 @@ if hasattr(ast, "TryStar"):
     _FENCE[ast.TryStar] = "'try' statements"
 
 
-def fence(src: FuncSource) -> None:
+def _fence_message(node: ast.AST, what: str, is_kernel: bool) -> str:
+    """Quadrants' wording first (`Unsupported node "Raise"`, `Function definition is not allowed in 'qd.func'.`)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        where = "kernel" if is_kernel else "func"
+        return f"Function definition is not allowed in 'qd.{where}'."
+    verb = "are" if what.endswith("s") else "is"
+    return f'Unsupported node "{type(node).__name__}": {what} {verb} not supported in qd kernels and functions'
+
+
+def fence(src: FuncSource, is_kernel: bool = False) -> None:
     """Reject unsupported syntax anywhere in the function (run once per function)."""
     if getattr(src, "fenced", False):
         return
@@ -53,9 +62,7 @@ def fence(src: FuncSource) -> None:
         if what is None and isinstance(node, ast.Starred) and isinstance(node.ctx, ast.Store):
             what = "starred assignment targets"
         if what is not None:
-            e = QuadrantsSyntaxError(f"{what} are not supported in qd kernels and functions"
-                                     if what.endswith("s") else f"{what} is not supported in qd kernels and functions")
-            raise position_error(src, node, e) from None
+            raise position_error(src, node, QuadrantsSyntaxError(_fence_message(node, what, is_kernel))) from None
     for a in (root.args.vararg, root.args.kwarg):
         if a is not None:
             raise position_error(src, root, QuadrantsSyntaxError(
@@ -82,6 +89,7 @@ class Transformer(ExprMixin, AssignMixin, LoopMixin, CallMixin):
             return method(node)
         except Exception as e:  # noqa: BLE001 - re-raised with the position
             if getattr(e, "_qd_positioned", False):
+                position_error(self.src, node, e)  # adds this call site's frame when `e` came from a func
                 raise
             raise position_error(self.src, node, e) from None
         finally:
@@ -157,8 +165,9 @@ class Transformer(ExprMixin, AssignMixin, LoopMixin, CallMixin):
             top["status"] = what
             return
         if top["kind"] == "parallel" and what == "break":
-            raise QuadrantsSyntaxError("'break' is not allowed in a parallel (top-level) for loop of a kernel; "
-                                       "move the loop into a serial context or use a flag")
+            raise QuadrantsSyntaxError("Cannot break in the outermost loop: 'break' is not allowed in a parallel "
+                                       "(top-level) for loop of a kernel; move the loop into a serial context or "
+                                       "use a flag")
         self.b.emit(ir.Break if what == "break" else ir.Continue)
 
     def visit_Return(self, node: ast.Return) -> None:

@@ -39,6 +39,11 @@ class _Prog:
     def synchronize(self) -> None:
         _program.sync()
 
+    def _get_num_ndarrays(self) -> int:
+        from qd.runtime.ndarray import num_alive
+
+        return num_alive()
+
     def _get_max_reducer_dispatch_count(self) -> int:
         return int(_call_hook("max_reducer_dispatch_count", 0))
 
@@ -56,9 +61,17 @@ class _Runtime:
     def default_fp(self) -> DataType:
         return _config.current().default_fp
 
+    @default_fp.setter
+    def default_fp(self, fp: Any) -> None:
+        self.set_default_fp(fp)
+
     @property
     def default_ip(self) -> DataType:
         return _config.current().default_ip
+
+    @default_ip.setter
+    def default_ip(self, ip: Any) -> None:
+        self.set_default_ip(ip)
 
     def set_default_fp(self, fp: Any) -> None:
         _config.current().default_fp = to_dtype(fp)

@@ -184,7 +184,7 @@ class Matrix:
         """Elementwise binary `fn(self_entry, other_entry)`; a scalar `other` is broadcast."""
         o = _operand(other)
         if o is NotImplemented:
-            raise QuadrantsTypeError(f"unsupported operand for matrix {name or 'operation'}: "
+            raise QuadrantsTypeError(f"unsupported operand type(s) for matrix {name or 'operation'}: "
                                      f"{type(other).__name__}")
         if isinstance(o, Matrix):
             if o.get_shape() != self.get_shape():
@@ -220,6 +220,9 @@ class Matrix:
             vals = [value] * count
         for (r, c), v in zip(itertools.product(rows, cols), vals):
             self._store(r, c, self._cast_store(v))
+        write_back = self.__dict__.get("_write_back")
+        if write_back is not None:  # an element of a field/ndarray read in Python scope: `x[i][j] = v`
+            write_back(self)
 
     def _cast_store(self, v: Any) -> Any:
         v = _as_entry(v)

@@ -5,4 +5,17 @@ from qd.runtime.api import *  # noqa: F403
 from qd.runtime.api import __all__ as _runtime_all
 from qd import extension  # noqa: F401
 
-__all__ = [*_runtime_all, "extension", "is_extension_supported"]
+
+
+def is_extension_enabled(ext: "extension.Extension | str") -> bool:
+    """Whether `ext` is usable now: supported on the current arch (and, for adstack, enabled in the config)."""
+    from qd.runtime import config as _config
+
+    cfg = _config.current()
+    ok = is_extension_supported(cfg.arch, ext)
+    if str(ext) == str(extension.adstack):
+        ok = ok and bool(cfg.ad_stack_experimental_enabled)
+    return ok
+
+
+__all__ = [*_runtime_all, "extension", "is_extension_supported", "is_extension_enabled"]

@@ -123,7 +123,7 @@ class HostData:
     # ---------------------------------------------------------------- indexing
 
     def _index_count_message(self, n: int) -> str:
-        return f"{len(self.shape)}d {self._kind} indexed with {n}d indices"
+        return f"{len(self.shape)}d {self._kind.removeprefix('qd.')} indexed with {n}d indices"
 
     def _normalize_key(self, key: Any) -> tuple[int, ...]:
         """Python-scope key → tuple of storage indices, with offset applied and bounds checked."""
@@ -154,13 +154,20 @@ class HostData:
         return tuple(out)
 
     def __getitem__(self, key: Any) -> Any:
-        x = self.arr[self._normalize_key(key)]
+        idx = self._normalize_key(key)
+        x = self.arr[idx]
         if self.elem_shape:
-            return element_object(x, self.dtype)
+            obj = element_object(x, self.dtype)
+            if not isinstance(obj, np.ndarray):  # `x[i][j] = v` writes through, as in Quadrants
+                obj._write_back = lambda m: self._store_element(idx, m)
+            return obj
         return to_python(x, self.dtype)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        idx = self._normalize_key(key)
+        self._store_element(self._normalize_key(key), value)
+
+    def _store_element(self, idx: tuple[int, ...], value: Any) -> None:
+        """Store at storage indices `idx` (offset already applied)."""
         if self.elem_shape:
             self.arr[idx] = self._cast_array(value, self.elem_shape)
         else:

@@ -2,8 +2,8 @@
 
 Built today: `interp` (the reference interpreter) and `cpu`. Until the LLVM tier lands, `cpu` runs
 kernels on the interpreter too; the launcher decides that, this registry only says the arch is usable.
-A tier that gets built registers itself with `set_available(arch, probe)`, where `probe()` says whether
-the machine can run it (a driver is present, a device found).
+A tier that gets built registers itself with `set_available(arch, probe, reason)`, where `probe()` says
+whether the machine can run it (a driver is present, a device found) and `reason` why not.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ class Arch:
         self.is_gpu = is_gpu
         self.built = built
         self._probe: Callable[[], bool] = lambda: built
+        self._reason: Callable[[], str] | str | None = None
 
     def available(self) -> bool:
         """True when the tier is built and this machine can run it."""
@@ -36,6 +37,19 @@ class Arch:
             warnings.warn(f"qd: probing arch {self.name} failed ({type(e).__name__}: {e})", QuadrantsWarning,
                           stacklevel=3)
             return False
+
+    def unavailable_reason(self) -> str | None:
+        """None when the arch can run here, else why not ("the vulkan tier is not built yet", or the
+        tier's own reason such as "no CUDA driver"). Never warns: tests use it to word their skips."""
+        if not self.built:
+            return f"the {self.name} tier is not built yet"
+        try:
+            if self._probe():
+                return None
+        except Exception as e:
+            return f"probing arch {self.name} failed ({type(e).__name__}: {e})"
+        reason = self._reason() if callable(self._reason) else self._reason
+        return reason or f"arch {self.name} is not available on this machine"
 
     def __repr__(self) -> str:
         return f"Arch.{self.name}"
@@ -100,10 +114,16 @@ def to_arch(a: "Arch | str") -> Arch:
     raise TypeError(f"qd: {a!r} is not an arch")
 
 
-def set_available(a: Arch, probe: Callable[[], bool] | bool = True) -> None:
-    """Called by a tier once it is built: mark `a` built and give the probe for this machine."""
+def set_available(a: Arch, probe: Callable[[], bool] | bool = True,
+                  reason: Callable[[], str] | str | None = None) -> None:
+    """Called by a tier once it is built: mark `a` built and give the probe for this machine.
+
+    `reason` (a string or a callable giving one) says why the probe failed, e.g. "no CUDA driver
+    (libcuda.so.1 not found)"; `unavailable_reason()` and the errors of `select` report it.
+    """
     a.built = True
     a._probe = probe if callable(probe) else (lambda: bool(probe))
+    a._reason = reason
 
 
 def is_arch_supported(a: "Arch | str") -> bool:
@@ -130,9 +150,7 @@ def _why_not(a: Arch) -> str:
         if not any(g.built for g in GPU_ORDER):
             return "the gpu tier is not built yet"  # no GPU arch (GPU_ORDER) is built
         return "no GPU arch is available on this machine"
-    if not a.built:
-        return f"the {a.name} tier is not built yet"
-    return f"arch {a.name} is not available on this machine"
+    return a.unavailable_reason() or f"arch {a.name} is not available on this machine"
 
 
 def select(requested: "Arch | str | Iterable | None", enable_fallback: bool) -> Arch:

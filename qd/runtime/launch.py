@@ -26,12 +26,22 @@ import numpy as np
 from qd import _interp, ir
 from qd.errors import QuadrantsRuntimeError
 from qd.bytecode.lower import KernelCode, lower_kernel, register_bits
-from qd.runtime import config
+from qd.runtime import config, program
 from qd.runtime.status import PRINT_WORDS, STATUS_WORDS, check_error, decode_returns, flush_prints
 from qd.types import dtypes as T
 
 _launch_ids = itertools.count()
 MAX_NDIM = 8
+
+
+def _reset_launch_ids() -> None:
+    """Launch numbers (a key of `qd.random`) count from 0 in every program, so that a program started
+    with the same `random_seed` draws the same numbers, as in Quadrants."""
+    global _launch_ids
+    _launch_ids = itertools.count()
+
+
+program.on_reset(_reset_launch_ids)
 
 
 @dataclass

@@ -31,6 +31,8 @@ class Ndarray(HostData):
     def _from_elem(cls, dtype: Any, shape: Any, elem_shape: tuple[int, ...],
                    needs_grad: bool = False) -> "Ndarray":
         """A vector/matrix ndarray: `arr` has shape `shape + elem_shape`."""
+        if cls is Ndarray and elem_shape:
+            cls = VectorNdarray if len(elem_shape) == 1 else MatrixNdarray
         obj = cls.__new__(cls)
         Ndarray._setup(obj, to_dtype(dtype), normalize_shape(shape, "ndarray"), tuple(elem_shape), needs_grad)
         return obj
@@ -49,6 +51,7 @@ class Ndarray(HostData):
         self.grad: Ndarray | None = None
         if needs_grad:
             self.grad = type(self)._from_elem(dtype, shape, elem_shape, needs_grad=False)
+            self.grad._is_grad = True
         _ndarrays.add(self)
 
     @property
@@ -70,6 +73,13 @@ class Ndarray(HostData):
         if len(self.elem_shape) == 1:
             return vector(self.elem_shape[0], self.dtype)
         return matrix(self.elem_shape[0], self.elem_shape[1], self.dtype)
+
+    def _get_element_size(self) -> int:
+        """Bytes of one element (a whole vector/matrix for vector/matrix ndarrays)."""
+        return self.dtype.itemsize * int(np.prod(self.elem_shape, dtype=np.int64))
+
+    def _get_nelement(self) -> int:
+        return int(np.prod(self._shape, dtype=np.int64))
 
     def has_grad(self) -> bool:
         return self.grad is not None
@@ -121,6 +131,31 @@ class Ndarray(HostData):
         super().copy_from(other)
 
 
+class VectorNdarray(Ndarray):
+    """An ndarray whose elements are vectors (made by `qd.Vector.ndarray` or `qd.ndarray(vector_type, ...)`)."""
+
+    @property
+    def n(self) -> int:
+        return self.elem_shape[0]
+
+
+class MatrixNdarray(Ndarray):
+    """An ndarray whose elements are matrices (made by `qd.Matrix.ndarray` or `qd.ndarray(matrix_type, ...)`)."""
+
+    @property
+    def n(self) -> int:
+        return self.elem_shape[0]
+
+    @property
+    def m(self) -> int:
+        return self.elem_shape[1]
+
+
+def num_alive() -> int:
+    """How many ndarrays (grads excluded) are alive in this program."""
+    return sum(1 for nd in list(_ndarrays) if not nd._destroyed and not getattr(nd, "_is_grad", False))
+
+
 def ndarray(dtype: Any, shape: Any, needs_grad: bool = False) -> Ndarray:
     """`qd.ndarray(dtype, shape)`: a zero-filled ndarray; `dtype` may be a vector/matrix type."""
     if isinstance(dtype, MatrixType):
@@ -153,4 +188,4 @@ program.on_reset(_reset)
 
 ScalarNdarray = Ndarray
 
-__all__ = ["Ndarray", "ScalarNdarray", "ndarray"]
+__all__ = ["Ndarray", "ScalarNdarray", "VectorNdarray", "MatrixNdarray", "ndarray"]

@@ -2,7 +2,6 @@
 
 from qd.types.annotations import NDArray, Template, ndarray, template
 from qd.types.dtypes import *  # noqa: F403
-from qd.types.dtypes import ALL, FLOATS, INTS, DataType, MatrixType, matrix, promote, to_dtype, vector
-from qd.types import enums
-
-primitive_types = ALL
+from qd.types.dtypes import (ALL, FLOATS, INTS, DataType, MatrixType, is_integral, is_real, is_signed, is_tensor,
+                             matrix, promote, to_dtype, vector)
+from qd.types import enums, primitive_types  # noqa: F401

@@ -7,6 +7,7 @@ frontend. `DataType` instances are singletons compared by identity.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -115,6 +116,26 @@ def to_dtype(t) -> DataType:
     raise TypeError(f"{t!r} is not a qd dtype (expected one of {', '.join(_BY_NAME)})")
 
 
+def is_signed(t) -> bool:
+    """Quadrants' `qd.types.is_signed`: true for signed ints and floats."""
+    return to_dtype(t).is_signed
+
+
+def is_integral(t) -> bool:
+    """Quadrants' `qd.types.is_integral`: true for every integer dtype, u1 included."""
+    return to_dtype(t).is_int
+
+
+def is_real(t) -> bool:
+    """Quadrants' `qd.types.is_real`: true for floating-point dtypes."""
+    return to_dtype(t).is_float
+
+
+def is_tensor(t) -> bool:
+    """Quadrants' `qd.types.is_tensor`: true for vector/matrix types."""
+    return isinstance(t, MatrixType)
+
+
 def from_numpy_dtype(npd: np.dtype) -> DataType:
     return to_dtype(npd)
 
@@ -136,14 +157,29 @@ def promote(a: DataType, b: DataType) -> DataType:
 # ---------------------------------------------------------------- vector / matrix types
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class MatrixType:
     """`qd.types.matrix(n, m, dtype)`; a vector is a MatrixType with ndim == 1."""
 
     n: int
     m: int
-    dtype: DataType | None
+    spec: Any  # a DataType; Python `int` / `float` (the default type when used, as in Quadrants); or None
     ndim: int = 2
+
+    @property
+    def dtype(self) -> DataType | None:
+        """The element dtype; `int` / `float` resolve to the current `default_ip` / `default_fp`."""
+        if self.spec is int or self.spec is float:
+            return to_dtype(self.spec)
+        return self.spec
+
+    def __eq__(self, other: object) -> bool:  # `vector(3, float) == vector(3, f32)` under default_fp f32
+        if not isinstance(other, MatrixType):
+            return NotImplemented
+        return (self.n, self.m, self.ndim, self.dtype) == (other.n, other.m, other.ndim, other.dtype)
+
+    def __hash__(self) -> int:
+        return hash((self.n, self.m, self.ndim))
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -170,12 +206,16 @@ class MatrixType:
         return f"matrix({self.n}, {self.m}, {self.dtype})"
 
 
+def _elem_spec(dtype: Any) -> Any:
+    return dtype if dtype is None or dtype is int or dtype is float else to_dtype(dtype)
+
+
 def vector(n: int, dtype=None) -> MatrixType:
-    return MatrixType(n, 1, to_dtype(dtype) if dtype is not None else None, 1)
+    return MatrixType(n, 1, _elem_spec(dtype), 1)
 
 
 def matrix(n: int, m: int, dtype=None) -> MatrixType:
-    return MatrixType(n, m, to_dtype(dtype) if dtype is not None else None, 2)
+    return MatrixType(n, m, _elem_spec(dtype), 2)
 
 
 def element_shape(t) -> tuple[int, ...]:

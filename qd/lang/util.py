@@ -1,0 +1,24 @@
+"""`qd.lang.util`: the few `quadrants.lang.util` helpers that user code and tests reach (re-exports only)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from qd.frontend import builder as _builder
+
+
+def has_pytorch() -> bool:
+    """Whether torch can be imported here."""
+    return importlib.util.find_spec("torch") is not None
+
+
+def in_quadrants_scope() -> bool:
+    """True while a kernel or func body is being compiled."""
+    return _builder.current() is not None
+
+
+def in_python_scope() -> bool:
+    return not in_quadrants_scope()
+
+
+__all__ = ["has_pytorch", "in_quadrants_scope", "in_python_scope"]
