@@ -313,3 +313,66 @@ def test_matrix_fill_in_kernel_is_in_place():
 
     k(1.25)
     assert out.to_numpy().tolist() == [[[1.25] * 3] * 2, [[2.5] * 3] * 2]
+
+
+def test_constant_false_assert_fails_at_run_time_in_debug(arch):
+    qd.init(arch=arch, debug=True, log_level="warn")
+
+    @qd.kernel
+    def func():
+        assert 0
+
+    with pytest.raises(AssertionError, match="assert 0"):
+        func()
+    qd.init(arch=arch, debug=False, log_level="warn")
+
+    @qd.kernel
+    def quiet():
+        assert False
+
+    quiet()  # asserts are not checked without debug
+
+
+def test_integer_pow_negative_exponent_is_a_runtime_error_in_debug(arch):
+    qd.init(arch=arch, debug=True, log_level="warn")
+    z = qd.field(qd.i32, shape=())
+
+    @qd.kernel
+    def foo(x: qd.i32, y: qd.template()):
+        z[None] = x**y
+
+    @qd.kernel
+    def bar(x: qd.i32, y: qd.i32):
+        z[None] = x**y
+
+    with pytest.raises(qd.QuadrantsRuntimeError, match="Negative exponent"):
+        foo(10, -10)
+    bar(3, 4)
+    assert z[None] == 81
+    with pytest.raises(qd.QuadrantsRuntimeError, match="exponent is -1"):
+        bar(3, -1)
+
+
+def test_local_matrix_runtime_index_is_bound_checked(arch):
+    qd.init(arch=arch, check_out_of_bound=True, log_level="warn")
+
+    @qd.kernel
+    def access_vec(i: qd.i32) -> qd.i32:
+        x = qd.Vector([1, 0])
+        x[i] = 42
+        return x[i]
+
+    @qd.kernel
+    def access_mat(i: qd.i32, j: qd.i32) -> qd.i32:
+        y = qd.Matrix([[1, 1, 1], [2, 2, 2], [3, 3, 3]])
+        y[i, j] = 42
+        return y[i, j] + y[0, 0]
+
+    assert access_vec(1) == 42
+    assert access_mat(2, 2) == 43
+    for fn, args, what in ((access_vec, (2,), "index 2 is out of \\[0, 2\\)"),
+                           (access_vec, (-1,), "index -1"),
+                           (access_mat, (3, 0), "axis 0 of a local matrix"),
+                           (access_mat, (0, -1), "axis 1 of a local matrix")):
+        with pytest.raises(qd.QuadrantsAssertionError, match=f"Out of bound access.*{what}"):
+            fn(*args)

@@ -9,6 +9,7 @@ from typing import Any
 
 from qd import ir
 from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError
+from qd.frontend import builtins as _qb
 from qd.frontend import expr as _e
 from qd.frontend import values as _v
 from qd.frontend.expr import Expr
@@ -244,6 +245,9 @@ class AssignMixin:
             raise QuadrantsSyntaxError("a scalar cannot be indexed")
         ids = self.index_list(idx)
         shape = lv.shape
+        what = f"a local {'vector' if len(shape) == 1 else 'matrix'} of shape {shape}"
+        for axis, (i, d) in enumerate(zip(ids, shape)):
+            _qb.check_local_index(i, d, f"axis {axis} of {what}")
         if len(ids) == 1 and len(shape) == 2:
             rows = [LV(lv.refs[r * shape[1]:(r + 1) * shape[1]], (shape[1],)) for r in range(shape[0])]
             return DynLV(ids[0], rows) if isinstance(ids[0], Expr) else rows[int(ids[0])]

@@ -238,3 +238,18 @@ max = max_  # noqa: A001
 pow = pow_  # noqa: A001
 floor = floor_
 ceil = ceil_
+
+
+def check_local_index(idx: Any, extent: int, what: str = "a local matrix") -> None:
+    """Debug mode (or `check_out_of_bound`): a runtime index into a local vector/matrix must lie in
+    [0, extent); a violation raises QuadrantsAssertionError at run time, like a global access."""
+    c = _b.cfg()
+    if not isinstance(idx, Expr) or not (c.debug or c.check_out_of_bound):
+        return
+    bb = _b.current()
+    ok = (idx >= 0) & (idx < extent)
+    check = bb.add_check(ir.CheckDecl(
+        kind="bounds", loc=bb.loc,
+        message=f"Out of bound access: kernel[{{kernel}}] tid={{tid}}: index {{0}} is out of [0, {extent}) "
+                f"for {what}"))
+    bb.emit(ir.Check, cond=ok.value, check=check, args=(idx.value,))

@@ -154,6 +154,18 @@ def cast_expr(x: Any, dtype: DataType) -> Expr:
     return const(x, dtype) if is_number(x) else as_expr(x)
 
 
+def _check_exponent(b: Any) -> None:
+    """Debug mode: an integer power with a negative exponent is a runtime error (as in Quadrants)."""
+    from qd import ir
+
+    bb = bld()
+    b = as_expr(b)
+    ok = bb.op(Op.CMP_GE, (b.value, const(0, b.dtype).value), dtypes.u1)
+    check = bb.add_check(ir.CheckDecl(kind="assert", message="Negative exponent in pow(int, int) is not "
+                                      "allowed: the exponent is {0}", loc=bb.loc))
+    bb.emit(ir.Check, cond=ok, check=check, args=(b.value,))
+
+
 def emit(op: Op, args: tuple[Expr, ...], dtype: DataType) -> Expr:
     return Expr(bld().op(op, tuple(a.value for a in args), dtype))
 
@@ -225,6 +237,8 @@ def _expr_binary(name: str, a: Any, b: Any) -> Expr:
         t = dtypes.f64 if dtypes.f64 in (ta, tb) else dtypes.f32
         return emit(Op.ATAN2, (cast_expr(a, t), cast_expr(b, t)), t)
     if name == "pow" and tb.is_int:
+        if ta.is_int and _b.cfg().debug:
+            _check_exponent(b)
         return emit(Op.POW, (cast_expr(a, ta), cast_expr(b, ta)), ta)
     t = promote(ta, tb)
     a, b = cast_expr(a, t), cast_expr(b, t)

@@ -9,6 +9,7 @@ from typing import Any
 
 from qd import ir
 from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError
+from qd.frontend import builtins as _qb
 from qd.frontend import expr as _e
 from qd.frontend import values as _v
 from qd.frontend.expr import Expr
@@ -195,6 +196,9 @@ class ExprMixin:
             sel = ents[idx]
             return _v.make_matrix(sel, (len(sel),))
         ids = self.index_list(idx)
+        what = f"a local {'vector' if len(shape) == 1 else 'matrix'} of shape {tuple(shape)}"
+        for axis, (i, d) in enumerate(zip(ids, shape)):
+            _qb.check_local_index(i, d, f"axis {axis} of {what}")
         if len(ids) == 1 and len(shape) == 2:
             i = ids[0]
             if isinstance(i, Expr):

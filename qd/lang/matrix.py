@@ -244,7 +244,16 @@ class Matrix:
         shape = tuple(len(s) for k, s in zip(keys, (rows, cols)) if isinstance(k, slice))
         return rows, cols, shape
 
+    def _check_runtime_index(self, r: Any, c: Any) -> None:
+        if self.ndim == 1:
+            _b().check_local_index(r, self.n, f"a local vector of size {self.n}")
+            return
+        what = f"a local matrix of shape ({self.n}, {self.m})"
+        _b().check_local_index(r, self.n, f"axis 0 of {what}")
+        _b().check_local_index(c, self.m, f"axis 1 of {what}")
+
     def _fetch(self, r: Any, c: Any) -> Any:
+        self._check_runtime_index(r, c)
         m, e = self.m, self.entries
         if isinstance(r, int) and isinstance(c, int):
             return e[r * m + c]
@@ -258,6 +267,7 @@ class Matrix:
         if isinstance(r, int) and isinstance(c, int):
             self.entries[r * self.m + c] = value
             return
+        self._check_runtime_index(r, c)
         sel = _b().select
         for i in range(self.n):
             for j in range(self.m):
