@@ -1,7 +1,7 @@
 """qd demo: a 2-D gravitational N-body simulation (leapfrog), run on the default CPU tier.
 
 Prints, per step, the total energy and momentum the kernels computed and how long the step took.
-Energy drifts only slightly and momentum stays ~0: the integrator and the kernels are right.
+Energy drifts only slightly and momentum stays constant: the integrator and the kernels are right.
 Run it with `bash dev.sh demo` (options: --n 512 --steps 20 --arch cpu|interp).
 """
 
