@@ -64,6 +64,13 @@ ctypedef struct Ctx:
     uint64_t rng_key   # hash of (rng_base, tid), made on the first draw of an iteration
     uint64_t rng_ctr
     int64_t tid
+    uint64_t* args     # scalar arguments' register bits (native code; the interpreter uses templates)
+
+
+# Native (LLVM) task entry points; the ABI of qd/jit/llvm.py.
+ctypedef int32_t (*native_serial_t)(Ctx*) noexcept nogil
+ctypedef void (*native_prologue_t)(Ctx*, int64_t*) noexcept nogil
+ctypedef int32_t (*native_body_t)(Ctx*, int64_t, int64_t) noexcept nogil
 
 
 cdef inline void qd_fail(Ctx* ctx, int32_t check_id, const int32_t* regs, int32_t n,
@@ -120,8 +127,10 @@ cdef class Launch:
 
     def __init__(self, uint64_t[::1] buf_addrs, int64_t[::1] shapes, const int32_t[::1] operands,
                  int64_t[::1] status, int64_t[::1] printbuf, int64_t[::1] printlen,
-                 uint64_t[::1] rets, uint64_t seed, uint64_t launch_id, int nthreads):
-        self._keep = (buf_addrs, shapes, operands, status, printbuf, printlen, rets)
+                 uint64_t[::1] rets, uint64_t seed, uint64_t launch_id, int nthreads,
+                 uint64_t[::1] args=None):
+        self._keep = (buf_addrs, shapes, operands, status, printbuf, printlen, rets, args)
+        self.ctx.args = &args[0] if args is not None and args.shape[0] else NULL
         self.status, self.printbuf, self.printlen, self.rets = status, printbuf, printlen, rets
         self.ctx.bufs = <char**>&buf_addrs[0] if buf_addrs.shape[0] else NULL
         self.ctx.shapes = &shapes[0] if shapes.shape[0] else NULL
@@ -203,6 +212,59 @@ cdef class Launch:
                     if r != 0:
                         break
             free(R)
+        if self.ctx.status[0] != 0:
+            return 1
+        return 0
+
+    # ------------------------------------------------------------------ native (LLVM) tasks
+
+    def run_native_serial(self, uint64_t fn, int task_id):
+        """Runs a compiled serial task; returns its exit code (0, 1 failed check, 2 returned)."""
+        cdef native_serial_t f = <native_serial_t><size_t>fn
+        cdef int32_t rc
+        self.ctx.rng_base = qd_rng_key(self.seed, self.launch_id, task_id, 0)
+        with nogil:
+            rc = f(&self.ctx)
+        return rc
+
+    def run_native_range(self, uint64_t prologue, uint64_t body, int task_id, int64_t min_parallel):
+        """Runs a compiled range task: the prologue gives [begin, end); the body runs chunks of it,
+        on several threads when there are at least `min_parallel` indices."""
+        cdef native_prologue_t p = <native_prologue_t><size_t>prologue
+        cdef native_body_t f = <native_body_t><size_t>body
+        cdef int64_t be[2]
+        self.ctx.rng_base = qd_rng_key(self.seed, self.launch_id, task_id, 0)
+        with nogil:
+            p(&self.ctx, be)
+        if be[1] <= be[0]:
+            return 0
+        return self._native_parallel(f, be[0], be[1], min_parallel)
+
+    cdef int _native_parallel(self, native_body_t f, int64_t lo, int64_t hi, int64_t min_parallel) noexcept:
+        cdef int64_t total = hi - lo
+        cdef int nth = self.nthreads
+        cdef int64_t chunk, nchunks, ch, stop
+        cdef int32_t r
+        cdef int failed = 0
+        if total < min_parallel or total < 2 or nth == 1:
+            with nogil:
+                r = f(&self.ctx, lo, hi)
+            return r
+        # Heavy bodies (inner loops) get small dynamic chunks; light ones one chunk per thread, so a
+        # recognised reduction does one atomic per thread.
+        if min_parallel <= 2:
+            chunk = total // (nth * 16) + 1
+        else:
+            chunk = (total + nth - 1) // nth
+        nchunks = (total + chunk - 1) // chunk
+        with nogil, parallel(num_threads=nth):
+            for ch in prange(nchunks, schedule="dynamic"):
+                if __atomic_load_n(&self.ctx.status[0], __ATOMIC_RELAXED) != 0:
+                    continue
+                stop = lo + (ch + 1) * chunk
+                if stop > hi:
+                    stop = hi
+                r = f(&self.ctx, lo + ch * chunk, stop)
         if self.ctx.status[0] != 0:
             return 1
         return 0

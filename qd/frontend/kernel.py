@@ -78,6 +78,7 @@ class Kernel:
         if inst is None:
             inst = self._instances[key] = self._compile(values)
         ck, bindings = inst
+        self._last_ck = ck
         from qd.runtime import launch as _launch
 
         try:
@@ -86,6 +87,16 @@ class Kernel:
             for fn in post:
                 fn()
         return sig.restructure_return(result)
+
+    @property
+    def stats(self) -> dict:
+        """Tiering facts of the instance launched last: launches per tier (`interp`, `cpu`), the tier
+        of the last launch, compile time in ms and whether native code came from the disk cache."""
+        ck = getattr(self, "_last_ck", None)
+        if ck is None or ck.tier is None:
+            return {"launches": {"interp": 0, "cpu": 0}, "last_tier": None, "compile_ms": None,
+                    "from_cache": None}
+        return ck.tier.stats
 
     def _compile(self, values: list) -> tuple:
         k_ir, bindings = build_kernel_ir(self, values)

@@ -53,6 +53,7 @@ class CompiledKernel:
     written: frozenset  # buffer indices the kernel may write (generation counters)
     consts: np.ndarray  # (regs, bits) of constants, applied to every register template
     scratch: Any = None  # reusable launch buffers (`_Scratch`)
+    tier: Any = None  # `qd.jit.tiering.TierState`: native code, background compile, launch counts
 
 
 def compile_kernel(k: ir.KernelIR) -> CompiledKernel:
@@ -127,29 +128,57 @@ def _template(ck: CompiledKernel, base: np.ndarray, shapes: np.ndarray, args: Se
 
 
 def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> Any:
-    """Runs a compiled kernel instance on the interpreter; raises what its checks recorded."""
+    """Runs a compiled kernel instance on the tier `qd.jit.tiering` picks (the interpreter or native
+    code: same memory, same results); raises what its checks recorded."""
+    from qd.jit import tiering
+
     cfg = config.current()
     sc = ck.scratch if ck.scratch is not None and not ck.scratch.busy else _Scratch(ck)
     ck.scratch = sc
     sc.busy = True
     try:
         arrays, addrs, shapes = _bind(ck, bindings, args)
-        tpl = _template(ck, sc.base, shapes, args)
+        native = tiering.native_for(ck, arrays)
         sc.status[:] = 0
         sc.printlen[0] = 0
         st = _interp.Launch(addrs, shapes, ck.code.operands, sc.status, sc.printbuf, sc.printlen, sc.rets,
                             int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, next(_launch_ids),
-                            int(cfg.cpu_max_num_threads or 1))
-        rc = _run_tasks(ck, st, tpl)
+                            int(cfg.cpu_max_num_threads or 1), _native_args(ck, args) if native else None)
+        if native is not None:
+            rc = _run_native(native, st)
+            prints, check_args = native.prints, native.check_args
+        else:
+            rc = _run_tasks(ck, st, _template(ck, sc.base, shapes, args))
+            prints, check_args = ck.code.prints, ck.code.check_args
         _bump_written(ck, bindings, args)
-        flush_prints(ck.ir, ck.code.prints, sc.printbuf, int(sc.printlen[0]), int(sc.status[8]))
+        flush_prints(ck.ir, prints, sc.printbuf, int(sc.printlen[0]), int(sc.status[8]))
         if rc == 1 or sc.status[0]:
-            raise check_error(ck.ir, ck.code.check_args, sc.status)
+            raise check_error(ck.ir, check_args, sc.status)
         if rc < 0:
             raise QuadrantsRuntimeError(f"kernel {ck.ir.name}: interpreter hit an invalid opcode")
         return decode_returns(ck.ir.rets, sc.rets)
     finally:
         sc.busy = False
+
+
+def _native_args(ck: CompiledKernel, args: Sequence[Any]) -> np.ndarray:
+    out = np.zeros(max(1, len(ck.ir.args)), dtype=np.uint64)
+    for i, a in enumerate(ck.ir.args):
+        if a.kind == "scalar":
+            out[i] = register_bits(a.dtype, args[i])
+    return out
+
+
+def _run_native(native: Any, st: Any) -> int:
+    rc = 0
+    for task_id, t in enumerate(native.tasks):
+        if t.kind == "serial":
+            rc = st.run_native_serial(t.fn, task_id)
+        else:
+            rc = st.run_native_range(t.prologue, t.fn, task_id, t.min_parallel)
+        if rc != 0:
+            break
+    return rc
 
 
 def _run_tasks(ck: CompiledKernel, st: Any, tpl: np.ndarray) -> int:
@@ -161,7 +190,7 @@ def _run_tasks(ck: CompiledKernel, st: Any, tpl: np.ndarray) -> int:
             rc = st.run_range(t.prologue, t.code, tpl, t.var, t.begin, t.end, task_id, t.min_parallel)
         if rc != 0:
             break
-    return 2 if rc == 2 else rc
+    return rc
 
 
 def _bump_written(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> None:

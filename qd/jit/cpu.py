@@ -1,0 +1,111 @@
+"""The CPU tier: compiles a kernel instance's LLVM module to native code and keeps it loaded.
+
+LLVM work is serialised by one lock (llvmlite shares one LLVM context); the generated functions are
+called by the Cython driver (`qd._interp.Launch.run_native_*`) through C function pointers, nogil.
+Object code is cached on disk (`qd/jit/cache.py`), so a warm process loads machine code without
+running LLVM's optimiser or code generator.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import llvmlite.binding as llvm
+
+from qd import ir
+from qd.jit import cache
+from qd.jit.targets import CpuTarget
+
+_lock = threading.RLock()
+_state: dict[str, Any] = {}
+
+
+@dataclass
+class NativeTask:
+    kind: str  # 'serial' | 'range'
+    fn: int  # address of qd_task / qd_body
+    prologue: int  # address of qd_prologue (range tasks), else 0
+    min_parallel: int
+
+
+@dataclass
+class NativeKernel:
+    """A kernel instance in machine code, with the tables its status/print records refer to."""
+
+    tasks: list[NativeTask]
+    prints: list
+    check_args: list
+    compile_ms: float
+    from_cache: bool
+    _keep: list = field(default_factory=list, repr=False)  # execution engines own the code
+
+
+def _machine() -> tuple[Any, CpuTarget]:
+    with _lock:
+        if "tm" not in _state:
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            target = CpuTarget()
+            tm = llvm.Target.from_triple(target.triple).create_target_machine(
+                cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+                opt=3, reloc="default", codemodel="jitdefault", jit=True)
+            _state["tm"], _state["target"] = tm, target
+            # Every module's engine is created on this empty module's engine's owner thread state.
+        return _state["tm"], _state["target"]
+
+
+def target_key() -> str:
+    """What the machine code depends on besides the IR: triple, CPU and its features, LLVM."""
+    tm, target = _machine()
+    return "|".join((target.triple, llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(),
+                     ".".join(map(str, llvm.llvm_version_info))))
+
+
+def _optimise(mod: Any, tm: Any) -> None:
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+
+
+def _engine_for(obj: bytes | None, mod: Any, tm: Any) -> Any:
+    if obj is not None:
+        ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+        ee.add_object_file(llvm.ObjectFileRef.from_data(obj))
+    else:
+        ee = llvm.create_mcjit_compiler(mod, tm)
+    ee.finalize_object()
+    return ee
+
+
+def compile_native(k: ir.KernelIR, fast_math: bool, use_cache: bool = True,
+                   cache_dir: str | None = None) -> NativeKernel:
+    """Offloaded `k` -> NativeKernel, from the disk cache when an entry for this IR and machine exists."""
+    from qd.jit.llvm import build_module
+
+    t0 = time.perf_counter()
+    tm, target = _machine()
+    key = cache.key_for(k, target_key(), fast_math) if use_cache else None
+    hit = cache.load(cache_dir, key) if key else None
+    with _lock:
+        if hit is not None:
+            obj, (symbols, prints, check_args) = hit
+            ee = _engine_for(obj, None, tm)
+        else:
+            mod_ir, symbols, prints, check_args = build_module(k, target, fast_math)
+            mod = llvm.parse_assembly(str(mod_ir))
+            mod.verify()
+            _optimise(mod, tm)
+            obj = tm.emit_object(mod) if key else None
+            ee = _engine_for(obj, mod, tm) if obj is not None else _engine_for(None, mod, tm)
+            if key:
+                cache.store(cache_dir, key, obj, (symbols, prints, check_args))
+        tasks = [NativeTask(s.kind, ee.get_function_address(s.fn),
+                            ee.get_function_address(s.prologue) if s.prologue else 0,
+                            2 if s.heavy else 4096) for s in symbols]
+    ms = (time.perf_counter() - t0) * 1e3
+    return NativeKernel(tasks, prints, check_args, ms, hit is not None, [ee])

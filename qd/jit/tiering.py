@@ -1,0 +1,97 @@
+"""Tiering (DESIGN §7): which tier runs a launch of a kernel instance on `qd.cpu`.
+
+`jit="auto"`: the first launch starts a background compile (one compiler thread, LLVM is serialised)
+and runs in the interpreter; once the native code is ready, launches use it. A launch whose
+predicted work (elements bound × bytecode length) is large waits for the compiler instead, since
+the interpreter would take longer than compiling. `jit="eager"` compiles before the first launch;
+`jit="interp"` never compiles. `QD_JIT` overrides `qd.init(jit=...)` (read by the config).
+Both tiers share the program's memory, so switching between launches changes nothing but speed.
+
+Each instance's `TierState.stats` says how many launches each tier ran, which tier ran last and how
+long compilation took; `Kernel.stats` (frontend) aggregates them.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from qd.runtime import arch as _arch
+from qd.runtime import config
+
+# Interpreting above this many predicted bytecode instructions costs more than compiling (~50 ms).
+WAIT_FOR_COMPILER_WORK = 4_000_000
+
+_executor: cf.ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def _pool() -> cf.ThreadPoolExecutor:
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="qd-compiler")
+        return _executor
+
+
+@dataclass
+class TierState:
+    native: Any = None
+    future: cf.Future | None = None
+    failed: bool = False
+    stats: dict = field(default_factory=lambda: {"launches": {"interp": 0, "cpu": 0}, "last_tier": None,
+                                                 "compile_ms": None, "from_cache": None})
+
+
+def _compile(ck: Any) -> Any:
+    from qd.jit.cpu import compile_native
+
+    cfg = config.current()
+    return compile_native(ck.ir, bool(cfg.fast_math), use_cache=bool(cfg.offline_cache))
+
+
+def _record(st: TierState, tier: str) -> None:
+    st.stats["launches"][tier] += 1
+    st.stats["last_tier"] = tier
+    if st.native is not None:
+        st.stats["compile_ms"] = st.native.compile_ms
+        st.stats["from_cache"] = st.native.from_cache
+
+
+def _predicted_work(ck: Any, arrays: Sequence[Any]) -> int:
+    elements = max((getattr(a, "size", 0) for a in arrays), default=0)
+    code = sum(len(t.code) + len(t.prologue) for t in ck.code.tasks) // 5
+    return elements * code
+
+
+def _finish(st: TierState, fut: cf.Future) -> Any:
+    try:
+        st.native = fut.result()
+    except Exception as e:  # noqa: BLE001  a codegen failure must not stop a working program
+        st.failed = True
+        sys.stderr.write(f"[qd] warning: native compilation failed, staying on the interpreter: {e!r}\n")
+    return st.native
+
+
+def native_for(ck: Any, arrays: Sequence[Any]) -> Any:
+    """The NativeKernel to run this launch with, or None for the interpreter."""
+    cfg = config.current()
+    st = ck.tier if ck.tier is not None else TierState()
+    ck.tier = st
+    mode = str(cfg.jit)
+    if cfg.arch is not _arch.cpu or mode == "interp" or st.failed:
+        _record(st, "interp")
+        return None
+    if st.native is None and mode == "eager":
+        st.native = _compile(ck)
+    elif st.native is None:
+        if st.future is None:
+            st.future = _pool().submit(_compile, ck)
+        if st.future.done() or _predicted_work(ck, arrays) > WAIT_FOR_COMPILER_WORK:
+            _finish(st, st.future)
+    tier = "cpu" if st.native is not None else "interp"
+    _record(st, tier)
+    return st.native
