@@ -13,7 +13,7 @@ setup_venv() {
     # a new venv ships an old setuptools that cannot build editable Cython projects
     "$VENV/bin/pip" install -q -U pip setuptools wheel
   fi
-  "$VENV/bin/pip" install -q "cython>=3.0" "numpy>=1.24" "$@"
+  "$VENV/bin/pip" install -q "cython>=3.0" "numpy>=1.24" "llvmlite>=0.50" "$@"
 }
 
 build() {
@@ -43,6 +43,20 @@ install_torch() {
   echo "dev.sh: notice: torch==2.13.0+cpu could not be installed; the torch interop tests will be skipped" >&2
 }
 
+install_numba() {
+  # numba, the peer that bench/test_cpu.py runs side by side with qd, installed with llvmlite and numpy
+  # held at the versions qd already has (numba pins one llvmlite minor; 0.68 pins qd's 0.50): a numba
+  # that would move them is left out, its benchmarks skip and say why, and the set-up goes on.
+  "$VENV/bin/python" -c "import numba" 2>/dev/null && return 0
+  local pins; pins=$(mktemp)
+  "$VENV/bin/pip" freeze 2>/dev/null | grep -iE '^(llvmlite|numpy)==' >"$pins" || true
+  if "$VENV/bin/pip" install -q --timeout 30 --retries 1 --only-binary numba,llvmlite numba -c "$pins" 2>/dev/null; then
+    rm -f "$pins"; return 0
+  fi
+  rm -f "$pins"
+  echo "dev.sh: notice: no numba release fits this venv's llvmlite/numpy; the numba benchmarks will be skipped" >&2
+}
+
 case "${1:-}" in
   demo)
     setup_venv
@@ -51,7 +65,7 @@ case "${1:-}" in
     exec "$VENV/bin/python" examples/demo.py "$@"
     ;;
   test)
-    setup_venv "pytest>=7" "pytest-benchmark>=4"
+    setup_venv "pytest>=7" "pytest-benchmark>=4" "hypothesis>=6"
     install_torch
     build
     shift
@@ -60,6 +74,7 @@ case "${1:-}" in
   bench)
     setup_venv "pytest>=7" "pytest-benchmark>=4"
     build
+    install_numba
     shift
     exec "$VENV/bin/python" -m pytest bench -q --benchmark-only "$@"
     ;;

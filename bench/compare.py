@@ -3,6 +3,8 @@
     python bench/compare.py bench/baselines/interp-2core.json run.json [--margin 15]
 
 A benchmark regresses when its median is more than `margin` percent above the baseline's median.
+Numbers a benchmark measures itself and stores in `extra_info` under a key of `EXTRA` (W4's
+`first_call_ms`, measured inside a fresh process) are compared the same way, as `NAME :: KEY`.
 Benchmarks present on one side only are listed and ignored.
 """
 
@@ -13,10 +15,19 @@ import json
 import sys
 
 
+EXTRA = ("first_call_ms",)  # extra_info numbers in ms, lower is better
+
+
 def _medians(path: str) -> dict[str, float]:
     with open(path) as f:
         data = json.load(f)
-    return {b["fullname"]: b["stats"]["median"] for b in data["benchmarks"]}
+    out = {}
+    for b in data["benchmarks"]:
+        out[b["fullname"]] = b["stats"]["median"]
+        for key in EXTRA:
+            if isinstance(b.get("extra_info", {}).get(key), (int, float)):
+                out[f"{b['fullname']} :: {key}"] = b["extra_info"][key] / 1e3
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,8 +9,9 @@ the status buffer; the host turns them into exceptions after the launch.
 """
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.stdlib cimport malloc, free
-from libc.string cimport memcpy
+from libc.stdlib cimport calloc, malloc, free
+from libc.string cimport memcpy, memset
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS
 from cython.parallel cimport prange, parallel
 
 include "_interp_externs.pxi"
@@ -113,7 +114,11 @@ include "_interp_ops.pxi"
 
 
 cdef class Launch:
-    """The state of one kernel launch: buffer addresses, shapes, operand table, status, prints."""
+    """The state of kernel launches of one instance: buffer addresses and shapes (bound per launch
+    through the buffer protocol), operand table, status and print buffers, return slots.
+
+    One object serves consecutive launches (`start` rebinds and resets it): creating it per launch
+    cost more than the rest of a small launch."""
 
     cdef Ctx ctx
     cdef object _keep
@@ -124,26 +129,67 @@ cdef class Launch:
     cdef uint64_t seed
     cdef uint64_t launch_id
     cdef int nthreads
+    cdef int nbuf
+    cdef char** bufs
+    cdef int64_t* shapes
 
-    def __init__(self, uint64_t[::1] buf_addrs, int64_t[::1] shapes, const int32_t[::1] operands,
-                 int64_t[::1] status, int64_t[::1] printbuf, int64_t[::1] printlen,
-                 uint64_t[::1] rets, uint64_t seed, uint64_t launch_id, int nthreads,
-                 uint64_t[::1] args=None):
-        self._keep = (buf_addrs, shapes, operands, status, printbuf, printlen, rets, args)
-        self.ctx.args = &args[0] if args is not None and args.shape[0] else NULL
+    def __init__(self, int nbuf, const int32_t[::1] operands, int64_t[::1] status, int64_t[::1] printbuf,
+                 int64_t[::1] printlen, uint64_t[::1] rets, uint64_t[::1] args):
+        self._keep = (operands, status, printbuf, printlen, rets, args)
+        self.nbuf = nbuf
+        self.bufs = <char**>calloc(nbuf + 1, sizeof(char*))
+        self.shapes = <int64_t*>calloc((nbuf + 1) * 8, sizeof(int64_t))
+        self.ctx.bufs = self.bufs
+        self.ctx.shapes = self.shapes
+        self.ctx.args = &args[0]
         self.status, self.printbuf, self.printlen, self.rets = status, printbuf, printlen, rets
-        self.ctx.bufs = <char**>&buf_addrs[0] if buf_addrs.shape[0] else NULL
-        self.ctx.shapes = &shapes[0] if shapes.shape[0] else NULL
         self.ctx.operands = &operands[0] if operands.shape[0] else NULL
         self.ctx.status = &status[0]
         self.ctx.printbuf = &printbuf[0]
         self.ctx.printlen = &printlen[0]
         self.ctx.printcap = printbuf.shape[0]
-        self.ctx.rets = &rets[0] if rets.shape[0] else NULL
+        self.ctx.rets = &rets[0]
         self.ctx.tid = 0
+        self.nthreads = 1
+
+    def __dealloc__(self):
+        free(self.bufs)
+        free(self.shapes)
+
+    def start(self, list arrays, uint64_t seed, uint64_t launch_id, int nthreads):
+        """Binds buffer `b` to `arrays[b]` (C-contiguous; kept alive by the caller during the launch)
+        and resets the status buffer and the print counter."""
+        cdef Py_buffer view
+        cdef int b, k
+        if len(arrays) != self.nbuf:
+            raise ValueError(f"expected {self.nbuf} buffers, got {len(arrays)}")
+        for b in range(self.nbuf):
+            PyObject_GetBuffer(arrays[b], &view, PyBUF_C_CONTIGUOUS)
+            self.bufs[b] = <char*>view.buf
+            for k in range(8):
+                self.shapes[b * 8 + k] = view.shape[k] if k < view.ndim else 0
+            PyBuffer_Release(&view)
+        memset(self.ctx.status, 0, STATUS_WORDS * sizeof(int64_t))
+        self.ctx.printlen[0] = 0
         self.seed = seed
         self.launch_id = launch_id
         self.nthreads = nthreads if nthreads > 0 else 1
+
+    def fill_template(self, uint64_t[::1] tpl, const int64_t[:, ::1] shape_regs,
+                      const int64_t[:, ::1] stride_regs):
+        """Writes launch-invariant registers: extents (reg, buf, axis) and element strides (reg, buf,
+        axis: the product of the extents after `axis`)."""
+        cdef Py_ssize_t r
+        cdef int64_t stride, k, b
+        for r in range(shape_regs.shape[0]):
+            tpl[shape_regs[r, 0]] = <uint64_t>self.shapes[shape_regs[r, 1] * 8 + shape_regs[r, 2]]
+        for r in range(stride_regs.shape[0]):
+            b = stride_regs[r, 1]
+            stride = 1
+            for k in range(stride_regs[r, 2] + 1, 8):
+                if self.shapes[b * 8 + k]:
+                    stride *= self.shapes[b * 8 + k]
+            tpl[stride_regs[r, 0]] = <uint64_t>stride
 
     def run_serial(self, const int32_t[::1] code, uint64_t[::1] template, int task_id):
         """Runs a serial task on one thread; returns the bytecode's exit code."""

@@ -62,12 +62,13 @@ def load(directory: str | None, key: str) -> tuple[bytes, Any] | None:
     obj_path, meta_path = _paths(directory, key)
     try:
         with open(meta_path, "rb") as f:
-            fmt, meta_key, meta = pickle.load(f)
+            fmt, meta_key, digest, meta = pickle.load(f)
         with open(obj_path, "rb") as f:
             obj = f.read()
     except Exception:  # noqa: BLE001  a missing or unreadable entry is a miss
         return None
-    if fmt != _FORMAT or meta_key != key or not obj:
+    # The digest guards LLVM's object loader against a truncated or overwritten object file.
+    if fmt != _FORMAT or meta_key != key or hashlib.sha256(obj).hexdigest() != digest:
         return None
     return obj, meta
 
@@ -90,6 +91,6 @@ def store(directory: str | None, key: str, obj: bytes, meta: Any) -> None:
     try:
         os.makedirs(os.path.dirname(obj_path), exist_ok=True)
         _write_atomic(obj_path, obj)
-        _write_atomic(meta_path, pickle.dumps((_FORMAT, key, meta)))
+        _write_atomic(meta_path, pickle.dumps((_FORMAT, key, hashlib.sha256(obj).hexdigest(), meta)))
     except OSError:
         pass

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from qd import _interp, ir
+from qd.jit import tiering
 from qd.errors import QuadrantsRuntimeError
 from qd.bytecode.lower import KernelCode, lower_kernel, register_bits
 from qd.runtime import config, program
@@ -31,7 +32,6 @@ from qd.runtime.status import PRINT_WORDS, STATUS_WORDS, check_error, decode_ret
 from qd.types import dtypes as T
 
 _launch_ids = itertools.count()
-MAX_NDIM = 8
 
 
 def _reset_launch_ids() -> None:
@@ -79,94 +79,82 @@ def _array_of(obj: Any) -> np.ndarray:
 
 
 class _Scratch:
-    """Per-instance launch buffers, reused by consecutive launches (allocated again when a launch
-    of the same instance is already running in another thread)."""
+    """Per-instance launch state, reused by consecutive launches (made again when a launch of the
+    same instance is already running in another thread)."""
 
     def __init__(self, ck: "CompiledKernel") -> None:
         code = ck.code
         self.base = np.zeros(max(1, code.nregs), dtype=np.uint64)
         if len(ck.consts):
             self.base[ck.consts[:, 0].astype(np.int64)] = ck.consts[:, 1]
+        self.tpl = self.base.copy()
+        self.shape_regs = np.array([(r, b, a) for (b, a), r in code.shape_regs], np.int64).reshape(-1, 3)
+        self.stride_regs = np.array([(r, b, a) for (b, a), r in code.stride_regs], np.int64).reshape(-1, 3)
+        self.args = np.zeros(max(1, len(ck.ir.args)), dtype=np.uint64)
+        self.scalars = [(i, a.dtype) for i, a in enumerate(ck.ir.args) if a.kind == "scalar"]
         self.status = np.zeros(STATUS_WORDS, dtype=np.int64)
         self.printbuf = np.empty(PRINT_WORDS, dtype=np.int64)
         self.printlen = np.zeros(1, dtype=np.int64)
         self.rets = np.zeros(max(1, len(ck.ir.rets)), dtype=np.uint64)
+        self.launch = _interp.Launch(len(ck.ir.buffers), code.operands, self.status, self.printbuf,
+                                     self.printlen, self.rets, self.args)
         self.busy = False
 
 
-def _bind(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]):
-    """Buffer addresses and the shape table (elements, C order; element axes after outer axes)."""
-    arrays: list[np.ndarray] = []
+def _arrays(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> list:
+    """The array behind every buffer of the kernel, by buffer index."""
+    out = []
     for b, decl in enumerate(ck.ir.buffers):
         if decl.kind == "field":
-            arr = _array_of(bindings[b])
+            out.append(_array_of(bindings[b]))
         elif decl.kind == "ndarray":
-            arr = _array_of(args[decl.arg])
+            out.append(_array_of(args[decl.arg]))
         else:
-            arr = np.zeros(decl.shape, dtype=decl.dtype.np_dtype)
-        arrays.append(arr)
-    addrs = np.array([a.__array_interface__["data"][0] for a in arrays] or [0], dtype=np.uint64)
-    shapes = np.zeros(max(1, len(arrays)) * MAX_NDIM, dtype=np.int64)
-    for b, a in enumerate(arrays):
-        shapes[b * MAX_NDIM: b * MAX_NDIM + a.ndim] = a.shape
-    return arrays, addrs, shapes
-
-
-def _template(ck: CompiledKernel, base: np.ndarray, shapes: np.ndarray, args: Sequence[Any]) -> np.ndarray:
-    code = ck.code
-    tpl = base.copy()
-    for reg, index, dtype in code.arg_regs:
-        tpl[reg] = register_bits(dtype, args[index])
-    for (buf, axis), reg in code.shape_regs:
-        tpl[reg] = int(shapes[buf * MAX_NDIM + axis]) & 0xFFFFFFFFFFFFFFFF
-    for (buf, axis), reg in code.stride_regs:
-        stride = 1
-        for d in shapes[buf * MAX_NDIM + axis + 1: (buf + 1) * MAX_NDIM]:
-            stride *= int(d) if d else 1
-        tpl[reg] = stride
-    return tpl
+            out.append(np.zeros(decl.shape, dtype=decl.dtype.np_dtype))
+    return out
 
 
 def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> Any:
     """Runs a compiled kernel instance on the tier `qd.jit.tiering` picks (the interpreter or native
     code: same memory, same results); raises what its checks recorded."""
-    from qd.jit import tiering
-
     cfg = config.current()
     sc = ck.scratch if ck.scratch is not None and not ck.scratch.busy else _Scratch(ck)
     ck.scratch = sc
     sc.busy = True
     try:
-        arrays, addrs, shapes = _bind(ck, bindings, args)
+        arrays = _arrays(ck, bindings, args)
         native = tiering.native_for(ck, arrays)
-        sc.status[:] = 0
-        sc.printlen[0] = 0
-        st = _interp.Launch(addrs, shapes, ck.code.operands, sc.status, sc.printbuf, sc.printlen, sc.rets,
-                            int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, next(_launch_ids),
-                            int(cfg.cpu_max_num_threads or 1), _native_args(ck, args) if native else None)
+        st = sc.launch
+        st.start(arrays, int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, next(_launch_ids),
+                 int(cfg.cpu_max_num_threads or 1))
         if native is not None:
+            for i, dtype in sc.scalars:
+                sc.args[i] = register_bits(dtype, args[i])
             rc = _run_native(native, st)
             prints, check_args = native.prints, native.check_args
         else:
-            rc = _run_tasks(ck, st, _template(ck, sc.base, shapes, args))
+            rc = _run_tasks(ck, st, _template(ck, sc, args))
             prints, check_args = ck.code.prints, ck.code.check_args
         _bump_written(ck, bindings, args)
-        flush_prints(ck.ir, prints, sc.printbuf, int(sc.printlen[0]), int(sc.status[8]))
+        if sc.printlen[0] or sc.status[8]:
+            flush_prints(ck.ir, prints, sc.printbuf, int(sc.printlen[0]), int(sc.status[8]))
         if rc == 1 or sc.status[0]:
             raise check_error(ck.ir, check_args, sc.status)
         if rc < 0:
             raise QuadrantsRuntimeError(f"kernel {ck.ir.name}: interpreter hit an invalid opcode")
-        return decode_returns(ck.ir.rets, sc.rets)
+        return decode_returns(ck.ir.rets, sc.rets) if ck.ir.rets else None
     finally:
         sc.busy = False
 
 
-def _native_args(ck: CompiledKernel, args: Sequence[Any]) -> np.ndarray:
-    out = np.zeros(max(1, len(ck.ir.args)), dtype=np.uint64)
-    for i, a in enumerate(ck.ir.args):
-        if a.kind == "scalar":
-            out[i] = register_bits(a.dtype, args[i])
-    return out
+def _template(ck: CompiledKernel, sc: _Scratch, args: Sequence[Any]) -> np.ndarray:
+    """The interpreter's register template: constants, scalar args, extents and strides."""
+    tpl = sc.tpl
+    np.copyto(tpl, sc.base)
+    for reg, index, dtype in ck.code.arg_regs:
+        tpl[reg] = register_bits(dtype, args[index])
+    sc.launch.fill_template(tpl, sc.shape_regs, sc.stride_regs)
+    return tpl
 
 
 def _run_native(native: Any, st: Any) -> int:

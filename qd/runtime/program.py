@@ -137,7 +137,7 @@ def init(arch: Any = None, default_fp: Any = None, default_ip: Any = None,
 
     `arch` may be an arch, its name, or a list (the first available is used). `QD_ARCH` (a name or a
     comma-separated list) overrides `arch`, as in Quadrants, so a script can be moved to another arch
-    without editing it.
+    without editing it; `QD_JIT` overrides `jit` the same way.
     """
     if "default_up" in kwargs:
         raise KeyError("'default_up' is always the unsigned type of 'default_ip'. "
@@ -161,6 +161,11 @@ def init(arch: Any = None, default_fp: Any = None, default_ip: Any = None,
     env_arch = os.environ.get("QD_ARCH", "")
     if env_arch:
         arch = [a for a in env_arch.split(",") if a.strip()]
+    env_jit = os.environ.get("QD_JIT", "").strip().lower()
+    if env_jit:  # like QD_ARCH, QD_JIT overrides the argument (DESIGN §7)
+        if env_jit not in _config.JIT_MODES:
+            raise ValueError(f"QD_JIT={env_jit!r} is not one of {', '.join(_config.JIT_MODES)}")
+        cfg.jit = env_jit
     cfg.arch = _arch.select(arch, cfg.enable_fallback)
     _config.install(cfg)
     if cfg.log_level not in (_config.WARN, _config.ERROR, _config.CRITICAL):

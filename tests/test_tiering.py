@@ -1,0 +1,126 @@
+"""Tiering on `qd.cpu` (DESIGN §7): jit modes, the switch from the interpreter to native code, the
+QD_JIT override, and the disk cache (hits, and corrupt entries that must be rebuilt)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import qd
+from qd.jit import tiering
+
+
+def _init(tmp_path, **kw):
+    kw.setdefault("offline_cache_file_path", str(tmp_path / "cache"))
+    qd.init(arch=qd.cpu, log_level="warn", **kw)
+
+
+def _saxpy():
+    @qd.kernel
+    def saxpy(x: qd.types.ndarray(qd.f32, 1), y: qd.types.ndarray(qd.f32, 1), a: qd.f32) -> qd.f32:
+        for i in range(x.shape[0]):
+            y[i] = a * x[i] + y[i]
+        return a
+
+    return saxpy
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    yield
+    qd.reset()
+
+
+def test_interp_mode_never_compiles(tmp_path):
+    _init(tmp_path, jit="interp")
+    k = _saxpy()
+    x, y = np.ones(8, np.float32), np.zeros(8, np.float32)
+    for _ in range(3):
+        k(x, y, 2.0)
+    assert k.stats["launches"] == {"interp": 3, "cpu": 0}
+    assert k.stats["compile_ms"] is None
+    np.testing.assert_array_equal(y, np.full(8, 6, np.float32))
+
+
+def test_eager_mode_runs_native_code_from_the_first_launch(tmp_path):
+    _init(tmp_path, jit="eager")
+    k = _saxpy()
+    x, y = np.arange(16, dtype=np.float32), np.ones(16, np.float32)
+    assert k(x, y, 0.5) == 0.5
+    assert k.stats["last_tier"] == "cpu"
+    assert k.stats["compile_ms"] > 0
+    np.testing.assert_array_equal(y, np.float32(0.5) * np.arange(16, dtype=np.float32) + 1)
+
+
+def test_auto_mode_switches_tiers_invisibly(tmp_path):
+    _init(tmp_path, jit="auto", fast_math=False)
+    k = _saxpy()
+    rng = np.random.default_rng(0)
+    x = rng.random(64, dtype=np.float32)
+    y_auto, y_ref = np.zeros(64, np.float32), np.zeros(64, np.float32)
+    k(x, y_auto, 1.5)
+    assert k.stats["last_tier"] == "interp"  # small work: interpret while compiling
+    k._last_ck.tier.future.result()  # wait for the background compiler
+    for _ in range(3):
+        k(x, y_auto, 1.5)
+    assert k.stats["last_tier"] == "cpu"
+    assert k.stats["launches"]["interp"] >= 1 and k.stats["launches"]["cpu"] >= 1
+    for _ in range(4):
+        y_ref = np.float32(1.5) * x + y_ref
+    np.testing.assert_array_equal(y_auto, y_ref)  # bit-identical across the switch (fast_math=False)
+
+
+def test_large_launch_waits_for_the_compiler(tmp_path, monkeypatch):
+    monkeypatch.setattr(tiering, "WAIT_FOR_COMPILER_WORK", 10)
+    _init(tmp_path, jit="auto")
+    k = _saxpy()
+    x, y = np.ones(1000, np.float32), np.zeros(1000, np.float32)
+    k(x, y, 1.0)
+    assert k.stats["launches"] == {"interp": 0, "cpu": 1}
+
+
+def test_qd_jit_environment_variable_overrides_init(tmp_path, monkeypatch):
+    monkeypatch.setenv("QD_JIT", "interp")
+    _init(tmp_path, jit="eager")
+    assert qd.cfg.jit == "interp"
+    k = _saxpy()
+    k(np.ones(4, np.float32), np.zeros(4, np.float32), 1.0)
+    assert k.stats["last_tier"] == "interp"
+    monkeypatch.setenv("QD_JIT", "sometimes")
+    with pytest.raises(ValueError, match="QD_JIT"):
+        _init(tmp_path)
+
+
+def _compile_once(tmp_path) -> dict:
+    _init(tmp_path, jit="eager")
+    k = _saxpy()
+    x, y = np.ones(4, np.float32), np.zeros(4, np.float32)
+    k(x, y, 3.0)
+    np.testing.assert_array_equal(y, np.full(4, 3, np.float32))
+    return dict(k.stats)
+
+
+def test_disk_cache_hit_and_corrupt_entries(tmp_path):
+    assert _compile_once(tmp_path)["from_cache"] is False
+    assert _compile_once(tmp_path)["from_cache"] is True
+    cache_dir = tmp_path / "cache" / "cpu"
+    objects = [p for p in os.listdir(cache_dir) if p.endswith(".o")]
+    assert objects
+    for name in objects:
+        (cache_dir / name).write_bytes(b"\x7fELF garbage")  # a corrupt object with an intact index
+    assert _compile_once(tmp_path)["from_cache"] is False  # rebuilt, not crashed
+    assert _compile_once(tmp_path)["from_cache"] is True
+    for name in os.listdir(cache_dir):
+        (cache_dir / name).write_bytes(b"\x00garbage")  # everything corrupt
+    assert _compile_once(tmp_path)["from_cache"] is False
+    assert _compile_once(tmp_path)["from_cache"] is True
+
+
+def test_offline_cache_off_writes_nothing(tmp_path):
+    _init(tmp_path, jit="eager", offline_cache=False)
+    k = _saxpy()
+    k(np.ones(4, np.float32), np.zeros(4, np.float32), 1.0)
+    assert k.stats["from_cache"] is False
+    assert not (tmp_path / "cache").exists()
