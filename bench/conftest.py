@@ -11,6 +11,8 @@ qd and its peers side by side (pytest-benchmark's own table groups them too, by 
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import qd
@@ -30,7 +32,8 @@ def cpu_program(tmp_path):
     reason = qd.cpu.unavailable_reason()
     if reason:
         pytest.skip(f"qd.cpu: {reason}")
-    qd.init(arch=qd.cpu, jit="eager", offline_cache_file_path=str(tmp_path / "qd-cache"), log_level="warn")
+    jit = {} if os.environ.get("QD_JIT") else {"jit": "eager"}  # an argument would win over QD_JIT
+    qd.init(arch=qd.cpu, offline_cache_file_path=str(tmp_path / "qd-cache"), log_level="warn", **jit)
     yield
     qd.reset()
 

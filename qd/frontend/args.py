@@ -192,9 +192,17 @@ def ndarray_spec(p: Param, v: Any) -> tuple[DataType, int, tuple, Any, Callable 
     """(scalar dtype, ndim, element shape, launch object, post-launch callback) of an ndarray argument."""
     ann: NdarrayType = p.ann
     post = None
-    if hasattr(v, "arr") and _v.global_kind(v) == "ndarray":
+    spec = getattr(v, "_qd_arg_spec", None)  # cached on qd ndarrays: their dtype never changes
+    if spec is not None:
+        dt, es = spec
+        arr, obj = v.arr, v
+    elif hasattr(v, "arr") and _v.global_kind(v) == "ndarray":
         dt, _, es = _v.describe_object(v)
         arr, obj = v.arr, v
+        try:
+            v._qd_arg_spec = (dt, es)
+        except AttributeError:
+            pass
     else:
         arr, obj, post = _as_numpy(p, v)
         es = ann.dtype.shape if isinstance(ann.dtype, MatrixType) else ()
