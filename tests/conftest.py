@@ -54,6 +54,8 @@ def arch_skip_reason(name: str) -> str | None:
 def init_arch(a: _arch.Arch, **kwargs: object) -> None:
     """`qd.init` as every tier test does it: no fallback to another arch, quiet; kwargs add options."""
     kwargs.setdefault("log_level", "warn")
+    if a is _arch.cpu:  # tests exercise native code from the first launch (tiering has its own tests)
+        kwargs.setdefault("jit", "eager")
     qd.init(arch=a, enable_fallback=False, **kwargs)
 
 

@@ -51,3 +51,20 @@ def test_atomics_cover_every_storage_dtype() -> None:
 def test_generated_dispatch_is_current() -> None:
     assert gen_ops.OUT.read_text() == gen_ops.render(), "run `python -m qd.bytecode.gen_ops` and rebuild"
     assert gen_ops.EXTERNS.read_text() == gen_ops.render_externs()
+
+
+def _llvm_kinds(op: Op) -> list[str]:
+    rule = INFO[op].rule
+    return {"float": ["float"], "int": ["int"]}.get(rule, ["int", "float"])
+
+
+@pytest.mark.parametrize("op", list(Op), ids=lambda o: o.value)
+def test_llvm_implements_op(op: Op) -> None:
+    """The LLVM generator's op table (`qd/jit/llvm_ops.py`): one lowering per op and value kind;
+    CAST and BIT_CAST are composed per (source, destination) pair."""
+    llvm_ops = pytest.importorskip("qd.jit.llvm_ops")
+    if op in llvm_ops.COMPOSED:
+        assert callable(getattr(llvm_ops, llvm_ops.COMPOSED[op]))
+        return
+    missing = [kind for kind in _llvm_kinds(op) if (op, kind) not in llvm_ops.TABLE]
+    assert not missing, f"{op} has no LLVM lowering for {missing}"

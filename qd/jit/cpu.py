@@ -73,6 +73,9 @@ def _optimise(mod: Any, tm: Any) -> None:
 
 
 def _engine_for(obj: bytes | None, mod: Any, tm: Any) -> Any:
+    # llvmlite's create_mcjit_compiler takes ownership of the target machine and frees it with the
+    # engine: each engine gets its own machine, or freeing one engine would free the shared `tm`.
+    tm = _machine()[1].new_target_machine()
     if obj is not None:
         ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
         ee.add_object_file(llvm.ObjectFileRef.from_data(obj))

@@ -10,7 +10,8 @@ and checks follow the interpreter (`qd/_interp.pyx`, `qd/bytecode/opcodes.py`) w
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from llvmlite import ir as L
 
@@ -67,7 +68,7 @@ def mix64(b: L.IRBuilder, z: L.Value) -> L.Value:
 class FnLowering:
     """Lowers statements into one function whose first parameter is the `Ctx*`."""
 
-    def __init__(self, mg: "ModuleGen", fn: L.Function, uses_random: bool) -> None:
+    def __init__(self, mg: ModuleGen, fn: L.Function, uses_random: bool) -> None:
         self.mg, self.k, self.fn = mg, mg.k, fn
         self.ctx = fn.args[0]
         self.eb = L.IRBuilder(fn.append_basic_block("entry"))
@@ -95,7 +96,8 @@ class FnLowering:
         i = CTX_FIELDS.index(name)
 
         def make(eb: L.IRBuilder) -> L.Value:
-            p = eb.gep(self.ctx, [L.Constant(I32, 0), L.Constant(I32, i)], inbounds=True, source_etype=CTX_TYPE)
+            p = eb.gep(self.ctx, [L.Constant(I32, 0), L.Constant(I32, i)], inbounds=True,
+                       source_etype=CTX_TYPE)
             return eb.load(p, typ=CTX_TYPE.elements[i], name=name)
         return self._entry(("ctx", name), make)
 
@@ -314,7 +316,8 @@ class FnLowering:
         b = self.b
         lo, hi = self.index64(s.begin), self.index64(s.end)
         pre = b.block
-        header, body, latch, exit_ = (self.fn.append_basic_block(n) for n in ("for", "for_body", "for_next", "for_end"))
+        header, body, latch, exit_ = (self.fn.append_basic_block(n)
+                                      for n in ("for", "for_body", "for_next", "for_end"))
         b.branch(header)
         b.position_at_end(header)
         i = b.phi(I64)
@@ -402,4 +405,4 @@ class FnLowering:
         b.position_at_end(ok)
 
 
-__all__ = ["FnLowering", "CTX_FIELDS", "CTX_TYPE", "to_bits", "from_bits", "mix64", "i64c", "PTR", "I1"]
+__all__ = ["CTX_FIELDS", "CTX_TYPE", "I1", "PTR", "FnLowering", "from_bits", "i64c", "mix64", "to_bits"]

@@ -3,13 +3,14 @@
 The semantics are the interpreter's (`qd/bytecode/opcodes.py`, `qd/_interp_support.h`), reproduced
 bit for bit: ints wrap at their own width (LLVM `iN`; u1 is `i1`), f16 values live as float and are
 rounded to half after every op, Python floor division and modulo with `x // 0 == 0`, masked shift
-counts, glibc's `fmin`/`fmax` (an equal pair gives the second operand), libm for transcendentals.
+counts, C's `fmin`/`fmax` as the interpreter's build computes them (an equal pair gives the first
+operand), libm for transcendentals.
 `TABLE` maps every op to its lowering (the coverage test checks it); `lower_op` dispatches.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from llvmlite import ir
 
@@ -38,7 +39,7 @@ def mem_type(dt: T.DataType) -> ir.Type:
     return reg_type(dt)
 
 
-def const(dt: T.DataType, value: int | float) -> ir.Constant:
+def const(dt: T.DataType, value: float) -> ir.Constant:
     """An LLVM constant of `dt` (f16 constants are rounded to half first)."""
     if dt.is_float:
         if dt is T.f16:
@@ -177,8 +178,9 @@ def _int_binary(op: Op) -> Lowering:
 # ------------------------------------------------------------------ float helpers
 
 def fminmax(b: ir.IRBuilder, is_min: bool, x: ir.Value, y: ir.Value) -> ir.Value:
-    """glibc fmin/fmax: `x` when it is strictly smaller (larger) or `y` is NaN, else `y`."""
-    better = b.fcmp_ordered("<" if is_min else ">", x, y)
+    """The interpreter's (and numpy's) fmin/fmax: `x` when it is smaller (larger) or equal, or
+    when `y` is NaN, else `y`; so `fmin(+0.0, -0.0)` is `+0.0` and NaN loses to a number."""
+    better = b.fcmp_ordered("<=" if is_min else ">=", x, y)
     return b.select(b.or_(better, b.fcmp_unordered("uno", y, y)), x, y)
 
 
@@ -232,9 +234,11 @@ def _unary(op: Op) -> Lowering:
             return b.not_(x)
         if op is Op.ABS:
             return b.select(b.icmp_signed("<", x, _zero(x)), b.sub(_zero(x), x), x) if dt.is_signed else x
-        intr = "llvm.ctpop" if op is Op.POPCNT else "llvm.ctlz"
-        fn = b.module.declare_intrinsic(intr, [x.type])
-        return b.call(fn, [x] if op is Op.POPCNT else [x, ir.Constant(I1, 0)])
+        if op is Op.POPCNT:
+            return b.call(b.module.declare_intrinsic("llvm.ctpop", [x.type]), [x])
+        name = f"llvm.ctlz.i{x.type.width}"  # llvmlite declares ctlz without its i1 operand
+        fn = b.module.globals.get(name) or ir.Function(b.module, ir.FunctionType(x.type, [x.type, I1]), name)
+        return b.call(fn, [x, ir.Constant(I1, 0)])
     return lower
 
 
@@ -348,5 +352,18 @@ def lower_op(c: OpCtx, op: Op, arg_dts: Sequence[T.DataType], out: T.DataType,
     return v
 
 
-__all__ = ["TABLE", "COMPOSED", "lower_op", "cast", "bit_cast", "reg_type", "mem_type", "const", "OpCtx",
-           "fminmax", "I1", "I8", "F16"]
+__all__ = [
+    "COMPOSED",
+    "F16",
+    "I1",
+    "I8",
+    "TABLE",
+    "OpCtx",
+    "bit_cast",
+    "cast",
+    "const",
+    "fminmax",
+    "lower_op",
+    "mem_type",
+    "reg_type",
+]

@@ -8,7 +8,8 @@ adds a subclass, not a second code generator.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
@@ -96,20 +97,27 @@ class CpuTarget(Target):
         llvm.initialize_native_asmprinter()
         self.opt_level = opt_level
         self.triple = llvm.get_process_triple()
-        self._tm: "llvm.TargetMachine | None" = None
+        self._tm: llvm.TargetMachine | None = None
         self.data_layout = str(self.target_machine().target_data)
 
-    def target_machine(self) -> "llvm.TargetMachine":
+    def target_machine(self) -> llvm.TargetMachine:
+        """A shared machine for optimising and emitting objects. Never hand it to an execution
+        engine: llvmlite's `create_mcjit_compiler` takes ownership of the machine it is given and
+        frees it with the engine (use `new_target_machine()` there)."""
         if self._tm is None:
-            import llvmlite.binding as llvm
-
-            target = llvm.Target.from_triple(self.triple)
-            self._tm = target.create_target_machine(
-                cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-                opt=self.opt_level, reloc="default", codemodel="jitdefault")
+            self._tm = self.new_target_machine()
         return self._tm
 
-    def optimize(self, mod: "llvm.ModuleRef") -> None:
+    def new_target_machine(self) -> llvm.TargetMachine:
+        """A fresh machine for the host CPU (name and features, so F16C conversions are inline)."""
+        import llvmlite.binding as llvm
+
+        target = llvm.Target.from_triple(self.triple)
+        return target.create_target_machine(
+            cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+            opt=self.opt_level, reloc="default", codemodel="jitdefault", jit=True)
+
+    def optimize(self, mod: llvm.ModuleRef) -> None:
         """Runs the new pass manager's O`opt_level` pipeline (vectorizers on) over `mod`."""
         import llvmlite.binding as llvm
 
@@ -120,4 +128,4 @@ class CpuTarget(Target):
         pb.getModulePassManager().run(mod, pb)
 
 
-__all__ = ["Target", "CpuTarget", "LIBM", "EXACT_INTRINSICS"]
+__all__ = ["EXACT_INTRINSICS", "LIBM", "CpuTarget", "Target"]

@@ -145,6 +145,8 @@ def init(arch: Any = None, default_fp: Any = None, default_ip: Any = None,
     # Copy first: the arguments may reference items of the config that reset() is about to replace.
     kwargs = copy.copy(kwargs)
     init_only = {k: kwargs.pop(k, v) for k, v in _INIT_ONLY.items()}
+    if os.environ.get("QD_JIT"):  # like QD_ARCH, QD_JIT overrides the argument (DESIGN §7)
+        kwargs.pop("jit", None)
     reset()
 
     cfg = _config.Config()
@@ -161,11 +163,6 @@ def init(arch: Any = None, default_fp: Any = None, default_ip: Any = None,
     env_arch = os.environ.get("QD_ARCH", "")
     if env_arch:
         arch = [a for a in env_arch.split(",") if a.strip()]
-    env_jit = os.environ.get("QD_JIT", "").strip().lower()
-    if env_jit:  # like QD_ARCH, QD_JIT overrides the argument (DESIGN §7)
-        if env_jit not in _config.JIT_MODES:
-            raise ValueError(f"QD_JIT={env_jit!r} is not one of {', '.join(_config.JIT_MODES)}")
-        cfg.jit = env_jit
     cfg.arch = _arch.select(arch, cfg.enable_fallback)
     _config.install(cfg)
     if cfg.log_level not in (_config.WARN, _config.ERROR, _config.CRITICAL):

@@ -1,0 +1,196 @@
+"""Offloaded `KernelIR` -> one `llvmlite.ir.Module`, written once for every LLVM target.
+
+Target differences go through a `qd.jit.targets.Target`. Each task becomes C-callable functions of
+the driver's ABI (`Ctx` is qd/_interp.pyx's Ctx plus `uint64_t* args` at the end):
+
+    int32_t <prefix>_task<N>(Ctx*)                       serial: 0, 1 (a check failed), 2 (returned)
+    void    <prefix>_prologue<N>(Ctx*, int64_t* be)      range: writes begin, end (i64)
+    int32_t <prefix>_body<N>(Ctx*, int64_t lo, int64_t hi)  range: indices [lo, hi) in order; 0 or 1
+
+`<prefix>` is `qd_<kernel name>_<hash of the IR, target and fast_math>`: equal names mean equal code.
+Register bits (args, rets, print and check values) are the interpreter's: ints sign- or
+zero-extended to 64 bits, f32/f16 as f32 bits in the low word, f64 bits. A range body recomputes
+its prologue's values, runs the indices in order (`tid` = the index), accumulates qualifying
+atomics into locals (`qd/jit/llvm_reduce.py`) and applies them once after the chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from llvmlite import ir as L
+
+from qd import ir
+from qd.jit.llvm_fn import PTR, FnLowering, i64c
+from qd.jit.llvm_ops import const, reg_type
+from qd.jit.llvm_reduce import Reduction, find_reductions, invariant_values
+from qd.jit.targets import I32, I64, Target
+from qd.ops import Op
+
+
+@dataclass
+class TaskSymbols:
+    """The symbols of one task. heavy: the body contains a loop (worth threads at any size)."""
+
+    kind: str  # 'serial' | 'range'
+    fn: str
+    prologue: str | None
+    heavy: bool
+
+
+class BuiltModule(NamedTuple):
+    module: L.Module
+    tasks: list[TaskSymbols]
+    prints: list  # per print id: (items: str or DataType, format specs) as KernelCode.prints
+    check_args: list  # per check id: dtypes of the recorded args (None: no such Check)
+
+
+def print_table(k: ir.KernelIR) -> list:
+    """Print ids in `ir.walk_kernel` order (the interpreter lowering's order too)."""
+    return [(tuple(x if isinstance(x, str) else x.dtype for x in s.items), s.fmts)
+            for s in ir.walk_kernel(k) if isinstance(s, ir.Print)]
+
+
+def check_arg_table(k: ir.KernelIR) -> list:
+    out: list = [None] * len(k.checks)
+    for s in ir.walk_kernel(k):
+        if isinstance(s, ir.Check):
+            out[s.check] = tuple(a.dtype for a in s.args)
+    return out
+
+
+def symbol_prefix(k: ir.KernelIR, target: Target, fast_math: bool) -> str:
+    from qd.ir_text import print_kernel
+
+    text = f"{print_kernel(k)}\n{target.name}\n{target.triple}\n{fast_math}"
+    digest = hashlib.sha1(text.encode()).hexdigest()[:12]
+    return f"qd_{re.sub(r'[^A-Za-z0-9_]', '_', k.name)[:48]}_{digest}"
+
+
+class ModuleGen:
+    """Module-wide state: the kernel, target, fast-math switch and print numbering."""
+
+    def __init__(self, k: ir.KernelIR, target: Target, fast_math: bool) -> None:
+        assert k.tasks is not None, "build_module needs an offloaded kernel (run the pass pipeline)"
+        self.k, self.target, self.fast_math = k, target, fast_math
+        self.module = L.Module(name=k.name)
+        target.configure(self.module)
+        self.prefix = symbol_prefix(k, target, fast_math)
+        self.print_ids = {s: i for i, s in enumerate(s for s in ir.walk_kernel(k) if isinstance(s, ir.Print))}
+
+    def function(self, name: str, ret: L.Type, params: list[L.Type]) -> L.Function:
+        fn = L.Function(self.module, L.FunctionType(ret, params), name)
+        fn.attributes.add("nounwind")
+        return fn
+
+    def task(self, n: int, t: ir.Task) -> TaskSymbols:
+        heavy = any(isinstance(s, (ir.RangeFor, ir.While)) for s in ir.walk(t.body))
+        if t.kind == "serial":
+            return TaskSymbols("serial", self.serial(n, t), None, heavy)
+        return TaskSymbols("range", self.body(n, t), self.prologue(n, t), heavy)
+
+    def serial(self, n: int, t: ir.Task) -> str:
+        name = f"{self.prefix}_task{n}"
+        f = FnLowering(self, self.function(name, I32, [PTR]), _uses_random(t))
+        f.rng_reset()
+        f.block(t.body)
+        f.b.ret(L.Constant(I32, 0))
+        f.finish_entry()
+        return name
+
+    def prologue(self, n: int, t: ir.Task) -> str:
+        name = f"{self.prefix}_prologue{n}"
+        f = FnLowering(self, self.function(name, L.VoidType(), [PTR, PTR]), False)
+        f.block(t.prologue)
+        out = f.fn.args[1]
+        for k, v in enumerate((t.begin, t.end)):
+            f.b.store(f.index64(v), f.b.gep(out, [i64c(k)], inbounds=True, source_etype=I64), align=8)
+        f.b.ret_void()
+        f.finish_entry()
+        return name
+
+    def body(self, n: int, t: ir.Task) -> str:
+        name = f"{self.prefix}_body{n}"
+        fn = self.function(name, I32, [PTR, I64, I64])
+        f = FnLowering(self, fn, _uses_random(t))
+        f.block(t.prologue)
+        accs = self.start_reductions(f, t)
+        b = f.b
+        pre = b.block
+        header, body, latch, exit_ = (fn.append_basic_block(x) for x in ("loop", "iter", "next", "done"))
+        b.branch(header)
+        b.position_at_end(header)
+        i = b.phi(I64, name="i")
+        b.cbranch(b.icmp_signed("<", i, fn.args[2]), body, exit_)
+        b.position_at_end(body)
+        f.tid = i
+        f.wide[t.var] = i
+        f.vals[t.var] = b.trunc(i, reg_type(t.var.dtype))
+        f.rng_reset()
+        f.on_return = lambda: self.flush_reductions(f, accs)
+        f.loops.append((latch, None))  # `continue` ends the iteration
+        f.block(t.body)
+        b.branch(latch)
+        b.position_at_end(latch)
+        nxt = b.add(i, i64c(1))
+        b.branch(header)
+        i.add_incoming(fn.args[1], pre)
+        i.add_incoming(nxt, latch)
+        b.position_at_end(exit_)
+        self.flush_reductions(f, accs)
+        b.ret(L.Constant(I32, 0))
+        f.finish_entry()
+        return name
+
+    # ------------------------------------------------------------ reductions
+    def start_reductions(self, f: FnLowering, t: ir.Task) -> list:
+        """Accumulators (identity-initialised) and their hoisted pointers, before the loop."""
+        prologue = set(t.prologue.stmts)
+        accs = []
+        for red in find_reductions(t):
+            for idx in red.ptr.indices:
+                for x in invariant_values(idx, prologue):
+                    f.s_OpStmt(x)
+            f.s_GlobalPtr(red.ptr)
+            ptr = f.vals[red.ptr]
+            acc = f.eb.alloca(reg_type(red.dtype), name="acc")
+            f.b.store(const(red.dtype, red.identity()), acc)
+            for a in red.atomics:
+                f.reductions[a] = (red, acc)
+                if a.ptr is not red.ptr:
+                    f.vals[a.ptr] = ptr
+            accs.append((red, acc, ptr))
+        return accs
+
+    def flush_reductions(self, f: FnLowering, accs: list) -> None:
+        for red, acc, ptr in accs:
+            total = f.b.load(acc, typ=reg_type(red.dtype))
+            op = Op.ADD if red.op is Op.SUB and red.dtype.is_float else red.op
+            f.atomic(op, red.dtype, ptr, total)
+
+
+def _uses_random(t: ir.Task) -> bool:
+    return any(isinstance(s, ir.RandomValue) for s in ir.walk(t.body))
+
+
+def build_module(k: ir.KernelIR, target: Target, fast_math: bool) -> BuiltModule:
+    """The LLVM module of offloaded kernel `k` (see the module docstring), with its task symbols,
+    print table and check-arg dtypes (the launch decodes prints and failures with these)."""
+    mg = ModuleGen(k, target, fast_math)
+    tasks = [mg.task(n, t) for n, t in enumerate(k.tasks)]
+    target.add_entry_points(mg.module, tasks)
+    return BuiltModule(mg.module, tasks, print_table(k), check_arg_table(k))
+
+
+__all__ = [
+    "BuiltModule",
+    "Reduction",
+    "TaskSymbols",
+    "build_module",
+    "check_arg_table",
+    "print_table",
+    "symbol_prefix",
+]
