@@ -12,6 +12,8 @@ common = dict(
     extra_compile_args=[opt, "-fopenmp", "-fno-strict-aliasing", "-Wno-unused-function"],
     extra_link_args=["-fopenmp"],
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    # Link libm explicitly so the interpreter binds the same (versioned) libm symbols as native code.
+    libraries=["m"],
 )
 extensions = [
     Extension("qd._interp", ["qd/_interp.pyx"], **common),

@@ -64,14 +64,16 @@ _CMP_LIKE = {Op.CMP_LT, Op.CMP_LE, Op.CMP_GT, Op.CMP_GE, Op.CMP_EQ, Op.CMP_NE, O
 
 
 def _narrow_bits_op(lw: "Lowerer", s: ir.OpStmt, d: int, args: list[int], dt: T.DataType) -> None:
-    """Shifts/popcnt/clz of i8/i16/u8/u16/u1: mask to the width, compute in 32 bits, truncate."""
+    """Shifts/popcnt/clz of i8/i16/u8/u16/u1: mask to the width, compute in 32 bits, truncate.
+
+    The constants are small non-negative numbers, whose register bits are the same in every int
+    class, so they are made as i64 constants."""
     w = dt.bits
     cls = class_of(dt)
-    mask = lw.const(dt, (1 << w) - 1) if dt.is_signed is False else lw.const(T.i32, (1 << w) - 1)
+    mask = lw.const(T.i64, (1 << w) - 1)
     if s.op in (Op.SHL, Op.SHR, Op.BIT_SHR):
         cnt = lw.new_reg()
-        lw.out.emit(f"BIT_AND_{cls}", cnt, args[1], lw.const(dt, w - 1) if not dt.is_signed
-                    else lw.const(T.i32, w - 1), loc=s.loc)
+        lw.out.emit(f"BIT_AND_{cls}", cnt, args[1], lw.const(T.i64, w - 1), loc=s.loc)
         src = args[0]
         if s.op is Op.BIT_SHR and dt.is_signed:
             src = lw.new_reg()
@@ -85,7 +87,7 @@ def _narrow_bits_op(lw: "Lowerer", s: ir.OpStmt, d: int, args: list[int], dt: T.
         lw.out.emit(f"POPCNT_{cls}", d, masked, loc=s.loc)
         return
     lw.out.emit(f"CLZ_{cls}", d, masked, loc=s.loc)
-    lw.out.emit(f"SUB_{cls}", d, d, lw.const(dt if not dt.is_signed else T.i32, 32 - w), loc=s.loc)
+    lw.out.emit(f"SUB_{cls}", d, d, lw.const(T.i64, 32 - w), loc=s.loc)
 
 
 def _cast(lw: "Lowerer", s: ir.OpStmt, d: int, a: int, src: T.DataType) -> None:
