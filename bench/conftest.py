@@ -32,7 +32,7 @@ def cpu_program(tmp_path):
     reason = qd.cpu.unavailable_reason()
     if reason:
         pytest.skip(f"qd.cpu: {reason}")
-    jit = {} if os.environ.get("QD_JIT") else {"jit": "eager"}  # an argument would win over QD_JIT
+    jit = {} if os.environ.get("QD_JIT") else {"jit": "eager"}  # QD_JIT picks the tier on purpose
     qd.init(arch=qd.cpu, offline_cache_file_path=str(tmp_path / "qd-cache"), log_level="warn", **jit)
     yield
     qd.reset()

@@ -95,3 +95,26 @@ def native_for(ck: Any, arrays: Sequence[Any]) -> Any:
     tier = "cpu" if st.native is not None else "interp"
     _record(st, tier)
     return st.native
+
+
+def _warm_up() -> None:
+    """Loads the compile pipeline, initialises LLVM and starts the OpenMP threads, so the first launch
+    of the program pays for none of it."""
+    import numpy as np
+
+    import qd.bytecode.lower  # noqa: F401
+    import qd.ir_text  # noqa: F401
+    import qd.jit.llvm  # noqa: F401
+    import qd.passes.runner  # noqa: F401
+    import qd.runtime.launch  # noqa: F401
+    from qd import _sizer
+    from qd.jit import cpu
+
+    cpu._machine()
+    _sizer.reduce_max_i64(np.zeros(64, np.int64), 0, int(config.current().cpu_max_num_threads or 1))
+
+
+def prewarm() -> None:
+    """Called by `qd.init` for `qd.cpu`: warms the compiler thread up in the background."""
+    if str(config.current().jit) != "interp":
+        _pool().submit(_warm_up)

@@ -165,6 +165,10 @@ def init(arch: Any = None, default_fp: Any = None, default_ip: Any = None,
         arch = [a for a in env_arch.split(",") if a.strip()]
     cfg.arch = _arch.select(arch, cfg.enable_fallback)
     _config.install(cfg)
+    if cfg.arch is _arch.cpu:
+        from qd.jit import tiering
+
+        tiering.prewarm()
     if cfg.log_level not in (_config.WARN, _config.ERROR, _config.CRITICAL):
         print(f"[qd] Starting on arch={cfg.arch.name}")
         sys.stdout.flush()
