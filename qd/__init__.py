@@ -11,4 +11,9 @@ from qd.frontend.api import *  # noqa: F403  (kernel, func, static, ndrange, ato
 from qd.lang.api import *  # noqa: F403  (Vector, Matrix, BufferView later, ...)
 from qd import types, math, extension, lang, ad  # noqa: E402,F401
 
+# The compile pipeline is loaded with qd, not at the first kernel call: a first call pays for its own
+# work only. (LLVM itself is initialised in the background by qd.init on qd.cpu.)
+import qd.runtime.launch  # noqa: E402,F401
+import qd.passes.runner  # noqa: E402,F401
+
 __version__ = "0.1.0"

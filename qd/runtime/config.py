@@ -23,7 +23,7 @@ Options and what they do in qd. "no effect" options are accepted so that Quadran
 |                                  |                    | not                                                |
 | jit                              | "auto"             | "auto" / "interp" / "eager" tiering (DESIGN.md     |
 |                                  |                    | section 7)                                         |
-| cpu_max_num_threads              | os.cpu_count()     | worker threads of the CPU tier                     |
+| cpu_max_num_threads              | usable cores       | worker threads of the CPU tier (CPU affinity aware)|
 | print_ir                         | False              | prints each kernel's IR after the passes           |
 | ad_stack_experimental_enabled    | True               | allows adstacks in reverse mode                    |
 | ad_stack_size                    | 0                  | 0: size every adstack exactly per launch; N: fixed |
@@ -51,6 +51,14 @@ from typing import Any
 
 from qd.types import dtypes
 
+def _usable_cores() -> int:
+    """Cores this process may run on (a container or `taskset` may allow fewer than the machine has)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 # Log levels, as Quadrants spells them (`qd.WARN` etc. are these strings).
 TRACE, DEBUG, INFO, WARN, ERROR, CRITICAL = "trace", "debug", "info", "warn", "error", "critical"
 LOG_LEVELS: tuple[str, ...] = (TRACE, DEBUG, INFO, WARN, ERROR, CRITICAL)
@@ -65,7 +73,7 @@ _EFFECTIVE: dict[str, Any] = {
     "offline_cache_file_path": os.path.join(os.path.expanduser("~"), ".cache", "qd"),
     "log_level": INFO,
     "jit": "auto",
-    "cpu_max_num_threads": os.cpu_count() or 1,
+    "cpu_max_num_threads": _usable_cores(),
     "print_ir": False,
     "ad_stack_experimental_enabled": True,
     "ad_stack_size": 0,
