@@ -75,6 +75,8 @@ class Signature:
         self._names = {p.name: i for i, p in enumerate(self.params)}
 
     def bind(self, args: tuple, kwargs: dict) -> list:
+        if not kwargs and len(args) == len(self.params):  # the common call: all positional
+            return list(args)
         if len(args) > len(self.params):
             raise QuadrantsSyntaxError(f"{self.fn.__name__}() takes {len(self.params)} arguments but "
                                        f"{len(args)} were given")

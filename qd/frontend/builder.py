@@ -16,6 +16,7 @@ from qd import ir
 from qd.ops import Op
 from qd.types import dtypes
 from qd.types.dtypes import DataType
+from qd.runtime import config as _config
 
 _STACK: list["Builder"] = []
 
@@ -26,15 +27,8 @@ def current() -> "Builder | None":
 
 
 def cfg() -> Any:
-    """The live `qd.runtime.config` Config (or a stand-in with Quadrants' defaults)."""
-    try:
-        from qd.runtime import config
-
-        return config.current()
-    except ImportError:  # pragma: no cover - only before the runtime existed
-        class _Cfg:
-            default_ip, default_fp, debug, short_circuit_operators = dtypes.i32, dtypes.f32, False, True
-        return _Cfg()
+    """The live `qd.runtime.config` Config."""
+    return _config.current()
 
 
 def normalize_const(dtype: DataType, value: Any) -> int | float:

@@ -20,6 +20,7 @@ from qd.frontend import builder as _bm
 from qd.frontend.builder import Builder
 from qd.frontend.context import FuncContext, source_of
 from qd.frontend.transformer import Transformer, fence
+from qd.runtime import launch as _launch
 
 _KERNELS: "weakref.WeakSet[Kernel]" = weakref.WeakSet()
 
@@ -73,13 +74,12 @@ class Kernel:
         values = sig.bind(args, kwargs)
         key, launch_args, post = _args.convert(sig, values)
         cfg = _bm.cfg()
-        key = key + (cfg.default_fp, cfg.default_ip, bool(cfg.debug), str(getattr(cfg, "arch", "")))
+        key = key + (cfg.default_fp, cfg.default_ip, bool(cfg.debug), getattr(cfg, "arch", None))
         inst = self._instances.get(key)
         if inst is None:
             inst = self._instances[key] = self._compile(values)
         ck, bindings = inst
         self._last_ck = ck
-        from qd.runtime import launch as _launch
 
         try:
             result = _launch.launch(ck, bindings, launch_args)
@@ -101,7 +101,6 @@ class Kernel:
     def _compile(self, values: list) -> tuple:
         k_ir, bindings = build_kernel_ir(self, values)
         self._last_ir = k_ir
-        from qd.runtime import launch as _launch
 
         return _launch.compile_kernel(k_ir), bindings
 
