@@ -47,7 +47,6 @@ if __name__ == "__main__" and sys.argv[1] == "numba":
     # Module level, so that numba's cache=True can locate the function (it cannot cache closures).
     os.environ["NUMBA_CACHE_DIR"] = sys.argv[3]
     _t0 = time.perf_counter()
-    import numpy as np
     from numba import njit, prange
 
     _t1 = time.perf_counter()

@@ -7,7 +7,6 @@ Single-thread variants measure one core; the default uses every core.
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest

@@ -21,7 +21,6 @@ import numpy as np
 
 from qd import ir
 from qd.bytecode.opcodes import OPC, class_of, member_of
-from qd.ops import COMPARISONS, Op
 from qd.types import dtypes as T
 
 
@@ -75,9 +74,6 @@ def register_bits(dtype: T.DataType, value) -> int:
         v -= 1 << dtype.bits
     return v & 0xFFFFFFFFFFFFFFFF
 
-
-_NARROW_TRUNC = {T.i8: "TRUNC_I8", T.i16: "TRUNC_I16", T.u8: "TRUNC_U8", T.u16: "TRUNC_U16",
-                 T.u1: "TRUNC_U1"}
 
 
 class _Emitter:

@@ -214,7 +214,7 @@ def _memory() -> list[tuple[str, str]]:
         ptr = f"(<{c}*>ctx.bufs[a])[R[b].i]"
         load = {"f16": f"qd_h2f({ptr})", "u1": f"{ptr} != 0"}.get(n, ptr)
         out.append((f"LD_{n.upper()}", f"R[d].{m} = {load}"))
-        store = {"f16": f"qd_f2h(R[c].f)", "u1": f"R[c].u != 0"}.get(n, f"<{c}>R[c].{m}")
+        store = {"f16": "qd_f2h(R[c].f)", "u1": "R[c].u != 0"}.get(n, f"<{c}>R[c].{m}")
         out.append((f"ST_{n.upper()}", f"{ptr} = {store}"))
         if dt is T.u1:
             continue

@@ -37,7 +37,7 @@ from qd.frontend.builtins import (
 )
 from qd.frontend.expr import is_expr
 from qd.lang.matrix import Matrix
-from qd.types.dtypes import f32, f64, i32, matrix, u32, u64, vector
+from qd.types.dtypes import f32, f64, matrix, u32, u64, vector
 
 e = math.e
 """The mathematical constant e = 2.718281..."""

@@ -29,7 +29,6 @@ from qd.errors import QuadrantsRuntimeError
 from qd.bytecode.lower import KernelCode, lower_kernel, register_bits
 from qd.runtime import config, program
 from qd.runtime.status import PRINT_WORDS, STATUS_WORDS, check_error, decode_returns, flush_prints
-from qd.types import dtypes as T
 
 _launch_ids = itertools.count()
 
