@@ -7,9 +7,7 @@ import re
 import struct
 from typing import Callable
 
-
 from qd import ir
-
 from qd.ops import Op
 from qd.types.dtypes import DataType, by_name
 
