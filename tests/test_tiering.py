@@ -124,3 +124,19 @@ def test_offline_cache_off_writes_nothing(tmp_path):
     k(np.ones(4, np.float32), np.zeros(4, np.float32), 1.0)
     assert k.stats["from_cache"] is False
     assert not (tmp_path / "cache").exists()
+
+
+def test_compiling_after_dropping_native_kernels(tmp_path):
+    """Every MCJIT engine owns its own target machine: freeing one (with its kernel) must leave the
+    machine used for later compiles intact (a shared one was freed once and crashed the next compile)."""
+    import gc
+
+    for round_ in range(3):
+        _init(tmp_path, jit="eager", offline_cache=False)
+        k = _saxpy()
+        y = np.zeros(8, np.float32)
+        k(np.ones(8, np.float32), y, float(round_ + 1))
+        np.testing.assert_array_equal(y, np.full(8, round_ + 1, np.float32))
+        del k
+        qd.reset()
+        gc.collect()
