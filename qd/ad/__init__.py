@@ -1,1 +1,6 @@
-"""placeholder"""
+"""`qd.ad`: automatic differentiation (DESIGN §5). Per-op partials live in `rules.py`; `forward.py` is
+the forward-mode pass; `tape.py` the host-side managers (`FwdMode`, `clear_all_gradients`)."""
+
+from qd.ad.tape import FwdMode, clear_all_gradients
+
+__all__ = ["FwdMode", "clear_all_gradients"]

@@ -14,6 +14,8 @@ import weakref
 from typing import Any, Callable
 
 from qd import ir
+from qd.ad import tape as _tape
+from qd.ad.forward import forward as _forward
 from qd.errors import QuadrantsSyntaxError
 from qd.frontend import args as _args
 from qd.frontend import builder as _bm
@@ -75,9 +77,12 @@ class Kernel:
         key, launch_args, post = _args.convert(sig, values)
         cfg = _bm.cfg()
         key = key + (cfg.default_fp, cfg.default_ip, bool(cfg.debug), getattr(cfg, "arch", None))
+        fwd = _tape.active_fwd() is not None
+        if fwd:
+            key = key + ("fwd",)
         inst = self._instances.get(key)
         if inst is None:
-            inst = self._instances[key] = self._compile(values)
+            inst = self._instances[key] = self._compile(values, fwd)
         ck, bindings = inst
         self._last_ck = ck
 
@@ -98,11 +103,24 @@ class Kernel:
                     "from_cache": None}
         return ck.tier.stats
 
-    def _compile(self, values: list) -> tuple:
+    def _compile(self, values: list, fwd: bool = False) -> tuple:
         k_ir, bindings = build_kernel_ir(self, values)
+        if fwd:
+            k_ir, bindings = _forward_instance(k_ir, bindings)
         self._last_ir = k_ir
 
         return _launch.compile_kernel(k_ir), bindings
+
+
+def _forward_instance(k_ir: ir.KernelIR, bindings: list) -> tuple[ir.KernelIR, list]:
+    """The forward-mode (`qd.ad.FwdMode`) version of an instance: every field with a placed `.dual`
+    gets a dual buffer, bound to that dual field."""
+    duals = [b for b, decl in enumerate(k_ir.buffers)
+             if decl.kind == "field" and getattr(bindings[b], "has_dual", lambda: False)()]
+    from qd.passes.runner import run_passes
+
+    k_ir = run_passes(k_ir, [("forward", lambda k: _forward(k, duals))])
+    return k_ir, bindings + [bindings[b].dual for b in duals]
 
 
 class _BoundKernel:
