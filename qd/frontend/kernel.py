@@ -16,6 +16,7 @@ from typing import Any, Callable
 from qd import ir
 from qd.ad import tape as _tape
 from qd.ad.forward import forward as _forward
+from qd.ad.reverse import reverse as _reverse
 from qd.errors import QuadrantsSyntaxError
 from qd.frontend import args as _args
 from qd.frontend import builder as _bm
@@ -55,8 +56,9 @@ class Kernel:
         _KERNELS.add(self)
 
     @property
-    def grad(self) -> Any:
-        raise NotImplementedError("reverse-mode autodiff is not built yet")
+    def grad(self) -> "_GradKernel":
+        """`kernel.grad(*same_args)`: runs the reverse-mode instance, accumulating into `.grad`."""
+        return _GradKernel(self)
 
     @property
     def signature(self) -> _args.Signature:
@@ -70,6 +72,10 @@ class Kernel:
         return _BoundKernel(self, obj)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._run(args, kwargs, "fwd" if _tape.active_fwd() is not None else "")
+
+    def _run(self, args: tuple, kwargs: dict, mode: str) -> Any:
+        """Launches the instance of `mode` ("" primal, "fwd" forward mode, "grad" reverse mode)."""
         if _bm.current() is not None:
             raise QuadrantsSyntaxError("Kernels cannot call other kernels; decorate the callee with @qd.func")
         sig = self.signature
@@ -77,12 +83,11 @@ class Kernel:
         key, launch_args, post = _args.convert(sig, values)
         cfg = _bm.cfg()
         key = key + (cfg.default_fp, cfg.default_ip, bool(cfg.debug), getattr(cfg, "arch", None))
-        fwd = _tape.active_fwd() is not None
-        if fwd:
-            key = key + ("fwd",)
+        if mode:
+            key = key + (mode,)
         inst = self._instances.get(key)
         if inst is None:
-            inst = self._instances[key] = self._compile(values, fwd)
+            inst = self._instances[key] = self._compile(values, mode)
         ck, bindings = inst
         self._last_ck = ck
 
@@ -103,10 +108,12 @@ class Kernel:
                     "from_cache": None}
         return ck.tier.stats
 
-    def _compile(self, values: list, fwd: bool = False) -> tuple:
+    def _compile(self, values: list, mode: str = "") -> tuple:
         k_ir, bindings = build_kernel_ir(self, values)
-        if fwd:
+        if mode == "fwd":
             k_ir, bindings = _forward_instance(k_ir, bindings)
+        elif mode == "grad":
+            k_ir, bindings = _reverse_instance(k_ir, bindings)
         self._last_ir = k_ir
 
         return _launch.compile_kernel(k_ir), bindings
@@ -123,6 +130,30 @@ def _forward_instance(k_ir: ir.KernelIR, bindings: list) -> tuple[ir.KernelIR, l
     return k_ir, bindings + [bindings[b].dual for b in duals]
 
 
+def _reverse_instance(k_ir: ir.KernelIR, bindings: list) -> tuple[ir.KernelIR, list]:
+    """The reverse-mode (`kernel.grad`) version of an instance: every field with a placed `.grad`
+    gets a grad buffer, bound to that grad field."""
+    if any(decl.kind != "field" and getattr(b, "grad", None) is not None for decl, b in zip(k_ir.buffers, bindings)):
+        raise NotImplementedError("kernel.grad: gradients of ndarray arguments are not supported yet "
+                                  "(only fields with needs_grad=True)")
+    grads = [b for b, decl in enumerate(k_ir.buffers)
+             if decl.kind == "field" and getattr(bindings[b], "has_grad", lambda: False)()]
+    from qd.passes.runner import run_passes
+
+    k_ir = run_passes(k_ir, [("reverse", lambda k: _reverse(k, grads))])
+    return k_ir, bindings + [bindings[b].grad for b in grads]
+
+
+class _GradKernel:
+    """`kernel.grad`: called with the kernel's own arguments, launches its reverse-mode instance."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self._kernel = kernel
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._kernel._run(args, kwargs, "grad")
+
+
 class _BoundKernel:
     """A kernel method bound to an instance (`self` is a template argument)."""
 
@@ -132,6 +163,10 @@ class _BoundKernel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._kernel(self._obj, *args, **kwargs)
+
+    @property
+    def grad(self) -> Any:
+        return lambda *args, **kwargs: self._kernel._run((self._obj,) + args, kwargs, "grad")
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._kernel, name)

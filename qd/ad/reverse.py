@@ -1,0 +1,287 @@
+"""`reverse`: the reverse-mode (adjoint) version of a kernel without dynamic loops (Quadrants' model).
+
+Runs on the structured, pre-offload IR. Serial inner `RangeFor` loops with constant bounds are
+unrolled first (a dynamic bound, a `while`, or more than `UNROLL_LIMIT` iterations raise
+`QuadrantsCompilationError` "Cannot use non static range in Backwards mode"). Then every region (the
+kernel body, each parallel loop body, each branch of an `if`) becomes: a *replay* of its statements
+(primal values recomputed; global stores and atomics dropped, so outputs are never read back), then a
+*backward sweep* over them in reverse order, accumulating adjoints:
+
+  - SSA values: adjoints are built symbolically (`rules.cotangents`); a value used inside a nested
+    `if` gets an adjoint `Alloca` around that `if`;
+  - float locals get an adjoint `Alloca` (a load adds to it, a store moves it to the stored value);
+  - a buffer listed in `grad_of` gets a grad buffer (a `BufferDecl` `<name>.grad` appended to
+    `buffers`): a load of it does `atomic add grad[idx], adj`; a store or atomic add into it seeds the
+    stored value's adjoint from `grad[idx]` (never cleared, as in Quadrants);
+  - an `if` is re-entered in the sweep: the locals its branches write are snapshotted before it in the
+    replay and restored before the sweep's `if`, whose branches replay and sweep themselves. The
+    untaken branch contributes exactly 0.
+  - top-level parallel loops are swept in reverse order, each as its own loop (no tape between tasks).
+
+Before (`y[i] = sin(x[i])`; buffers 0 = x, 1 = y, both with grads):
+
+    for %i in range(0, 8) parallel:
+      %p = ptr b0[%i];  %v = f32 load %p;  %s = f32 sin %v;  %q = ptr b1[%i];  store %q, %s
+
+After (buffers 2 = x.grad, 3 = y.grad):
+
+    for %j in range(0, 8) parallel:
+      %p = ptr b0[%j];  %v = f32 load %p;  %s = f32 sin %v;  %q = ptr b1[%j]      # replay
+      %gq = ptr b3[%j];  %a = f32 load %gq                                       # seed of %s
+      %c = f32 cos %v;  %d = f32 mul %c, %a;  %gp = ptr b2[%j];  atomic add %gp, %d
+"""
+
+from __future__ import annotations
+
+import linecache
+from collections import ChainMap
+from dataclasses import fields, replace
+from typing import Any, MutableMapping, Sequence
+
+from qd import ir
+from qd.ad import rules
+from qd.ad.rules import ZERO
+from qd.errors import QuadrantsCompilationError
+from qd.ops import Op
+
+UNROLL_LIMIT = 1 << 12  # iterations of one unrolled serial loop
+
+_NON_STATIC = "Cannot use non static range in Backwards mode"
+
+
+def _where(loc: ir.SrcLoc | None) -> str:
+    if loc is None:
+        return ""
+    text = linecache.getline(loc.file, loc.line).strip()
+    return f" (at {loc.file}:{loc.line}: {text})"
+
+
+def _non_static(s: ir.Stmt, why: str) -> QuadrantsCompilationError:
+    return QuadrantsCompilationError(f"{_NON_STATIC}: {why}{_where(s.loc)}")
+
+
+# ------------------------------------------------------------------ unrolling
+
+
+def _clone(s: ir.Stmt, sub: dict, blocks: dict[str, ir.Block]) -> ir.Stmt:
+    """`s` with its operands substituted through `sub` and its blocks replaced by `blocks`."""
+    changes: dict[str, Any] = dict(blocks)
+    for f in fields(s):
+        v = getattr(s, f.name)
+        if isinstance(v, ir.Value) and (not isinstance(v, ir.LoopVar) or v in sub):
+            changes[f.name] = sub.get(v, v)
+        elif isinstance(v, tuple) and any(isinstance(x, ir.Value) for x in v):
+            changes[f.name] = tuple(sub.get(x, x) if isinstance(x, ir.Value) else x for x in v)
+    return replace(s, **changes)
+
+
+def _unroll(b: ir.Block, sub: dict) -> ir.Block:
+    """A fresh copy of `b` with every serial `RangeFor` unrolled (constant bounds only)."""
+    out: list[ir.Stmt] = []
+    for s in b.stmts:
+        if isinstance(s, ir.RangeFor) and not s.parallel:
+            _unroll_loop(s, sub, out)
+        elif isinstance(s, (ir.While, ir.Break, ir.Continue)):
+            raise _non_static(s, "while loops and break/continue cannot be differentiated yet")
+        elif isinstance(s, ir.Return):
+            raise QuadrantsCompilationError(f"kernel.grad does not support return values{_where(s.loc)}")
+        else:
+            kids = {f.name: _unroll(getattr(s, f.name), dict(sub)) for f in fields(s)
+                    if isinstance(getattr(s, f.name), ir.Block)}
+            new = _clone(s, sub, kids)
+            sub[s] = new
+            out.append(new)
+    return ir.Block(tuple(out))
+
+
+def _unroll_loop(s: ir.RangeFor, sub: dict, out: list[ir.Stmt]) -> None:
+    begin, end = sub.get(s.begin, s.begin), sub.get(s.end, s.end)
+    if not (isinstance(begin, ir.Const) and isinstance(end, ir.Const)):
+        raise _non_static(s, "the trip count of this loop is not known at compile time")
+    n = int(end.value) - int(begin.value)
+    if n > UNROLL_LIMIT:
+        raise _non_static(s, f"the loop runs {n} iterations, more than the unroll limit {UNROLL_LIMIT}")
+    for k in range(int(begin.value), int(end.value)):
+        c = ir.Const(dtype=s.var.dtype, value=k, loc=s.loc)
+        out.append(c)
+        out.extend(_unroll(s.body, {**sub, s.var: c}).stmts)
+
+
+# ------------------------------------------------------------------ replay and sweep
+
+
+def _subtree(stmts: Sequence[ir.Stmt]) -> tuple[set, set]:
+    """(statements defined, values read) anywhere in `stmts`, nested blocks included."""
+    defined: set = set()
+    used: set = set()
+    for s in stmts:
+        defined.add(s)
+        used.update(s.operands())
+        for blk in s.blocks():
+            d, u = _subtree(blk.stmts)
+            defined |= d
+            used |= u
+    return defined, used
+
+
+def _stored_locals(stmts: Sequence[ir.Stmt]) -> list[ir.Alloca]:
+    defined, _ = _subtree(stmts)
+    seen: dict = {}
+    for s in defined:
+        if isinstance(s, ir.LocalStore) and s.var not in defined:
+            seen[s.var] = None
+    return list(seen)
+
+
+class _Region:
+    """One region being rewritten: its value map, its adjoints, and where its statements go."""
+
+    def __init__(self, vmap: MutableMapping, ext: dict, out: list[ir.Stmt]) -> None:
+        self.vmap = vmap
+        self.ext = ext  # value defined outside -> adjoint Alloca (absent: the contribution is dropped)
+        self.out = out
+        self.defined: set = set()
+        self.adj: dict = {}
+        self.snaps: dict = {}
+
+
+class _Reverse:
+    """The state of one rewrite: the grad buffers and the adjoint allocas of float locals."""
+
+    def __init__(self, grad_of: dict[int, int]) -> None:
+        self.grad_of = grad_of
+        self.adj_var: dict[ir.Alloca, ir.Alloca] = {}
+
+    def region(self, stmts: Sequence[ir.Stmt], vmap: MutableMapping, ext: dict) -> list[ir.Stmt]:
+        r = _Region(ChainMap({}, vmap), ext, [])
+        r.defined = set(stmts)
+        self.replay(stmts, r)
+        for s in reversed(stmts):
+            self.sweep(s, r)
+        return r.out
+
+    # ---------------------------------------------------------------- replay
+
+    def replay(self, stmts: Sequence[ir.Stmt], r: _Region) -> None:
+        for s in stmts:
+            self.replay_one(s, r)
+
+    def replay_one(self, s: ir.Stmt, r: _Region) -> None:
+        em = r.out.append
+        if isinstance(s, (ir.GlobalStore, ir.Print, ir.Check)) or (isinstance(s, ir.RangeFor) and s.parallel):
+            return
+        if isinstance(s, ir.AtomicRMW):
+            r.vmap[s] = _emit(r.out, ir.GlobalLoad(ptr=r.vmap[s.ptr], dtype=s.dtype, loc=s.loc))
+            return
+        if isinstance(s, ir.If):
+            snaps = []
+            for var in _stored_locals(s.then.stmts + s.else_.stmts):
+                snap = _emit(r.out, ir.Alloca(dtype=var.dtype, loc=s.loc))
+                val = _emit(r.out, ir.LocalLoad(var=r.vmap[var], dtype=var.dtype, loc=s.loc))
+                em(ir.LocalStore(var=snap, value=val, loc=s.loc))
+                snaps.append((var, snap))
+            r.snaps[s] = snaps
+            kids = {}
+            for name, blk in (("then", s.then), ("else_", s.else_)):
+                sub = _Region(ChainMap({}, r.vmap), {}, [])
+                self.replay(blk.stmts, sub)
+                kids[name] = ir.Block(tuple(sub.out))
+            em(replace(s, cond=r.vmap[s.cond], **kids))
+            return
+        new = _clone(s, r.vmap, {})
+        r.vmap[s] = new
+        em(new)
+        if isinstance(s, ir.Alloca) and s.dtype.is_float:
+            a = self.adj_var[s] = _emit(r.out, ir.Alloca(dtype=s.dtype, loc=s.loc))
+            em(ir.LocalStore(var=a, value=_emit(r.out, ir.Const(dtype=s.dtype, value=0.0, loc=s.loc)), loc=s.loc))
+
+    # ---------------------------------------------------------------- sweep
+
+    def acc(self, v: ir.Value, c: Any, r: _Region, loc: ir.SrcLoc | None) -> None:
+        """Adds the contribution `c` (a Value or ZERO) to the adjoint of the original value `v`."""
+        if c is ZERO or not v.dtype.is_float:
+            return
+        em = rules.BlockEmitter(r.out, loc)
+        if c.dtype is not v.dtype:
+            c = em.op(Op.CAST, (c,), v.dtype)
+        if v in r.defined:
+            r.adj[v] = rules.add(r.adj.get(v, ZERO), c, v.dtype, em)
+        elif v in r.ext:
+            a = r.ext[v]
+            old = _emit(r.out, ir.LocalLoad(var=a, dtype=v.dtype, loc=loc))
+            r.out.append(ir.LocalStore(var=a, value=em.op(Op.ADD, (old, c), v.dtype), loc=loc))
+
+    def grad_ptr(self, p: ir.GlobalPtr, r: _Region) -> ir.GlobalPtr:
+        idx = tuple(r.vmap.get(i, i) for i in p.indices)
+        return _emit(r.out, ir.GlobalPtr(buffer=self.grad_of[p.buffer], indices=idx, dtype=p.dtype, loc=p.loc))
+
+    def sweep(self, s: ir.Stmt, r: _Region) -> None:
+        em = rules.BlockEmitter(r.out, s.loc)
+        ct = r.adj.get(s, ZERO)
+        if isinstance(s, ir.OpStmt) and ct is not ZERO:
+            for a, c in zip(s.args, rules.cotangents(r.vmap[s], ct, em)):
+                self.acc(a, c, r, s.loc)
+        elif isinstance(s, ir.LocalLoad) and s.var in self.adj_var and ct is not ZERO:
+            a = self.adj_var[s.var]
+            old = _emit(r.out, ir.LocalLoad(var=a, dtype=s.dtype, loc=s.loc))
+            r.out.append(ir.LocalStore(var=a, value=em.op(Op.ADD, (old, ct), s.dtype), loc=s.loc))
+        elif isinstance(s, ir.LocalStore) and s.var in self.adj_var:
+            a = self.adj_var[s.var]
+            self.acc(s.value, _emit(r.out, ir.LocalLoad(var=a, dtype=s.var.dtype, loc=s.loc)), r, s.loc)
+            r.out.append(ir.LocalStore(var=a, value=em.const(0.0, s.var.dtype), loc=s.loc))
+        elif isinstance(s, ir.GlobalLoad) and s.ptr.buffer in self.grad_of and ct is not ZERO:
+            r.out.append(ir.AtomicRMW(op=Op.ADD, ptr=self.grad_ptr(s.ptr, r), value=ct, dtype=s.dtype, loc=s.loc))
+        elif isinstance(s, ir.GlobalStore) and s.ptr.buffer in self.grad_of and s.value.dtype.is_float:
+            g = _emit(r.out, ir.GlobalLoad(ptr=self.grad_ptr(s.ptr, r), dtype=s.ptr.dtype, loc=s.loc))
+            self.acc(s.value, g, r, s.loc)
+        elif (isinstance(s, ir.AtomicRMW) and s.ptr.buffer in self.grad_of and s.op in (Op.ADD, Op.SUB)
+              and s.value.dtype.is_float):
+            g = _emit(r.out, ir.GlobalLoad(ptr=self.grad_ptr(s.ptr, r), dtype=s.ptr.dtype, loc=s.loc))
+            self.acc(s.value, g if s.op is Op.ADD else em.op(Op.NEG, (g,), g.dtype), r, s.loc)
+        elif isinstance(s, ir.If):
+            self.sweep_if(s, r)
+        elif isinstance(s, ir.RangeFor):
+            var = ir.LoopVar(dtype=s.var.dtype, name=s.var.name)
+            body = self.region(s.body.stmts, ChainMap({s.var: var}, r.vmap), {})
+            r.out.append(ir.RangeFor(var=var, begin=r.vmap[s.begin], end=r.vmap[s.end], body=ir.Block(tuple(body)),
+                                     parallel=True, loc=s.loc))
+
+    def sweep_if(self, s: ir.If, r: _Region) -> None:
+        """Restores the locals the branches write, then each branch replays and sweeps itself; values
+        of this region used inside get an adjoint alloca around the `if`."""
+        defined, used = _subtree(s.then.stmts + s.else_.stmts)
+        free = [v for v in used - defined
+                if isinstance(v, ir.Stmt) and not isinstance(v, ir.Alloca) and v.dtype.is_float
+                and (v in r.defined or v in r.ext)]
+        ext = {}
+        for v in free:
+            a = ext[v] = _emit(r.out, ir.Alloca(dtype=v.dtype, loc=s.loc))
+            r.out.append(ir.LocalStore(var=a, value=_emit(r.out, ir.Const(dtype=v.dtype, value=0.0)), loc=s.loc))
+        for var, snap in r.snaps[s]:
+            val = _emit(r.out, ir.LocalLoad(var=snap, dtype=var.dtype, loc=s.loc))
+            r.out.append(ir.LocalStore(var=r.vmap[var], value=val, loc=s.loc))
+        then = self.region(s.then.stmts, r.vmap, ext)
+        else_ = self.region(s.else_.stmts, r.vmap, ext)
+        r.out.append(ir.If(cond=r.vmap[s.cond], then=ir.Block(tuple(then)), else_=ir.Block(tuple(else_)), loc=s.loc))
+        for v, a in ext.items():
+            self.acc(v, _emit(r.out, ir.LocalLoad(var=a, dtype=v.dtype, loc=s.loc)), r, s.loc)
+
+
+def _emit(out: list[ir.Stmt], s: ir.Stmt) -> Any:
+    out.append(s)
+    return s
+
+
+def reverse(k: ir.KernelIR, grad_buffers: Sequence[int]) -> ir.KernelIR:
+    """The reverse-mode version of the pre-offload kernel `k`. Buffer `grad_buffers[j]` gets its grad
+    as buffer `len(k.buffers) + j` (a decl named `<name>.grad`), to be bound to `field.grad`."""
+    if k.tasks is not None:
+        raise ValueError("reverse() runs before the offload pass")
+    grad_of = {b: len(k.buffers) + j for j, b in enumerate(grad_buffers)}
+    decls = tuple(replace(k.buffers[b], name=k.buffers[b].name + ".grad") for b in grad_buffers)
+    body = _unroll(k.body, {})
+    stmts = _Reverse(grad_of).region(body.stmts, {}, {})
+    return replace(k, buffers=k.buffers + decls, body=ir.Block(tuple(stmts)))
+
+
+__all__ = ["reverse", "UNROLL_LIMIT"]
