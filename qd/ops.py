@@ -40,6 +40,7 @@ class Op(enum.Enum):
     ROUND = "round"
     POPCNT = "popcnt"
     CLZ = "clz"
+    STOP_GRAD = "stop_grad"
     CAST = "cast"
     BIT_CAST = "bit_cast"
     # binary
@@ -112,6 +113,8 @@ INFO: dict[Op, OpInfo] = {
     Op.ROUND: _i(1, "float", "round half to even", nondiff=True, ulps=_EXACT),
     Op.POPCNT: _i(1, "int", "number of set bits", nondiff=True),
     Op.CLZ: _i(1, "int", "leading zero bits at the operand's width", nondiff=True),
+    Op.STOP_GRAD: _i(1, "same", "identity whose derivative is zero (`qd.stop_grad`)", nondiff=True,
+                     ulps=_EXACT),
     Op.CAST: _i(1, "cast", "value conversion: float->int truncates toward 0 (out of range is "
                 "undefined), int->int wraps, int->float rounds to nearest even", linear=True,
                 ulps=_EXACT),

@@ -13,7 +13,7 @@ from qd.ops import INFO, Op
 from qd.types import dtypes as T
 
 # Ops lowered by composition rather than one opcode per class (see qd/bytecode/ops_lowering.py).
-_COMPOSED = {Op.CAST: "CAST_", Op.BIT_CAST: "BITCAST_", Op.SELECT: "SELECT"}
+_COMPOSED = {Op.CAST: "CAST_", Op.BIT_CAST: "BITCAST_", Op.SELECT: "SELECT", Op.STOP_GRAD: "MOV"}
 
 
 def _classes(op: Op) -> list[str]:

@@ -162,6 +162,8 @@ def _unary_reference(op: Op, dt: T.DataType, a: np.ndarray) -> np.ndarray:
               Op.BIT_NOT: np.invert, Op.SGN: np.sign}
     if op in simple:
         return simple[op](a)
+    if op is Op.STOP_GRAD:
+        return a.copy()
     if op is Op.RSQRT:
         return (np.ones_like(a) / np.sqrt(a)).astype(a.dtype)
     if op is Op.LOGICAL_NOT:

@@ -146,7 +146,7 @@ def _build() -> list[tuple[str, str]]:
     ]
     for cls in CLASSES:
         for op in Op:
-            if op in (Op.CAST, Op.BIT_CAST, Op.SELECT) or op in _CMP:
+            if op in (Op.CAST, Op.BIT_CAST, Op.SELECT, Op.STOP_GRAD) or op in _CMP:
                 continue
             arity = 2 if op in _BIN else 1
             if arity == 2:

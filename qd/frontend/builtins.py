@@ -160,13 +160,12 @@ def bit_cast(x: Any, dtype: Any) -> Any:
 
 
 def stop_grad(x: Any) -> Any:
-    """The value of `x` with its gradient stopped: a float becomes a round trip through a bit cast to
-    the integer of its width (an op without a derivative rule, so both AD modes see a constant)."""
+    """The value of `x` with its gradient stopped (`Op.STOP_GRAD`: an identity that the op table
+    marks non-differentiable, so both AD modes see a constant)."""
     if _e.is_matrix(x):
         return x._map(stop_grad)
     if isinstance(x, Expr) and x.dtype.is_float:
-        it = {16: dtypes.i16, 32: dtypes.i32, 64: dtypes.i64}[x.dtype.bits]
-        return _e.emit(Op.BIT_CAST, (_e.emit(Op.BIT_CAST, (x,), it),), x.dtype)
+        return _e.emit(Op.STOP_GRAD, (x,), x.dtype)
     return x
 
 

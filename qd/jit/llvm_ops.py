@@ -330,6 +330,7 @@ for _op in (Op.SQRT, Op.RSQRT, Op.EXP, Op.LOG, Op.SIN, Op.COS, Op.TAN, Op.ASIN, 
             Op.CEIL, Op.ROUND):
     TABLE[(_op, "float")] = _unary(_op)
 TABLE[(Op.SELECT, "int")] = TABLE[(Op.SELECT, "float")] = _select
+TABLE[(Op.STOP_GRAD, "int")] = TABLE[(Op.STOP_GRAD, "float")] = lambda c, dt, args: args[0]
 COMPOSED = {Op.CAST: "cast", Op.BIT_CAST: "bit_cast"}
 
 
