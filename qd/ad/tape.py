@@ -17,6 +17,10 @@ from qd.runtime.fields import Field, all_fields
 from qd.types.enums import SNodeGradType
 
 _active_fwd: "FwdMode | None" = None
+# The `qd.ad.Tape` whose block is running (read by `Kernel._run` on every primal launch) and whether a
+# `grad_replaced` / `no_grad` function is running (its inner launches are then not recorded).
+_active_tape: Any = None  # a qd.ad.custom.Tape, or None
+_grad_replaced: bool = False
 
 _SEED_MESSAGE = (
     "`seed` is not set for non 0-D field, please specify. `seed` is a list to specify which parameters the "

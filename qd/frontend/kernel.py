@@ -78,6 +78,9 @@ class Kernel:
         """Launches the instance of `mode` ("" primal, "fwd" forward mode, "grad" reverse mode)."""
         if _bm.current() is not None:
             raise QuadrantsSyntaxError("Kernels cannot call other kernels; decorate the callee with @qd.func")
+        tape = _tape._active_tape
+        if tape is not None and not mode and not _tape._grad_replaced:
+            tape.record(self, args, kwargs)
         sig = self.signature
         values = sig.bind(args, kwargs)
         key, launch_args, post = _args.convert(sig, values)

@@ -1,0 +1,269 @@
+"""Reverse mode on the host: `qd.ad.Tape` and the custom-gradient decorators.
+
+`with qd.ad.Tape(loss):` records every primal kernel launch made in its block (`Kernel._run` reads
+`qd.ad.tape._active_tape`, one global read per launch) as `(kernel, args)` in `tape.calls`; on exit it
+seeds `loss.grad` with 1 and runs each recorded call's `.grad(*args)` in reverse order.
+`qd.ad.grad_replaced` wraps a Python function that launches kernels: inside a tape it is recorded as one
+call (its own launches are not) whose backward is the function registered with `qd.ad.grad_for`.
+`qd.ad.no_grad` does the same with a backward that does nothing. `grad_check=[fields]` compares the
+gradients of those fields with central finite differences after the backward pass.
+
+`validation=True` only warns when debug is off; the global data access rule checker itself is not
+implemented yet.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+
+from qd.ad import tape as _t
+from qd.runtime.fields import Field, all_fields
+from qd.runtime.ndarray import Ndarray
+from qd.types.enums import SNodeGradType
+
+_NO_ADJOINT_FIELD = ("Gradients of loss are not allocated, please use qd.field(..., needs_grad=True)"
+                     " for all fields that are required by autodiff.")
+_NO_ADJOINT_NDARRAY = ("Gradients of loss are not allocated, please set needs_grad=True for all ndarrays "
+                       "that are required by autodiff.")
+_VALIDATION_NO_DEBUG = ("Debug mode is disabled, autodiff valid check will not work. Please specify "
+                        "`qd.init(debug=True)` to enable the check.")
+
+
+def _debug_on() -> bool:
+    from qd.runtime import config as _config
+
+    try:
+        return bool(_config.current().debug)
+    except Exception:  # pragma: no cover - no program yet
+        return False
+
+
+class _GradChecker:
+    """Central finite differences of the recorded primal calls, in directions of random tangents."""
+
+    EPS = 2.0 ** np.arange(-3, -30, -2).astype(np.float64)
+
+    def __init__(self, loss: Any, to_check: list) -> None:
+        self.loss = loss
+        self.to_check = to_check
+        self.result: list[bool | None] = [None] * len(to_check)
+
+    def snapshot(self) -> None:
+        self.fields = [f for f in all_fields() if f._role is SNodeGradType.PRIMAL and f._placed]
+        self.backups = [f.to_numpy().copy() for f in self.fields]
+
+    def _restore(self) -> None:
+        for f, b in zip(self.fields, self.backups):
+            f.from_numpy(b)
+
+    def _loss_after(self, x: Any, value: np.ndarray, calls: list, kwargs: list) -> float:
+        self._restore()
+        x.from_numpy(value)
+        for (fn, args), kw in zip(calls, kwargs):
+            fn(*args, **kw)
+        return float(np.asarray(self.loss.to_numpy(), dtype=np.float64).reshape(-1)[0])
+
+    def check(self, calls: list, kwargs: list) -> None:
+        assert self.loss.dtype.np_dtype == np.float64, "Only f64 is supported when checking grad."
+        rng = np.random.default_rng(0)
+        for i, x in enumerate(self.to_check):
+            if x is self.loss:
+                self.result[i] = True
+                continue
+            base = self.backups[[j for j, f in enumerate(self.fields) if f is x][0]] \
+                if any(f is x for f in self.fields) else x.to_numpy().copy()
+            g = np.asarray(x.grad.to_numpy(), dtype=np.float64)
+            rel_errors = []
+            ok = False
+            for eps in self.EPS:
+                tangent = rng.random(base.shape)
+                pos = self._loss_after(x, (base + eps * tangent).astype(base.dtype), calls, kwargs)
+                neg = self._loss_after(x, (base - eps * tangent).astype(base.dtype), calls, kwargs)
+                numerical = (pos - neg) * 0.5 / eps
+                autodiff = float(np.sum(g * tangent))
+                err = abs(autodiff - numerical)
+                rel_errors.append(err / (abs(autodiff) + (1e-20 if numerical == 0 else 0.0))
+                                  if autodiff != 0 or numerical == 0 else float("inf"))
+                if err * 100 <= abs(autodiff):
+                    ok = True
+                    break
+            self.result[i] = ok
+            if ok:
+                print("variable", i, "passes grad check")
+            else:
+                print("variable", i, "has relative error", min(rel_errors), ", expected relative error 0.01")
+        # Leave the fields as the primal pass left them.
+        self._restore()
+        for (fn, args), kw in zip(calls, kwargs):
+            fn(*args, **kw)
+        assert all(self.result), "Grad check failed: Not all variables pass grad check"
+
+
+class Tape:
+    """`with qd.ad.Tape(loss=None, clear_gradients=True, validation=False, grad_check=None):`.
+
+    Records the kernel launches (and `grad_replaced` / `no_grad` calls) of its block in `calls`; on exit,
+    when `loss` was given, seeds `loss.grad` with 1 and runs their gradients in reverse order.
+    """
+
+    def __init__(self, loss: Any = None, clear_gradients: bool = True, validation: bool = False,
+                 grad_check: list | None = None) -> None:
+        self.calls: list[tuple[Callable, tuple]] = []
+        self._kwargs: list[dict] = []
+        self.entered = False
+        self.gradient_evaluated = False
+        self.clear_gradients = clear_gradients
+        self.validation = validation
+        if validation and not _debug_on():
+            warnings.warn(_VALIDATION_NO_DEBUG, Warning)
+        self.eval_on_exit = loss is not None
+        self.loss = loss
+        self.grad_checker: _GradChecker | None = None
+        if grad_check:
+            assert isinstance(grad_check, list), \
+                "grad_check should be a list of fields that need to check gradients."
+            self.grad_checker = _GradChecker(loss, grad_check)
+
+    def __enter__(self) -> "Tape":
+        assert not self.entered, "Tape can be entered only once."
+        self.entered = True
+        loss = self.loss
+        if isinstance(loss, Field):
+            if len(loss.shape) != 0:
+                raise RuntimeError("The loss of `Tape` must be a 0-D field, i.e. scalar")
+            if not loss.has_grad():
+                raise RuntimeError(_NO_ADJOINT_FIELD)
+            if self.clear_gradients:
+                _t.clear_all_gradients()
+            loss.fill(0.0)
+        elif isinstance(loss, Ndarray):
+            if loss._get_nelement() != 1:
+                raise RuntimeError("The loss of `Tape` must be an ndarray with only one element")
+            if loss.grad is None:
+                raise RuntimeError(_NO_ADJOINT_NDARRAY)
+            if self.clear_gradients:
+                _t.clear_all_gradients()
+            loss.fill(0.0)
+        elif loss is not None:
+            if not hasattr(loss, "numel"):
+                raise RuntimeError("The loss of `Tape` must be a qd.field, a qd.ndarray or a torch tensor")
+            import torch  # pylint: disable=C0415
+
+            if loss.numel() != 1:
+                raise RuntimeError("The loss of `Tape` must be a tensor only contains one element")
+            if not loss.requires_grad:
+                raise RuntimeError("Gradients of loss are not allocated, please set requires_grad=True for all "
+                                   "tensors that are required by autodiff.")
+            with torch.no_grad():
+                loss.fill_(0.0)
+        elif self.clear_gradients:
+            _t.clear_all_gradients()
+        if self.grad_checker is not None:
+            self.grad_checker.snapshot()
+        _t._active_tape = self
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if _t._active_tape is self:
+            _t._active_tape = None
+        if self.eval_on_exit and exc_type is None:
+            self.grad()
+
+    def insert(self, func: Callable, args: tuple, kwargs: dict | None = None) -> None:
+        """Records one primal call (a kernel launch, or a `grad_replaced` / `no_grad` function)."""
+        self.calls.append((func, args))
+        self._kwargs.append(kwargs or {})
+
+    # `Kernel._run` calls this name.
+    record = insert
+
+    def grad(self) -> None:
+        """Seeds `loss.grad` with 1 and runs the recorded calls' gradients in reverse order (once)."""
+        assert self.entered, "Before evaluating gradients tape must be entered."
+        assert not self.gradient_evaluated, "Gradients of grad can be evaluated only once."
+        loss = self.loss
+        if isinstance(loss, (Field, Ndarray)):
+            loss.grad.fill(1.0)
+        elif loss is not None:
+            import torch  # pylint: disable=C0415
+
+            if loss.grad is None:
+                loss.grad = torch.ones_like(loss)
+            else:
+                with torch.no_grad():
+                    loss.grad.fill_(1.0)
+        for (func, args), kw in zip(reversed(self.calls), reversed(self._kwargs)):
+            g = getattr(func, "grad", None)
+            if g is None:
+                if hasattr(func, "grad"):
+                    raise RuntimeError(f"`{getattr(func, '__name__', func)}` is decorated by qd.ad.grad_replaced "
+                                       "but has no gradient function; register one with qd.ad.grad_for")
+                continue
+            g(*args, **kw)
+        self.gradient_evaluated = True
+        if self.grad_checker is not None:
+            self.grad_checker.check(self.calls, self._kwargs)
+
+
+def _recorded(func: Callable, grad: Callable | None) -> Callable:
+    @functools.wraps(func)
+    def decorated(*args: Any, **kwargs: Any) -> Any:
+        tape = _t._active_tape
+        outer = _t._grad_replaced
+        if tape is not None and not outer:
+            tape.insert(decorated, args, kwargs)
+        _t._grad_replaced = True
+        try:
+            return func(*args, **kwargs)
+        finally:
+            _t._grad_replaced = outer
+
+    decorated.grad = grad
+    decorated._qd_grad_replaced = True
+    return decorated
+
+
+def grad_replaced(func: Callable) -> Callable:
+    """Decorates a Python function that launches kernels: inside `qd.ad.Tape` it is recorded as one call
+    whose gradient is the function registered with `qd.ad.grad_for(func)`."""
+    return _recorded(func, None)
+
+
+def grad_for(primal: Callable) -> Callable[[Callable], Callable]:
+    """`@qd.ad.grad_for(primal)`: registers the decorated function as the gradient of `primal`, which
+    must be decorated by `qd.ad.grad_replaced`."""
+
+    def decorator(func: Callable) -> Callable:
+        if not hasattr(primal, "grad"):
+            raise RuntimeError(f"Primal function `{getattr(primal, '__name__', primal)}` must be decorated by "
+                               "qd.ad.grad_replaced")
+        if primal.grad is not None:
+            raise RuntimeError(
+                "Primal function must be a **python** function instead of a quadrants kernel. Please wrap the "
+                "quadrants kernel in a @qd.ad.grad_replaced decorated python function instead.")
+
+        @functools.wraps(func)
+        def decorated(*args: Any, **kwargs: Any) -> Any:
+            return func(*args, **kwargs)
+
+        primal.grad = decorated
+        return decorated
+
+    return decorator
+
+
+def _nothing(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def no_grad(func: Callable) -> Callable:
+    """Decorates a function (or kernel) whose gradient is skipped by `qd.ad.Tape`: it is recorded with
+    an empty gradient function and the kernels it launches are not recorded."""
+    return _recorded(func, _nothing)
+
+
+__all__ = ["Tape", "grad_replaced", "grad_for", "no_grad"]
