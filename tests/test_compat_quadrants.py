@@ -376,3 +376,17 @@ def test_local_matrix_runtime_index_is_bound_checked(arch):
                            (access_mat, (0, -1), "axis 1 of a local matrix")):
         with pytest.raises(qd.QuadrantsAssertionError, match=f"Out of bound access.*{what}"):
             fn(*args)
+
+
+def test_grad_field_indexed_inside_a_kernel(arch):
+    x = qd.field(qd.f32, shape=4, needs_grad=True)
+
+    @qd.kernel
+    def seed():
+        for i in range(4):
+            x.grad[i] = i * 2.0
+            x[i] = x.grad[i] + 1
+
+    seed()
+    assert x.grad.to_numpy().tolist() == [0.0, 2.0, 4.0, 6.0]
+    assert x.to_numpy().tolist() == [1.0, 3.0, 5.0, 7.0]

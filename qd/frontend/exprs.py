@@ -152,8 +152,8 @@ class ExprMixin:
                 return base.shape
             if attr == "dtype":
                 return base.dtype
-            if base.obj is not None:
-                return getattr(base.obj, attr)
+            if base.obj is not None:  # `x.grad` / `x.dual` are fields of their own: bind them too
+                return self.wrap_global(getattr(base.obj, attr), f"{base.decl.name}.{attr}")
             raise QuadrantsSyntaxError(f"ndarray arguments have no attribute '{attr}' inside kernels")
         if _e.is_matrix(base) and attr and all(c in _SWIZZLE for c in attr) and not hasattr(type(base), attr):
             idx = [_SWIZZLE[c] for c in attr]
