@@ -8,8 +8,9 @@ call (its own launches are not) whose backward is the function registered with `
 `qd.ad.no_grad` does the same with a backward that does nothing. `grad_check=[fields]` compares the
 gradients of those fields with central finite differences after the backward pass.
 
-`validation=True` only warns when debug is off; the global data access rule checker itself is not
-implemented yet.
+`validation=True` warns when debug is off; with `qd.init(debug=True)` the primal launches recorded by
+the tape run their validation instance (`Kernel._run`, `qd/ad/validation.py`), which raises
+`QuadrantsAssertionError` when a launch writes a field element (of a field with a grad) it has read.
 """
 
 from __future__ import annotations

@@ -13,10 +13,13 @@ import functools
 import weakref
 from typing import Any, Callable
 
+import numpy as np
+
 from qd import ir
 from qd.ad import tape as _tape
 from qd.ad.forward import forward as _forward
 from qd.ad.reverse import reverse as _reverse
+from qd.ad.validation import validate_global_access as _validate
 from qd.errors import QuadrantsSyntaxError
 from qd.frontend import args as _args
 from qd.frontend import builder as _bm
@@ -75,16 +78,19 @@ class Kernel:
         return self._run(args, kwargs, "fwd" if _tape.active_fwd() is not None else "")
 
     def _run(self, args: tuple, kwargs: dict, mode: str) -> Any:
-        """Launches the instance of `mode` ("" primal, "fwd" forward mode, "grad" reverse mode)."""
+        """Launches the instance of `mode` ("" primal, "fwd" forward mode, "grad" reverse mode); a primal
+        launch inside a `qd.ad.Tape(validation=True)` with debug on runs the "validate" instance."""
         if _bm.current() is not None:
             raise QuadrantsSyntaxError("Kernels cannot call other kernels; decorate the callee with @qd.func")
         tape = _tape._active_tape
+        cfg = _bm.cfg()
         if tape is not None and not mode and not _tape._grad_replaced:
             tape.record(self, args, kwargs)
+            if getattr(tape, "validation", False) and cfg.debug:
+                mode = "validate"
         sig = self.signature
         values = sig.bind(args, kwargs)
         key, launch_args, post = _args.convert(sig, values)
-        cfg = _bm.cfg()
         key = key + (cfg.default_fp, cfg.default_ip, bool(cfg.debug), getattr(cfg, "arch", None))
         if mode:
             key = key + (mode,)
@@ -93,6 +99,8 @@ class Kernel:
             inst = self._instances[key] = self._compile(values, mode)
         ck, bindings = inst
         self._last_ck = ck
+        if mode == "validate":  # fresh zeroed checkbits for every validated launch
+            bindings = [b.zeros() if isinstance(b, _Checkbits) else b for b in bindings]
 
         try:
             result = _launch.launch(ck, bindings, launch_args)
@@ -117,6 +125,8 @@ class Kernel:
             k_ir, bindings = _forward_instance(k_ir, bindings)
         elif mode == "grad":
             k_ir, bindings = _reverse_instance(k_ir, bindings)
+        elif mode == "validate":
+            k_ir, bindings = _validation_instance(k_ir, bindings)
         self._last_ir = k_ir
 
         return _launch.compile_kernel(k_ir), bindings
@@ -145,6 +155,28 @@ def _reverse_instance(k_ir: ir.KernelIR, bindings: list) -> tuple[ir.KernelIR, l
 
     k_ir = run_passes(k_ir, [("reverse", lambda k: _reverse(k, grads))])
     return k_ir, bindings + [bindings[b].grad for b in grads]
+
+
+class _Checkbits:
+    """The binding of a checkbit buffer of a validation instance: zeros made fresh for each launch."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape = shape
+
+    def zeros(self) -> np.ndarray:
+        return np.zeros(self.shape, dtype=np.uint8)
+
+
+def _validation_instance(k_ir: ir.KernelIR, bindings: list) -> tuple[ir.KernelIR, list]:
+    """The validation (`qd.ad.Tape(validation=True)`, debug on) version of an instance: every field
+    with a placed `.grad` gets a u8 checkbit buffer enforcing the global data access rule."""
+    checked = [b for b, decl in enumerate(k_ir.buffers)
+               if decl.kind == "field" and getattr(bindings[b], "has_grad", lambda: False)()]
+    from qd.passes.runner import run_passes
+
+    k_ir = run_passes(k_ir, [("validate_global_access", lambda k: _validate(k, checked))])
+    extra = [_Checkbits(tuple(k_ir.buffers[b].shape) + tuple(k_ir.buffers[b].elem_shape)) for b in checked]
+    return k_ir, bindings + extra
 
 
 class _GradKernel:

@@ -1,0 +1,91 @@
+"""`validate_global_access`: the global data access rule checker of `qd.ad.Tape(validation=True)`.
+
+Reverse mode assumes that a launch never overwrites a global element it has read (the backward pass
+would need the overwritten value). With `qd.init(debug=True)`, kernels launched inside a validating tape
+run a validation instance (`Kernel._run`, instance key + "validate") built by this pass on the
+structured, pre-offload IR: every buffer listed in `fields` (fields with a `.grad`) gets a u8
+"checkbit" buffer of the same shape (a new `BufferDecl` appended to `buffers`, bound by the caller to
+fresh zeros for every launch). A load of x[I] sets checkbit[I] = 1 after it; a store or atomic to
+x[I] first checks `checkbit[I] == 0` with an `ir.Check` whose message is Quadrants' text, so the
+launch raises `QuadrantsAssertionError`.
+
+Before (`b[None] += x[1] * b[None]`-like; buffer 0 = b):    After (buffer 1 = b's checkbits):
+
+    %p = ptr b0[]; %v = f32 load %p                          %p = ptr b0[]; %v = f32 load %p
+    ...                                                      %cp = ptr b1[]; %one = u8 const 1
+    store %p, %w                                             store %cp, %one
+                                                             ...
+                                                             %cq = ptr b1[]; %c = u8 load %cq
+                                                             %z = u8 const 0; %ok = u1 cmp_eq %c, %z
+                                                             check %ok, #k
+                                                             store %p, %w
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields as _dc_fields, replace
+from typing import Sequence
+
+from qd import ir
+from qd.ops import Op
+from qd.types.dtypes import u1, u8
+
+
+def violation_message(buffer_name: str) -> str:
+    """Quadrants' text for a write after a read of the same element (`{kernel}` is the kernel name)."""
+    name = (buffer_name or "field").replace("{", "{{").replace("}", "}}")
+    return ("(kernel={kernel}) Breaks the global data access rule. Snode " + name
+            + " is overwritten unexpectedly.")
+
+
+class _Validator:
+    def __init__(self, k: ir.KernelIR, bit_of: dict[int, int]) -> None:
+        self.k = k
+        self.bit_of = bit_of
+        self.checks = list(k.checks)
+
+    def _bit_ptr(self, ptr: ir.GlobalPtr) -> ir.GlobalPtr:
+        return ir.GlobalPtr(buffer=self.bit_of[ptr.buffer], indices=ptr.indices, dtype=u8, loc=ptr.loc)
+
+    def block(self, b: ir.Block) -> ir.Block:
+        out: list[ir.Stmt] = []
+        for s in b.stmts:
+            kids = {f.name: self.block(getattr(s, f.name)) for f in _dc_fields(s)
+                    if isinstance(getattr(s, f.name), ir.Block)}
+            if kids:
+                s = replace(s, **kids)
+            self.stmt(s, out)
+        return ir.Block(tuple(out))
+
+    def stmt(self, s: ir.Stmt, out: list[ir.Stmt]) -> None:
+        if isinstance(s, ir.GlobalLoad) and s.ptr.buffer in self.bit_of:
+            out.append(s)
+            cp = self._bit_ptr(s.ptr)
+            one = ir.Const(dtype=u8, value=1, loc=s.loc)
+            out += [cp, one, ir.GlobalStore(ptr=cp, value=one, loc=s.loc)]
+            return
+        if isinstance(s, (ir.GlobalStore, ir.AtomicRMW)) and s.ptr.buffer in self.bit_of:
+            loc = s.loc
+            cp = self._bit_ptr(s.ptr)
+            bit = ir.GlobalLoad(ptr=cp, dtype=u8, loc=loc)
+            zero = ir.Const(dtype=u8, value=0, loc=loc)
+            ok = ir.OpStmt(op=Op.CMP_EQ, args=(bit, zero), dtype=u1, loc=loc)
+            name = self.k.buffers[s.ptr.buffer].name
+            self.checks.append(ir.CheckDecl("assert", violation_message(name), loc))
+            out += [cp, bit, zero, ok, ir.Check(cond=ok, check=len(self.checks) - 1, loc=loc)]
+        out.append(s)
+
+
+def validate_global_access(k: ir.KernelIR, fields: Sequence[int]) -> ir.KernelIR:
+    """The validation version of the pre-offload kernel `k`. Buffer `fields[j]` gets its checkbits as
+    buffer `len(k.buffers) + j` (a u8 'field' decl named `<name>.checkbit`), to be bound to zeros."""
+    if k.tasks is not None:
+        raise ValueError("validate_global_access() runs before the offload pass")
+    bit_of = {b: len(k.buffers) + j for j, b in enumerate(fields)}
+    decls = tuple(replace(k.buffers[b], dtype=u8, name=k.buffers[b].name + ".checkbit") for b in fields)
+    v = _Validator(k, bit_of)
+    body = v.block(k.body)
+    return replace(k, buffers=k.buffers + decls, body=body, checks=tuple(v.checks))
+
+
+__all__ = ["validate_global_access", "violation_message"]

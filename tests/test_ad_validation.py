@@ -1,0 +1,150 @@
+"""The global data access rule checker (`qd/ad/validation.py`): inside `qd.ad.Tape(validation=True)` with
+`qd.init(debug=True)`, a launch that writes a field element (with a grad) it has read raises
+`QuadrantsAssertionError` with Quadrants' message; without debug the tape only warns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import qd
+from qd import ir
+from qd.ad.validation import validate_global_access
+from qd.frontend.kernel import build_kernel_ir
+from qd.passes.offload import offload
+from tests.conftest import init_arch
+
+N = 16
+RULE = r"\(kernel=broke_rule\) Breaks the global data access rule\. Snode b is overwritten unexpectedly\."
+
+
+def _debug(arch: object, debug: bool = True) -> None:
+    qd.reset()
+    init_arch(arch, debug=debug)
+
+
+def _fields():
+    x = qd.field(dtype=qd.f32, shape=N, needs_grad=True)
+    loss = qd.field(dtype=qd.f32, shape=(), needs_grad=True)
+    b = qd.field(dtype=qd.f32, shape=(), needs_grad=True)
+    x.from_numpy(np.arange(N, dtype=np.float32))
+    b[None] = 10
+    return x, loss, b
+
+
+def test_read_then_write_raises(arch: object) -> None:
+    _debug(arch)
+    x, loss, b = _fields()
+
+    @qd.kernel
+    def broke_rule():
+        loss[None] = x[1] * b[None]
+        b[None] += 100
+
+    with pytest.raises(qd.QuadrantsAssertionError, match=RULE):
+        with qd.ad.Tape(loss=loss, validation=True):
+            broke_rule()
+    # Outside a validating tape the same kernel runs its primal instance.
+    broke_rule()
+    assert b[None] == 110
+
+
+def test_in_place_update_in_parallel_loop_raises(arch: object) -> None:
+    _debug(arch)
+    x, loss, _ = _fields()
+
+    @qd.kernel
+    def double():
+        for i in x:
+            x[i] = x[i] * 2.0
+
+    with pytest.raises(qd.QuadrantsAssertionError, match="Snode x is overwritten unexpectedly"):
+        with qd.ad.Tape(loss=loss, validation=True):
+            double()
+
+
+def test_writes_to_other_fields_pass(arch: object) -> None:
+    _debug(arch)
+    x, loss, b = _fields()
+    y = qd.field(dtype=qd.f32, shape=N, needs_grad=True)
+    scratch = qd.field(dtype=qd.f32, shape=())  # no grad: not checked
+
+    @qd.kernel
+    def square():
+        for i in x:
+            y[i] = x[i] * x[i] * b[None]
+        scratch[None] = scratch[None] + 1.0
+
+    @qd.kernel
+    def reduce():
+        for i in y:
+            loss[None] += y[i]
+
+    with qd.ad.Tape(loss=loss, validation=True) as t:
+        square()
+        reduce()
+        square()  # checkbits start from zero on every launch
+    assert len(t.calls) == 3
+    xs = np.arange(N, dtype=np.float32)
+    assert loss[None] == pytest.approx(float(np.sum(xs * xs * 10)))
+    np.testing.assert_allclose(x.grad.to_numpy(), 2 * xs * 10, rtol=1e-6)
+    assert b.grad[None] == pytest.approx(float(np.sum(xs * xs)))
+
+
+def test_grad_replaced_launches_are_not_validated(arch: object) -> None:
+    _debug(arch)
+    x, loss, b = _fields()
+
+    @qd.kernel
+    def broke_rule():
+        loss[None] = x[1] * b[None]
+        b[None] += 100
+
+    @qd.ad.grad_replaced
+    def wrapped():
+        broke_rule()
+
+    @qd.ad.grad_for(wrapped)
+    def wrapped_grad():
+        pass
+
+    with qd.ad.Tape(loss=loss, validation=True):
+        wrapped()
+    assert b[None] == 110
+
+
+def test_without_debug_warns_and_does_not_raise(arch: object) -> None:
+    _debug(arch, debug=False)
+    x, loss, b = _fields()
+
+    @qd.kernel
+    def broke_rule():
+        loss[None] = x[1] * b[None]
+        b[None] += 100
+
+    with pytest.warns(Warning, match="Debug mode is disabled, autodiff valid check will not work"):
+        with qd.ad.Tape(loss=loss, validation=True):
+            broke_rule()
+    assert b[None] == 110
+
+
+def test_pass_appends_checkbit_buffers(qd_program: object) -> None:
+    x = qd.field(dtype=qd.f32, shape=(4, 3), needs_grad=True)
+    y = qd.field(dtype=qd.f32, shape=(4, 3))
+
+    @qd.kernel
+    def k():
+        for i, j in x:
+            y[i, j] = x[i, j]
+            x[i, j] += 1.0
+
+    k_ir, bindings = build_kernel_ir(k, [])
+    checked = [b for b, d in enumerate(k_ir.buffers) if bindings[b] is x]
+    v = validate_global_access(k_ir, checked)
+    extra = v.buffers[len(k_ir.buffers):]
+    assert [(d.dtype, d.shape, d.name) for d in extra] == [(qd.u8, (4, 3), k_ir.buffers[checked[0]].name
+                                                             + ".checkbit")]
+    checks = [s for s in ir.walk(v.body) if isinstance(s, ir.Check)]
+    assert len(checks) == 1 and "Breaks the global data access rule" in v.checks[checks[0].check].message
+    with pytest.raises(ValueError):
+        validate_global_access(offload(k_ir), checked)
