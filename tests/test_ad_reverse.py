@@ -276,3 +276,61 @@ def test_pass_appends_grad_buffers(qd_program: object) -> None:
     k_ir, _ = build_kernel_ir(k, [])
     out = reverse(k_ir, [0, 1])
     assert [b.name for b in out.buffers[2:]] == [k_ir.buffers[0].name + ".grad", k_ir.buffers[1].name + ".grad"]
+
+
+def test_ndarray_args_get_grads(arch: object) -> None:
+    @qd.kernel
+    def sq(x: qd.types.ndarray(), y: qd.types.ndarray()):
+        for i in x:
+            y[i] = x[i] ** 2
+
+    x = qd.ndarray(qd.f32, N, needs_grad=True)
+    y = qd.ndarray(qd.f32, N, needs_grad=True)
+    x.from_numpy(XS.astype(np.float32))
+    sq(x, y)
+    y.grad.fill(1)
+    sq.grad(x, y)
+    np.testing.assert_allclose(x.grad.to_numpy(), 2 * XS, rtol=1e-5)
+    x2 = qd.ndarray(qd.f32, N, needs_grad=True)  # same instance, other ndarrays
+    y2 = qd.ndarray(qd.f32, N, needs_grad=True)
+    x2.from_numpy((XS + 1).astype(np.float32))
+    y2.grad.fill(2)
+    sq.grad(x2, y2)
+    np.testing.assert_allclose(x2.grad.to_numpy(), 4 * (XS + 1), rtol=1e-5)
+    np.testing.assert_allclose(x.grad.to_numpy(), 2 * XS, rtol=1e-5)
+
+
+def test_ndarray_reduction_and_mixed_with_field(arch: object) -> None:
+    loss = qd.field(qd.f32, shape=(), needs_grad=True)
+
+    @qd.kernel
+    def dot(x: qd.types.ndarray(), w: qd.types.ndarray()):
+        for i in x:
+            loss[None] += x[i] * w[i]
+
+    x = qd.ndarray(qd.f32, N, needs_grad=True)
+    w = qd.ndarray(qd.f32, N, needs_grad=True)
+    xs, ws = XS.astype(np.float32), (2 - XS).astype(np.float32)
+    x.from_numpy(xs)
+    w.from_numpy(ws)
+    dot(x, w)
+    loss.grad[None] = 1.0
+    dot.grad(x, w)
+    np.testing.assert_allclose(x.grad.to_numpy(), ws, rtol=1e-6)
+    np.testing.assert_allclose(w.grad.to_numpy(), xs, rtol=1e-6)
+
+    f = qd.field(qd.f32, shape=N, needs_grad=True)
+    f.from_numpy(ws)
+
+    @qd.kernel
+    def mix(x: qd.types.ndarray(), y: qd.types.ndarray()):
+        for i in x:
+            y[i] = x[i] * f[i]
+
+    y = qd.ndarray(qd.f32, N, needs_grad=True)
+    x.grad.fill(0)
+    mix(x, y)
+    y.grad.fill(1)
+    mix.grad(x, y)
+    np.testing.assert_allclose(x.grad.to_numpy(), ws, rtol=1e-6)
+    np.testing.assert_allclose(f.grad.to_numpy(), xs, rtol=1e-6)

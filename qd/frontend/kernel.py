@@ -9,6 +9,7 @@ miss (`qd.frontend.transformer`) and compiles it with `qd.runtime.launch.compile
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import weakref
 from typing import Any, Callable
@@ -94,9 +95,18 @@ class Kernel:
         key = key + (cfg.default_fp, cfg.default_ip, bool(cfg.debug), getattr(cfg, "arch", None))
         if mode:
             key = key + (mode,)
+        nd_grads: tuple = ()
+        if mode == "grad":  # ndarray arguments with a `.grad`: their grads are launched as extra args
+            from qd.runtime.ndarray import Ndarray
+
+            nd_grads = tuple(i for i, a in enumerate(launch_args)
+                             if isinstance(a, Ndarray) and getattr(a, "grad", None) is not None)
+            if nd_grads:
+                key = key + (nd_grads,)
+                launch_args = list(launch_args) + [launch_args[i].grad for i in nd_grads]
         inst = self._instances.get(key)
         if inst is None:
-            inst = self._instances[key] = self._compile(values, mode)
+            inst = self._instances[key] = self._compile(values, mode, nd_grads)
         ck, bindings = inst
         self._last_ck = ck
         if mode == "validate":  # fresh zeroed checkbits for every validated launch
@@ -119,12 +129,12 @@ class Kernel:
                     "from_cache": None}
         return ck.tier.stats
 
-    def _compile(self, values: list, mode: str = "") -> tuple:
+    def _compile(self, values: list, mode: str = "", nd_grads: tuple = ()) -> tuple:
         k_ir, bindings = build_kernel_ir(self, values)
         if mode == "fwd":
             k_ir, bindings = _forward_instance(k_ir, bindings)
         elif mode == "grad":
-            k_ir, bindings = _reverse_instance(k_ir, bindings)
+            k_ir, bindings = _reverse_instance(k_ir, bindings, nd_grads)
         elif mode == "validate":
             k_ir, bindings = _validation_instance(k_ir, bindings)
         self._last_ir = k_ir
@@ -143,18 +153,36 @@ def _forward_instance(k_ir: ir.KernelIR, bindings: list) -> tuple[ir.KernelIR, l
     return k_ir, bindings + [bindings[b].dual for b in duals]
 
 
-def _reverse_instance(k_ir: ir.KernelIR, bindings: list) -> tuple[ir.KernelIR, list]:
+def _reverse_instance(k_ir: ir.KernelIR, bindings: list, nd_grads: tuple = ()) -> tuple[ir.KernelIR, list]:
     """The reverse-mode (`kernel.grad`) version of an instance: every field with a placed `.grad`
-    gets a grad buffer, bound to that grad field."""
+    gets a grad buffer, bound to that grad field; every ndarray argument listed in `nd_grads` (indices
+    of its ArgDecl, whose launch value has a `.grad`) gets a grad buffer behind a new ndarray ArgDecl
+    `<name>.grad`, appended after the kernel's own args (the frontend appends the grads' launch args)."""
     if any(decl.kind != "field" and getattr(b, "grad", None) is not None for decl, b in zip(k_ir.buffers, bindings)):
-        raise NotImplementedError("kernel.grad: gradients of ndarray arguments are not supported yet "
-                                  "(only fields with needs_grad=True)")
+        raise NotImplementedError("kernel.grad: gradients of ndarrays bound as globals are not supported yet "
+                                  "(only fields with needs_grad=True and ndarray arguments)")
     grads = [b for b, decl in enumerate(k_ir.buffers)
              if decl.kind == "field" and getattr(bindings[b], "has_grad", lambda: False)()]
+    grads += [b for b, decl in enumerate(k_ir.buffers) if decl.kind == "ndarray" and decl.arg in nd_grads]
     from qd.passes.runner import run_passes
 
-    k_ir = run_passes(k_ir, [("reverse", lambda k: _reverse(k, grads))])
-    return k_ir, bindings + [bindings[b].grad for b in grads]
+    def rev(k: ir.KernelIR) -> ir.KernelIR:
+        nb, na = len(k.buffers), len(k.args)
+        out = _reverse(k, grads)
+        buffers, args = list(out.buffers), list(out.args)
+        for j, b in enumerate(grads):
+            if k.buffers[b].kind != "ndarray":
+                continue
+            src = k.args[k.buffers[b].arg]
+            ai = na + nd_grads.index(k.buffers[b].arg)
+            while len(args) <= ai:
+                args.append(None)
+            args[ai] = ir.ArgDecl(name=f"{src.name}.grad", kind="ndarray", dtype=src.dtype, buffer=nb + j)
+            buffers[nb + j] = dataclasses.replace(buffers[nb + j], arg=ai)
+        return dataclasses.replace(out, args=tuple(args), buffers=tuple(buffers))
+
+    k_ir = run_passes(k_ir, [("reverse", rev)])
+    return k_ir, bindings + [bindings[b].grad if k_ir.buffers[b].kind == "field" else None for b in grads]
 
 
 class _Checkbits:
