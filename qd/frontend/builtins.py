@@ -80,28 +80,26 @@ def pow_(x: Any, y: Any) -> Any:
     return _e.binary("pow", x, y)
 
 
-def max_(*args: Any) -> Any:
-    """n-ary elementwise maximum."""
+def _fold(name: str, args: tuple) -> Any:
+    """n-ary elementwise `name` ("min"/"max") of args, or of one list/tuple argument."""
     if len(args) == 1 and isinstance(args[0], (list, tuple)):
         args = tuple(args[0])
     if len(args) < 2:
-        raise QuadrantsTypeError("max expects at least two arguments")
+        raise QuadrantsTypeError(f"{name} expects at least two arguments")
     r = args[0]
     for a in args[1:]:
-        r = _e.binary("max", r, a)
+        r = _e.binary(name, r, a)
     return r
+
+
+def max_(*args: Any) -> Any:
+    """n-ary elementwise maximum."""
+    return _fold("max", args)
 
 
 def min_(*args: Any) -> Any:
     """n-ary elementwise minimum."""
-    if len(args) == 1 and isinstance(args[0], (list, tuple)):
-        args = tuple(args[0])
-    if len(args) < 2:
-        raise QuadrantsTypeError("min expects at least two arguments")
-    r = args[0]
-    for a in args[1:]:
-        r = _e.binary("min", r, a)
-    return r
+    return _fold("min", args)
 
 
 def bit_shr(x: Any, n: Any) -> Any:
