@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+import qd
+
 _results: dict[str, dict[str, float]] = {}
 _order: list[str] = []
 
@@ -28,3 +30,13 @@ def ensure_native(kernel, benchmark=None) -> str:
         pytest.skip(f"the native CPU tier did not run this kernel (last tier: {tier}); "
                     "set QD_JIT=interp to time the interpreter under these names on purpose")
     return tier
+
+
+def saxpy_kernel():
+    """W1, defined afresh on each call (the compile benchmark times its whole path)."""
+    @qd.kernel
+    def saxpy(x: qd.types.ndarray(qd.f32, 1), y: qd.types.ndarray(qd.f32, 1), a: qd.f32):
+        for i in range(x.shape[0]):
+            y[i] = a * x[i] + y[i]
+
+    return saxpy

@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 import qd
-from _bench import ensure_native, record
+from _bench import ensure_native, record, saxpy_kernel
 
 N = 1 << 24
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -71,13 +71,6 @@ def _finish(benchmark, workload: str, impl: str, nbytes: int | None = None) -> N
 # ---- W1: saxpy over 2^24 f32 -------------------------------------------------------------------------
 
 
-def _saxpy():
-    @qd.kernel
-    def saxpy(x: qd.types.ndarray(qd.f32, 1), y: qd.types.ndarray(qd.f32, 1), a: qd.f32):
-        for i in range(x.shape[0]):
-            y[i] = a * x[i] + y[i]
-
-    return saxpy
 
 
 @pytest.mark.parametrize("args", ["ndarray", "numpy"])
@@ -85,7 +78,7 @@ def test_w1_saxpy_qd(benchmark, cpu_program, args):
     benchmark.group = "W1 saxpy 2^24 f32"
     xn, yn = _data()
     x, y = (_to_qd(xn), _to_qd(yn)) if args == "ndarray" else (xn, yn.copy())
-    k = _saxpy()
+    k = saxpy_kernel()
     k(x, y, 2.0)  # compiles (jit="eager") before the timing
     ensure_native(k, benchmark)
     got = y.to_numpy() if args == "ndarray" else y

@@ -12,17 +12,11 @@ import numpy as np
 import pytest
 
 import qd
+from _bench import saxpy_kernel
 
 N = 1 << 22
 
 
-def _saxpy():
-    @qd.kernel
-    def saxpy(x: qd.types.ndarray(qd.f32, 1), y: qd.types.ndarray(qd.f32, 1), a: qd.f32):
-        for i in range(x.shape[0]):
-            y[i] = a * x[i] + y[i]
-
-    return saxpy
 
 
 def _loop_heavy():
@@ -43,7 +37,7 @@ def _loop_heavy():
 def test_saxpy_2_22(benchmark, interp_program, threads):
     if threads:
         qd.cfg.cpu_max_num_threads = threads
-    k = _saxpy()
+    k = saxpy_kernel()
     x = np.random.rand(N).astype(np.float32)
     y = np.random.rand(N).astype(np.float32)
     k(x, y, 2.0)  # compile outside the timing
@@ -70,7 +64,7 @@ def test_compile_small_kernel(benchmark, interp_program):
     """Source -> IR -> passes -> bytecode for a small kernel, measured on fresh definitions."""
 
     def compile_once():
-        k = _saxpy()
+        k = saxpy_kernel()
         x = np.zeros(4, np.float32)
         k(x, x, 1.0)
 

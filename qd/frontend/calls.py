@@ -32,15 +32,7 @@ class CallMixin:
                 and not node.keywords and self._fill_in_place(node.func.value, node.args[0]):
             return None
         fn = self.visit(node.func)
-        args: list = []
-        for a in node.args:
-            if isinstance(a, ast.Starred):
-                v = self.visit(a.value)
-                if isinstance(v, Expr):
-                    raise QuadrantsSyntaxError("cannot unpack a runtime scalar with '*'")
-                args.extend(v.entries if _e.is_matrix(v) else v)
-            else:
-                args.append(self.visit(a))
+        args = self._elements(node.args)  # positional args unpack `*` like list elements do
         kwargs: dict = {}
         for k in node.keywords:
             v = self.visit(k.value)
