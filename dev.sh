@@ -32,14 +32,12 @@ build() {
 }
 
 install_torch() {
-  # torch for tests/test_torch_interop.py, the CPU build only: the `+cpu` pin cannot match PyPI's plain
-  # wheel, which pulls gigabytes of CUDA libraries. It is taken from pip's configured sources (a local
-  # wheelhouse), else from PyTorch's CPU index. Without torch those tests skip and say why.
+  # torch for tests/test_torch_interop.py, the CPU build only: the `+cpu` pin cannot match the plain
+  # wheel, which pulls gigabytes of CUDA libraries. It is taken from pip's configured sources only;
+  # where they lack it, the torch tests skip and say why.
   "$VENV/bin/python" -c "import torch" 2>/dev/null && return 0
   echo "dev.sh: installing torch==2.13.0+cpu for the torch interop tests (about 40 s)" >&2
-  "$VENV/bin/pip" install -q "torch==2.13.0+cpu" 2>/dev/null && return 0
-  "$VENV/bin/pip" install -q --timeout 30 --retries 1 --extra-index-url https://download.pytorch.org/whl/cpu \
-      "torch==2.13.0+cpu" 2>/dev/null && return 0
+  "$VENV/bin/pip" install -q --timeout 30 --retries 1 "torch==2.13.0+cpu" 2>/dev/null && return 0
   echo "dev.sh: notice: torch==2.13.0+cpu could not be installed; the torch interop tests will be skipped" >&2
 }
 
@@ -75,6 +73,7 @@ case "${1:-}" in
     setup_venv "pytest>=7" "pytest-benchmark>=4"
     build
     install_numba
+    install_torch  # the peer of bench/test_ad.py (torch autograd); without it those benchmarks skip
     shift
     exec "$VENV/bin/python" -m pytest bench -q --benchmark-only "$@"
     ;;

@@ -12,7 +12,7 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, u
 from libc.stdlib cimport calloc, malloc, free
 from libc.string cimport memcpy, memset
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS
-from cython.parallel cimport prange, parallel
+from cython.parallel cimport prange, parallel, threadid
 
 include "_interp_externs.pxi"
 
@@ -66,6 +66,7 @@ ctypedef struct Ctx:
     uint64_t rng_ctr
     int64_t tid
     uint64_t* args     # scalar arguments' register bits (native code; the interpreter uses templates)
+    int64_t slot       # the worker thread running this context, in [0, nthreads) (adstack heap slices)
 
 
 # Native (LLVM) task entry points; the ABI of qd/jit/llvm.py.
@@ -150,6 +151,7 @@ cdef class Launch:
         self.ctx.printcap = printbuf.shape[0]
         self.ctx.rets = &rets[0]
         self.ctx.tid = 0
+        self.ctx.slot = 0
         self.nthreads = 1
 
     def __dealloc__(self):
@@ -244,6 +246,7 @@ cdef class Launch:
             R = <qd_reg*>malloc((nregs + 1) * sizeof(qd_reg))
             memcpy(R, R0, nregs * sizeof(qd_reg))
             ctx = self.ctx
+            ctx.slot = threadid()
             for ch in prange(nchunks, schedule="dynamic"):
                 if __atomic_load_n(&ctx.status[0], __ATOMIC_RELAXED) != 0:
                     continue
@@ -291,7 +294,7 @@ cdef class Launch:
         cdef int nth = self.nthreads
         cdef int64_t chunk, nchunks, ch, stop
         cdef int32_t r
-        cdef int failed = 0
+        cdef Ctx ctx
         if total < min_parallel or total < 2 or nth == 1:
             with nogil:
                 r = f(&self.ctx, lo, hi)
@@ -304,13 +307,15 @@ cdef class Launch:
             chunk = (total + nth - 1) // nth
         nchunks = (total + chunk - 1) // chunk
         with nogil, parallel(num_threads=nth):
+            ctx = self.ctx  # private: the slot differs per thread
+            ctx.slot = threadid()
             for ch in prange(nchunks, schedule="dynamic"):
-                if __atomic_load_n(&self.ctx.status[0], __ATOMIC_RELAXED) != 0:
+                if __atomic_load_n(&ctx.status[0], __ATOMIC_RELAXED) != 0:
                     continue
                 stop = lo + (ch + 1) * chunk
                 if stop > hi:
                     stop = hi
-                r = f(&self.ctx, lo + ch * chunk, stop)
+                r = f(&ctx, lo + ch * chunk, stop)
         if self.ctx.status[0] != 0:
             return 1
         return 0

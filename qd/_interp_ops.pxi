@@ -63,638 +63,640 @@ cdef int run(const int32_t* code, qd_reg* R, Ctx* ctx) noexcept nogil:
             R[d].d = <double>(qd_rand(ctx) >> 11) * 1.1102230246251565e-16
         elif op == 22:  # SHAPE
             R[d].i = ctx.shapes[a * 8 + b]
-        elif op == 23:  # NEG_I32
+        elif op == 23:  # SLOT
+            R[d].i = ctx.slot
+        elif op == 24:  # NEG_I32
             R[d].i = <int32_t>(<uint32_t>0 - <uint32_t>R[a].i)
-        elif op == 24:  # BIT_NOT_I32
+        elif op == 25:  # BIT_NOT_I32
             R[d].i = <int32_t>(~<uint32_t>R[a].i)
-        elif op == 25:  # LOGICAL_NOT_I32
+        elif op == 26:  # LOGICAL_NOT_I32
             R[d].i = R[a].i == 0
-        elif op == 26:  # ABS_I32
+        elif op == 27:  # ABS_I32
             R[d].i = <int32_t>((<uint32_t>0 - <uint32_t>R[a].i) if R[a].i < 0 else <uint32_t>R[a].i)
-        elif op == 27:  # SGN_I32
+        elif op == 28:  # SGN_I32
             R[d].i = (R[a].i > 0) - (R[a].i < 0)
-        elif op == 28:  # POPCNT_I32
+        elif op == 29:  # POPCNT_I32
             R[d].i = __builtin_popcountll(<uint32_t>R[a].i)
-        elif op == 29:  # CLZ_I32
+        elif op == 30:  # CLZ_I32
             R[d].i = qd_clz32(<uint32_t>R[a].i)
-        elif op == 30:  # ADD_I32
+        elif op == 31:  # ADD_I32
             R[d].i = <int32_t>(<uint32_t>R[a].i + <uint32_t>R[b].i)
-        elif op == 31:  # SUB_I32
+        elif op == 32:  # SUB_I32
             R[d].i = <int32_t>(<uint32_t>R[a].i - <uint32_t>R[b].i)
-        elif op == 32:  # MUL_I32
+        elif op == 33:  # MUL_I32
             R[d].i = <int32_t>(<uint32_t>R[a].i * <uint32_t>R[b].i)
-        elif op == 33:  # FLOORDIV_I32
+        elif op == 34:  # FLOORDIV_I32
             R[d].i = <int32_t>(qd_floordiv_i64(R[a].i, R[b].i))
-        elif op == 34:  # MOD_I32
+        elif op == 35:  # MOD_I32
             R[d].i = <int32_t>(qd_mod_i64(R[a].i, R[b].i))
-        elif op == 35:  # POW_I32
+        elif op == 36:  # POW_I32
             R[d].i = <int32_t>(qd_ipow_i64(R[a].i, R[b].i))
-        elif op == 36:  # MIN_I32
+        elif op == 37:  # MIN_I32
             R[d].i = R[a].i if R[a].i < R[b].i else R[b].i
-        elif op == 37:  # MAX_I32
+        elif op == 38:  # MAX_I32
             R[d].i = R[a].i if R[a].i > R[b].i else R[b].i
-        elif op == 38:  # BIT_AND_I32
+        elif op == 39:  # BIT_AND_I32
             R[d].i = R[a].i & R[b].i
-        elif op == 39:  # BIT_OR_I32
+        elif op == 40:  # BIT_OR_I32
             R[d].i = R[a].i | R[b].i
-        elif op == 40:  # BIT_XOR_I32
+        elif op == 41:  # BIT_XOR_I32
             R[d].i = R[a].i ^ R[b].i
-        elif op == 41:  # SHL_I32
+        elif op == 42:  # SHL_I32
             R[d].i = <int32_t>(<uint32_t>R[a].i << (R[b].i & 31))
-        elif op == 42:  # SHR_I32
+        elif op == 43:  # SHR_I32
             R[d].i = R[a].i >> (R[b].i & 31)
-        elif op == 43:  # BIT_SHR_I32
+        elif op == 44:  # BIT_SHR_I32
             R[d].i = <int32_t>(<uint32_t>R[a].i >> (R[b].i & 31))
-        elif op == 44:  # CMP_LT_I32
+        elif op == 45:  # CMP_LT_I32
             R[d].i = R[a].i < R[b].i
-        elif op == 45:  # CMP_LE_I32
+        elif op == 46:  # CMP_LE_I32
             R[d].i = R[a].i <= R[b].i
-        elif op == 46:  # CMP_GT_I32
+        elif op == 47:  # CMP_GT_I32
             R[d].i = R[a].i > R[b].i
-        elif op == 47:  # CMP_GE_I32
+        elif op == 48:  # CMP_GE_I32
             R[d].i = R[a].i >= R[b].i
-        elif op == 48:  # CMP_EQ_I32
+        elif op == 49:  # CMP_EQ_I32
             R[d].i = R[a].i == R[b].i
-        elif op == 49:  # CMP_NE_I32
+        elif op == 50:  # CMP_NE_I32
             R[d].i = R[a].i != R[b].i
-        elif op == 50:  # NEG_I64
+        elif op == 51:  # NEG_I64
             R[d].i = <int64_t>(<uint64_t>0 - <uint64_t>R[a].i)
-        elif op == 51:  # BIT_NOT_I64
+        elif op == 52:  # BIT_NOT_I64
             R[d].i = <int64_t>(~<uint64_t>R[a].i)
-        elif op == 52:  # LOGICAL_NOT_I64
+        elif op == 53:  # LOGICAL_NOT_I64
             R[d].i = R[a].i == 0
-        elif op == 53:  # ABS_I64
+        elif op == 54:  # ABS_I64
             R[d].i = <int64_t>((<uint64_t>0 - <uint64_t>R[a].i) if R[a].i < 0 else <uint64_t>R[a].i)
-        elif op == 54:  # SGN_I64
+        elif op == 55:  # SGN_I64
             R[d].i = (R[a].i > 0) - (R[a].i < 0)
-        elif op == 55:  # POPCNT_I64
+        elif op == 56:  # POPCNT_I64
             R[d].i = __builtin_popcountll(<uint64_t>R[a].i)
-        elif op == 56:  # CLZ_I64
+        elif op == 57:  # CLZ_I64
             R[d].i = qd_clz64(<uint64_t>R[a].i)
-        elif op == 57:  # ADD_I64
+        elif op == 58:  # ADD_I64
             R[d].i = <int64_t>(<uint64_t>R[a].i + <uint64_t>R[b].i)
-        elif op == 58:  # SUB_I64
+        elif op == 59:  # SUB_I64
             R[d].i = <int64_t>(<uint64_t>R[a].i - <uint64_t>R[b].i)
-        elif op == 59:  # MUL_I64
+        elif op == 60:  # MUL_I64
             R[d].i = <int64_t>(<uint64_t>R[a].i * <uint64_t>R[b].i)
-        elif op == 60:  # FLOORDIV_I64
+        elif op == 61:  # FLOORDIV_I64
             R[d].i = <int64_t>(qd_floordiv_i64(R[a].i, R[b].i))
-        elif op == 61:  # MOD_I64
+        elif op == 62:  # MOD_I64
             R[d].i = <int64_t>(qd_mod_i64(R[a].i, R[b].i))
-        elif op == 62:  # POW_I64
+        elif op == 63:  # POW_I64
             R[d].i = <int64_t>(qd_ipow_i64(R[a].i, R[b].i))
-        elif op == 63:  # MIN_I64
+        elif op == 64:  # MIN_I64
             R[d].i = R[a].i if R[a].i < R[b].i else R[b].i
-        elif op == 64:  # MAX_I64
+        elif op == 65:  # MAX_I64
             R[d].i = R[a].i if R[a].i > R[b].i else R[b].i
-        elif op == 65:  # BIT_AND_I64
+        elif op == 66:  # BIT_AND_I64
             R[d].i = R[a].i & R[b].i
-        elif op == 66:  # BIT_OR_I64
+        elif op == 67:  # BIT_OR_I64
             R[d].i = R[a].i | R[b].i
-        elif op == 67:  # BIT_XOR_I64
+        elif op == 68:  # BIT_XOR_I64
             R[d].i = R[a].i ^ R[b].i
-        elif op == 68:  # SHL_I64
+        elif op == 69:  # SHL_I64
             R[d].i = <int64_t>(<uint64_t>R[a].i << (R[b].i & 63))
-        elif op == 69:  # SHR_I64
+        elif op == 70:  # SHR_I64
             R[d].i = R[a].i >> (R[b].i & 63)
-        elif op == 70:  # BIT_SHR_I64
+        elif op == 71:  # BIT_SHR_I64
             R[d].i = <int64_t>(<uint64_t>R[a].i >> (R[b].i & 63))
-        elif op == 71:  # CMP_LT_I64
+        elif op == 72:  # CMP_LT_I64
             R[d].i = R[a].i < R[b].i
-        elif op == 72:  # CMP_LE_I64
+        elif op == 73:  # CMP_LE_I64
             R[d].i = R[a].i <= R[b].i
-        elif op == 73:  # CMP_GT_I64
+        elif op == 74:  # CMP_GT_I64
             R[d].i = R[a].i > R[b].i
-        elif op == 74:  # CMP_GE_I64
+        elif op == 75:  # CMP_GE_I64
             R[d].i = R[a].i >= R[b].i
-        elif op == 75:  # CMP_EQ_I64
+        elif op == 76:  # CMP_EQ_I64
             R[d].i = R[a].i == R[b].i
-        elif op == 76:  # CMP_NE_I64
+        elif op == 77:  # CMP_NE_I64
             R[d].i = R[a].i != R[b].i
-        elif op == 77:  # NEG_U32
+        elif op == 78:  # NEG_U32
             R[d].u = <uint32_t>(<uint32_t>0 - <uint32_t>R[a].u)
-        elif op == 78:  # BIT_NOT_U32
+        elif op == 79:  # BIT_NOT_U32
             R[d].u = <uint32_t>(~<uint32_t>R[a].u)
-        elif op == 79:  # LOGICAL_NOT_U32
+        elif op == 80:  # LOGICAL_NOT_U32
             R[d].i = R[a].u == 0
-        elif op == 80:  # ABS_U32
+        elif op == 81:  # ABS_U32
             R[d].u = R[a].u
-        elif op == 81:  # SGN_U32
+        elif op == 82:  # SGN_U32
             R[d].i = R[a].u != 0
-        elif op == 82:  # POPCNT_U32
+        elif op == 83:  # POPCNT_U32
             R[d].i = __builtin_popcountll(<uint32_t>R[a].u)
-        elif op == 83:  # CLZ_U32
+        elif op == 84:  # CLZ_U32
             R[d].i = qd_clz32(<uint32_t>R[a].u)
-        elif op == 84:  # ADD_U32
+        elif op == 85:  # ADD_U32
             R[d].u = <uint32_t>(<uint32_t>R[a].u + <uint32_t>R[b].u)
-        elif op == 85:  # SUB_U32
+        elif op == 86:  # SUB_U32
             R[d].u = <uint32_t>(<uint32_t>R[a].u - <uint32_t>R[b].u)
-        elif op == 86:  # MUL_U32
+        elif op == 87:  # MUL_U32
             R[d].u = <uint32_t>(<uint32_t>R[a].u * <uint32_t>R[b].u)
-        elif op == 87:  # FLOORDIV_U32
+        elif op == 88:  # FLOORDIV_U32
             R[d].u = <uint32_t>(qd_floordiv_u64(R[a].u, R[b].u))
-        elif op == 88:  # MOD_U32
+        elif op == 89:  # MOD_U32
             R[d].u = <uint32_t>(qd_mod_u64(R[a].u, R[b].u))
-        elif op == 89:  # POW_U32
+        elif op == 90:  # POW_U32
             R[d].u = <uint32_t>(qd_ipow_u64(R[a].u, R[b].u))
-        elif op == 90:  # MIN_U32
+        elif op == 91:  # MIN_U32
             R[d].u = R[a].u if R[a].u < R[b].u else R[b].u
-        elif op == 91:  # MAX_U32
+        elif op == 92:  # MAX_U32
             R[d].u = R[a].u if R[a].u > R[b].u else R[b].u
-        elif op == 92:  # BIT_AND_U32
+        elif op == 93:  # BIT_AND_U32
             R[d].u = R[a].u & R[b].u
-        elif op == 93:  # BIT_OR_U32
+        elif op == 94:  # BIT_OR_U32
             R[d].u = R[a].u | R[b].u
-        elif op == 94:  # BIT_XOR_U32
+        elif op == 95:  # BIT_XOR_U32
             R[d].u = R[a].u ^ R[b].u
-        elif op == 95:  # SHL_U32
+        elif op == 96:  # SHL_U32
             R[d].u = <uint32_t>(<uint32_t>R[a].u << (R[b].u & 31))
-        elif op == 96:  # SHR_U32
+        elif op == 97:  # SHR_U32
             R[d].u = R[a].u >> (R[b].u & 31)
-        elif op == 97:  # BIT_SHR_U32
+        elif op == 98:  # BIT_SHR_U32
             R[d].u = R[a].u >> (R[b].u & 31)
-        elif op == 98:  # CMP_LT_U32
+        elif op == 99:  # CMP_LT_U32
             R[d].i = R[a].u < R[b].u
-        elif op == 99:  # CMP_LE_U32
+        elif op == 100:  # CMP_LE_U32
             R[d].i = R[a].u <= R[b].u
-        elif op == 100:  # CMP_GT_U32
+        elif op == 101:  # CMP_GT_U32
             R[d].i = R[a].u > R[b].u
-        elif op == 101:  # CMP_GE_U32
+        elif op == 102:  # CMP_GE_U32
             R[d].i = R[a].u >= R[b].u
-        elif op == 102:  # CMP_EQ_U32
+        elif op == 103:  # CMP_EQ_U32
             R[d].i = R[a].u == R[b].u
-        elif op == 103:  # CMP_NE_U32
+        elif op == 104:  # CMP_NE_U32
             R[d].i = R[a].u != R[b].u
-        elif op == 104:  # NEG_U64
+        elif op == 105:  # NEG_U64
             R[d].u = <uint64_t>(<uint64_t>0 - <uint64_t>R[a].u)
-        elif op == 105:  # BIT_NOT_U64
+        elif op == 106:  # BIT_NOT_U64
             R[d].u = <uint64_t>(~<uint64_t>R[a].u)
-        elif op == 106:  # LOGICAL_NOT_U64
+        elif op == 107:  # LOGICAL_NOT_U64
             R[d].i = R[a].u == 0
-        elif op == 107:  # ABS_U64
+        elif op == 108:  # ABS_U64
             R[d].u = R[a].u
-        elif op == 108:  # SGN_U64
+        elif op == 109:  # SGN_U64
             R[d].i = R[a].u != 0
-        elif op == 109:  # POPCNT_U64
+        elif op == 110:  # POPCNT_U64
             R[d].i = __builtin_popcountll(<uint64_t>R[a].u)
-        elif op == 110:  # CLZ_U64
+        elif op == 111:  # CLZ_U64
             R[d].i = qd_clz64(<uint64_t>R[a].u)
-        elif op == 111:  # ADD_U64
+        elif op == 112:  # ADD_U64
             R[d].u = <uint64_t>(<uint64_t>R[a].u + <uint64_t>R[b].u)
-        elif op == 112:  # SUB_U64
+        elif op == 113:  # SUB_U64
             R[d].u = <uint64_t>(<uint64_t>R[a].u - <uint64_t>R[b].u)
-        elif op == 113:  # MUL_U64
+        elif op == 114:  # MUL_U64
             R[d].u = <uint64_t>(<uint64_t>R[a].u * <uint64_t>R[b].u)
-        elif op == 114:  # FLOORDIV_U64
+        elif op == 115:  # FLOORDIV_U64
             R[d].u = <uint64_t>(qd_floordiv_u64(R[a].u, R[b].u))
-        elif op == 115:  # MOD_U64
+        elif op == 116:  # MOD_U64
             R[d].u = <uint64_t>(qd_mod_u64(R[a].u, R[b].u))
-        elif op == 116:  # POW_U64
+        elif op == 117:  # POW_U64
             R[d].u = <uint64_t>(qd_ipow_u64(R[a].u, R[b].u))
-        elif op == 117:  # MIN_U64
+        elif op == 118:  # MIN_U64
             R[d].u = R[a].u if R[a].u < R[b].u else R[b].u
-        elif op == 118:  # MAX_U64
+        elif op == 119:  # MAX_U64
             R[d].u = R[a].u if R[a].u > R[b].u else R[b].u
-        elif op == 119:  # BIT_AND_U64
+        elif op == 120:  # BIT_AND_U64
             R[d].u = R[a].u & R[b].u
-        elif op == 120:  # BIT_OR_U64
+        elif op == 121:  # BIT_OR_U64
             R[d].u = R[a].u | R[b].u
-        elif op == 121:  # BIT_XOR_U64
+        elif op == 122:  # BIT_XOR_U64
             R[d].u = R[a].u ^ R[b].u
-        elif op == 122:  # SHL_U64
+        elif op == 123:  # SHL_U64
             R[d].u = <uint64_t>(<uint64_t>R[a].u << (R[b].u & 63))
-        elif op == 123:  # SHR_U64
+        elif op == 124:  # SHR_U64
             R[d].u = R[a].u >> (R[b].u & 63)
-        elif op == 124:  # BIT_SHR_U64
+        elif op == 125:  # BIT_SHR_U64
             R[d].u = R[a].u >> (R[b].u & 63)
-        elif op == 125:  # CMP_LT_U64
+        elif op == 126:  # CMP_LT_U64
             R[d].i = R[a].u < R[b].u
-        elif op == 126:  # CMP_LE_U64
+        elif op == 127:  # CMP_LE_U64
             R[d].i = R[a].u <= R[b].u
-        elif op == 127:  # CMP_GT_U64
+        elif op == 128:  # CMP_GT_U64
             R[d].i = R[a].u > R[b].u
-        elif op == 128:  # CMP_GE_U64
+        elif op == 129:  # CMP_GE_U64
             R[d].i = R[a].u >= R[b].u
-        elif op == 129:  # CMP_EQ_U64
+        elif op == 130:  # CMP_EQ_U64
             R[d].i = R[a].u == R[b].u
-        elif op == 130:  # CMP_NE_U64
+        elif op == 131:  # CMP_NE_U64
             R[d].i = R[a].u != R[b].u
-        elif op == 131:  # NEG_F32
+        elif op == 132:  # NEG_F32
             R[d].f = -R[a].f
-        elif op == 132:  # LOGICAL_NOT_F32
+        elif op == 133:  # LOGICAL_NOT_F32
             R[d].i = R[a].f == 0
-        elif op == 133:  # ABS_F32
+        elif op == 134:  # ABS_F32
             R[d].f = fabsf(R[a].f)
-        elif op == 134:  # SGN_F32
+        elif op == 135:  # SGN_F32
             R[d].f = <float>((R[a].f > 0) - (R[a].f < 0))
-        elif op == 135:  # SQRT_F32
+        elif op == 136:  # SQRT_F32
             R[d].f = sqrtf(R[a].f)
-        elif op == 136:  # RSQRT_F32
+        elif op == 137:  # RSQRT_F32
             R[d].f = <float>1.0 / sqrtf(R[a].f)
-        elif op == 137:  # EXP_F32
+        elif op == 138:  # EXP_F32
             R[d].f = expf(R[a].f)
-        elif op == 138:  # LOG_F32
+        elif op == 139:  # LOG_F32
             R[d].f = logf(R[a].f)
-        elif op == 139:  # SIN_F32
+        elif op == 140:  # SIN_F32
             R[d].f = sinf(R[a].f)
-        elif op == 140:  # COS_F32
+        elif op == 141:  # COS_F32
             R[d].f = cosf(R[a].f)
-        elif op == 141:  # TAN_F32
+        elif op == 142:  # TAN_F32
             R[d].f = tanf(R[a].f)
-        elif op == 142:  # ASIN_F32
+        elif op == 143:  # ASIN_F32
             R[d].f = asinf(R[a].f)
-        elif op == 143:  # ACOS_F32
+        elif op == 144:  # ACOS_F32
             R[d].f = acosf(R[a].f)
-        elif op == 144:  # TANH_F32
+        elif op == 145:  # TANH_F32
             R[d].f = tanhf(R[a].f)
-        elif op == 145:  # FLOOR_F32
+        elif op == 146:  # FLOOR_F32
             R[d].f = floorf(R[a].f)
-        elif op == 146:  # CEIL_F32
+        elif op == 147:  # CEIL_F32
             R[d].f = ceilf(R[a].f)
-        elif op == 147:  # ROUND_F32
+        elif op == 148:  # ROUND_F32
             R[d].f = rintf(R[a].f)
-        elif op == 148:  # ADD_F32
+        elif op == 149:  # ADD_F32
             R[d].f = R[a].f + R[b].f
-        elif op == 149:  # SUB_F32
+        elif op == 150:  # SUB_F32
             R[d].f = R[a].f - R[b].f
-        elif op == 150:  # MUL_F32
+        elif op == 151:  # MUL_F32
             R[d].f = R[a].f * R[b].f
-        elif op == 151:  # DIV_F32
+        elif op == 152:  # DIV_F32
             R[d].f = R[a].f / R[b].f
-        elif op == 152:  # MOD_F32
+        elif op == 153:  # MOD_F32
             R[d].f = qd_fmodf(R[a].f, R[b].f)
-        elif op == 153:  # POW_F32
+        elif op == 154:  # POW_F32
             R[d].f = powf(R[a].f, R[b].f)
-        elif op == 154:  # ATAN2_F32
+        elif op == 155:  # ATAN2_F32
             R[d].f = atan2f(R[a].f, R[b].f)
-        elif op == 155:  # MIN_F32
+        elif op == 156:  # MIN_F32
             R[d].f = fminf(R[a].f, R[b].f)
-        elif op == 156:  # MAX_F32
+        elif op == 157:  # MAX_F32
             R[d].f = fmaxf(R[a].f, R[b].f)
-        elif op == 157:  # CMP_LT_F32
+        elif op == 158:  # CMP_LT_F32
             R[d].i = R[a].f < R[b].f
-        elif op == 158:  # CMP_LE_F32
+        elif op == 159:  # CMP_LE_F32
             R[d].i = R[a].f <= R[b].f
-        elif op == 159:  # CMP_GT_F32
+        elif op == 160:  # CMP_GT_F32
             R[d].i = R[a].f > R[b].f
-        elif op == 160:  # CMP_GE_F32
+        elif op == 161:  # CMP_GE_F32
             R[d].i = R[a].f >= R[b].f
-        elif op == 161:  # CMP_EQ_F32
+        elif op == 162:  # CMP_EQ_F32
             R[d].i = R[a].f == R[b].f
-        elif op == 162:  # CMP_NE_F32
+        elif op == 163:  # CMP_NE_F32
             R[d].i = R[a].f != R[b].f
-        elif op == 163:  # NEG_F64
+        elif op == 164:  # NEG_F64
             R[d].d = -R[a].d
-        elif op == 164:  # LOGICAL_NOT_F64
+        elif op == 165:  # LOGICAL_NOT_F64
             R[d].i = R[a].d == 0
-        elif op == 165:  # ABS_F64
+        elif op == 166:  # ABS_F64
             R[d].d = fabs(R[a].d)
-        elif op == 166:  # SGN_F64
+        elif op == 167:  # SGN_F64
             R[d].d = <double>((R[a].d > 0) - (R[a].d < 0))
-        elif op == 167:  # SQRT_F64
+        elif op == 168:  # SQRT_F64
             R[d].d = sqrt(R[a].d)
-        elif op == 168:  # RSQRT_F64
+        elif op == 169:  # RSQRT_F64
             R[d].d = 1.0 / sqrt(R[a].d)
-        elif op == 169:  # EXP_F64
+        elif op == 170:  # EXP_F64
             R[d].d = exp(R[a].d)
-        elif op == 170:  # LOG_F64
+        elif op == 171:  # LOG_F64
             R[d].d = log(R[a].d)
-        elif op == 171:  # SIN_F64
+        elif op == 172:  # SIN_F64
             R[d].d = sin(R[a].d)
-        elif op == 172:  # COS_F64
+        elif op == 173:  # COS_F64
             R[d].d = cos(R[a].d)
-        elif op == 173:  # TAN_F64
+        elif op == 174:  # TAN_F64
             R[d].d = tan(R[a].d)
-        elif op == 174:  # ASIN_F64
+        elif op == 175:  # ASIN_F64
             R[d].d = asin(R[a].d)
-        elif op == 175:  # ACOS_F64
+        elif op == 176:  # ACOS_F64
             R[d].d = acos(R[a].d)
-        elif op == 176:  # TANH_F64
+        elif op == 177:  # TANH_F64
             R[d].d = tanh(R[a].d)
-        elif op == 177:  # FLOOR_F64
+        elif op == 178:  # FLOOR_F64
             R[d].d = floor(R[a].d)
-        elif op == 178:  # CEIL_F64
+        elif op == 179:  # CEIL_F64
             R[d].d = ceil(R[a].d)
-        elif op == 179:  # ROUND_F64
+        elif op == 180:  # ROUND_F64
             R[d].d = rint(R[a].d)
-        elif op == 180:  # ADD_F64
+        elif op == 181:  # ADD_F64
             R[d].d = R[a].d + R[b].d
-        elif op == 181:  # SUB_F64
+        elif op == 182:  # SUB_F64
             R[d].d = R[a].d - R[b].d
-        elif op == 182:  # MUL_F64
+        elif op == 183:  # MUL_F64
             R[d].d = R[a].d * R[b].d
-        elif op == 183:  # DIV_F64
+        elif op == 184:  # DIV_F64
             R[d].d = R[a].d / R[b].d
-        elif op == 184:  # MOD_F64
+        elif op == 185:  # MOD_F64
             R[d].d = qd_fmod(R[a].d, R[b].d)
-        elif op == 185:  # POW_F64
+        elif op == 186:  # POW_F64
             R[d].d = pow(R[a].d, R[b].d)
-        elif op == 186:  # ATAN2_F64
+        elif op == 187:  # ATAN2_F64
             R[d].d = atan2(R[a].d, R[b].d)
-        elif op == 187:  # MIN_F64
+        elif op == 188:  # MIN_F64
             R[d].d = fmin(R[a].d, R[b].d)
-        elif op == 188:  # MAX_F64
+        elif op == 189:  # MAX_F64
             R[d].d = fmax(R[a].d, R[b].d)
-        elif op == 189:  # CMP_LT_F64
+        elif op == 190:  # CMP_LT_F64
             R[d].i = R[a].d < R[b].d
-        elif op == 190:  # CMP_LE_F64
+        elif op == 191:  # CMP_LE_F64
             R[d].i = R[a].d <= R[b].d
-        elif op == 191:  # CMP_GT_F64
+        elif op == 192:  # CMP_GT_F64
             R[d].i = R[a].d > R[b].d
-        elif op == 192:  # CMP_GE_F64
+        elif op == 193:  # CMP_GE_F64
             R[d].i = R[a].d >= R[b].d
-        elif op == 193:  # CMP_EQ_F64
+        elif op == 194:  # CMP_EQ_F64
             R[d].i = R[a].d == R[b].d
-        elif op == 194:  # CMP_NE_F64
+        elif op == 195:  # CMP_NE_F64
             R[d].i = R[a].d != R[b].d
-        elif op == 195:  # CAST_I_U1
+        elif op == 196:  # CAST_I_U1
             R[d].u = R[a].i != 0
-        elif op == 196:  # CAST_I_I8
+        elif op == 197:  # CAST_I_I8
             R[d].i = <int8_t>R[a].i
-        elif op == 197:  # CAST_I_I16
+        elif op == 198:  # CAST_I_I16
             R[d].i = <int16_t>R[a].i
-        elif op == 198:  # CAST_I_I32
+        elif op == 199:  # CAST_I_I32
             R[d].i = <int32_t>R[a].i
-        elif op == 199:  # CAST_I_I64
+        elif op == 200:  # CAST_I_I64
             R[d].i = <int64_t>R[a].i
-        elif op == 200:  # CAST_I_U8
+        elif op == 201:  # CAST_I_U8
             R[d].u = <uint8_t>R[a].i
-        elif op == 201:  # CAST_I_U16
+        elif op == 202:  # CAST_I_U16
             R[d].u = <uint16_t>R[a].i
-        elif op == 202:  # CAST_I_U32
+        elif op == 203:  # CAST_I_U32
             R[d].u = <uint32_t>R[a].i
-        elif op == 203:  # CAST_I_U64
+        elif op == 204:  # CAST_I_U64
             R[d].u = <uint64_t>R[a].i
-        elif op == 204:  # CAST_I_F16
+        elif op == 205:  # CAST_I_F16
             R[d].f = qd_round_f16_d(<double>R[a].i)
-        elif op == 205:  # CAST_I_F32
+        elif op == 206:  # CAST_I_F32
             R[d].f = <float>R[a].i
-        elif op == 206:  # CAST_I_F64
+        elif op == 207:  # CAST_I_F64
             R[d].d = <double>R[a].i
-        elif op == 207:  # CAST_U_U1
+        elif op == 208:  # CAST_U_U1
             R[d].u = R[a].u != 0
-        elif op == 208:  # CAST_U_I8
+        elif op == 209:  # CAST_U_I8
             R[d].i = <int8_t>R[a].u
-        elif op == 209:  # CAST_U_I16
+        elif op == 210:  # CAST_U_I16
             R[d].i = <int16_t>R[a].u
-        elif op == 210:  # CAST_U_I32
+        elif op == 211:  # CAST_U_I32
             R[d].i = <int32_t>R[a].u
-        elif op == 211:  # CAST_U_I64
+        elif op == 212:  # CAST_U_I64
             R[d].i = <int64_t>R[a].u
-        elif op == 212:  # CAST_U_U8
+        elif op == 213:  # CAST_U_U8
             R[d].u = <uint8_t>R[a].u
-        elif op == 213:  # CAST_U_U16
+        elif op == 214:  # CAST_U_U16
             R[d].u = <uint16_t>R[a].u
-        elif op == 214:  # CAST_U_U32
+        elif op == 215:  # CAST_U_U32
             R[d].u = <uint32_t>R[a].u
-        elif op == 215:  # CAST_U_U64
+        elif op == 216:  # CAST_U_U64
             R[d].u = <uint64_t>R[a].u
-        elif op == 216:  # CAST_U_F16
+        elif op == 217:  # CAST_U_F16
             R[d].f = qd_round_f16_d(<double>R[a].u)
-        elif op == 217:  # CAST_U_F32
+        elif op == 218:  # CAST_U_F32
             R[d].f = <float>R[a].u
-        elif op == 218:  # CAST_U_F64
+        elif op == 219:  # CAST_U_F64
             R[d].d = <double>R[a].u
-        elif op == 219:  # CAST_F32_U1
+        elif op == 220:  # CAST_F32_U1
             R[d].u = R[a].f != 0
-        elif op == 220:  # CAST_F32_I8
+        elif op == 221:  # CAST_F32_I8
             R[d].i = <int8_t><int64_t>R[a].f
-        elif op == 221:  # CAST_F32_I16
+        elif op == 222:  # CAST_F32_I16
             R[d].i = <int16_t><int64_t>R[a].f
-        elif op == 222:  # CAST_F32_I32
+        elif op == 223:  # CAST_F32_I32
             R[d].i = <int32_t><int64_t>R[a].f
-        elif op == 223:  # CAST_F32_I64
+        elif op == 224:  # CAST_F32_I64
             R[d].i = <int64_t><int64_t>R[a].f
-        elif op == 224:  # CAST_F32_U8
+        elif op == 225:  # CAST_F32_U8
             R[d].u = <uint8_t><int64_t>R[a].f
-        elif op == 225:  # CAST_F32_U16
+        elif op == 226:  # CAST_F32_U16
             R[d].u = <uint16_t><int64_t>R[a].f
-        elif op == 226:  # CAST_F32_U32
+        elif op == 227:  # CAST_F32_U32
             R[d].u = <uint32_t><int64_t>R[a].f
-        elif op == 227:  # CAST_F32_U64
+        elif op == 228:  # CAST_F32_U64
             R[d].u = <uint64_t>R[a].f
-        elif op == 228:  # CAST_F32_F16
+        elif op == 229:  # CAST_F32_F16
             R[d].f = qd_round_f16_d(<double>R[a].f)
-        elif op == 229:  # CAST_F32_F32
+        elif op == 230:  # CAST_F32_F32
             R[d].f = <float>R[a].f
-        elif op == 230:  # CAST_F32_F64
+        elif op == 231:  # CAST_F32_F64
             R[d].d = <double>R[a].f
-        elif op == 231:  # CAST_F64_U1
+        elif op == 232:  # CAST_F64_U1
             R[d].u = R[a].d != 0
-        elif op == 232:  # CAST_F64_I8
+        elif op == 233:  # CAST_F64_I8
             R[d].i = <int8_t><int64_t>R[a].d
-        elif op == 233:  # CAST_F64_I16
+        elif op == 234:  # CAST_F64_I16
             R[d].i = <int16_t><int64_t>R[a].d
-        elif op == 234:  # CAST_F64_I32
+        elif op == 235:  # CAST_F64_I32
             R[d].i = <int32_t><int64_t>R[a].d
-        elif op == 235:  # CAST_F64_I64
+        elif op == 236:  # CAST_F64_I64
             R[d].i = <int64_t><int64_t>R[a].d
-        elif op == 236:  # CAST_F64_U8
+        elif op == 237:  # CAST_F64_U8
             R[d].u = <uint8_t><int64_t>R[a].d
-        elif op == 237:  # CAST_F64_U16
+        elif op == 238:  # CAST_F64_U16
             R[d].u = <uint16_t><int64_t>R[a].d
-        elif op == 238:  # CAST_F64_U32
+        elif op == 239:  # CAST_F64_U32
             R[d].u = <uint32_t><int64_t>R[a].d
-        elif op == 239:  # CAST_F64_U64
+        elif op == 240:  # CAST_F64_U64
             R[d].u = <uint64_t>R[a].d
-        elif op == 240:  # CAST_F64_F16
+        elif op == 241:  # CAST_F64_F16
             R[d].f = qd_round_f16_d(<double>R[a].d)
-        elif op == 241:  # CAST_F64_F32
+        elif op == 242:  # CAST_F64_F32
             R[d].f = <float>R[a].d
-        elif op == 242:  # CAST_F64_F64
+        elif op == 243:  # CAST_F64_F64
             R[d].d = <double>R[a].d
-        elif op == 243:  # BITCAST_32_TO_F32
+        elif op == 244:  # BITCAST_32_TO_F32
             R[d].u = 0
             R[d].u32 = <uint32_t>R[a].u
-        elif op == 244:  # BITCAST_F32_TO_I32
+        elif op == 245:  # BITCAST_F32_TO_I32
             R[d].i = R[a].i32
-        elif op == 245:  # BITCAST_F32_TO_U32
+        elif op == 246:  # BITCAST_F32_TO_U32
             R[d].u = R[a].u32
-        elif op == 246:  # BITCAST_64
+        elif op == 247:  # BITCAST_64
             R[d] = R[a]
-        elif op == 247:  # LD_U1
+        elif op == 248:  # LD_U1
             R[d].u = (<uint8_t*>ctx.bufs[a])[R[b].i] != 0
-        elif op == 248:  # ST_U1
+        elif op == 249:  # ST_U1
             (<uint8_t*>ctx.bufs[a])[R[b].i] = R[c].u != 0
-        elif op == 249:  # LD_I8
+        elif op == 250:  # LD_I8
             R[d].i = (<int8_t*>ctx.bufs[a])[R[b].i]
-        elif op == 250:  # ST_I8
+        elif op == 251:  # ST_I8
             (<int8_t*>ctx.bufs[a])[R[b].i] = <int8_t>R[c].i
-        elif op == 251:  # AT_ADD_I8
+        elif op == 252:  # AT_ADD_I8
             R[d].i = qd_atomic_add_i8(&(<int8_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 252:  # AT_SUB_I8
+        elif op == 253:  # AT_SUB_I8
             R[d].i = qd_atomic_sub_i8(&(<int8_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 253:  # AT_MIN_I8
+        elif op == 254:  # AT_MIN_I8
             R[d].i = qd_atomic_min_i8(&(<int8_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 254:  # AT_MAX_I8
+        elif op == 255:  # AT_MAX_I8
             R[d].i = qd_atomic_max_i8(&(<int8_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 255:  # AT_BIT_AND_I8
+        elif op == 256:  # AT_BIT_AND_I8
             R[d].i = qd_atomic_bit_and_i8(&(<int8_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 256:  # AT_BIT_OR_I8
+        elif op == 257:  # AT_BIT_OR_I8
             R[d].i = qd_atomic_bit_or_i8(&(<int8_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 257:  # AT_BIT_XOR_I8
+        elif op == 258:  # AT_BIT_XOR_I8
             R[d].i = qd_atomic_bit_xor_i8(&(<int8_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 258:  # LD_I16
+        elif op == 259:  # LD_I16
             R[d].i = (<int16_t*>ctx.bufs[a])[R[b].i]
-        elif op == 259:  # ST_I16
+        elif op == 260:  # ST_I16
             (<int16_t*>ctx.bufs[a])[R[b].i] = <int16_t>R[c].i
-        elif op == 260:  # AT_ADD_I16
+        elif op == 261:  # AT_ADD_I16
             R[d].i = qd_atomic_add_i16(&(<int16_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 261:  # AT_SUB_I16
+        elif op == 262:  # AT_SUB_I16
             R[d].i = qd_atomic_sub_i16(&(<int16_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 262:  # AT_MIN_I16
+        elif op == 263:  # AT_MIN_I16
             R[d].i = qd_atomic_min_i16(&(<int16_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 263:  # AT_MAX_I16
+        elif op == 264:  # AT_MAX_I16
             R[d].i = qd_atomic_max_i16(&(<int16_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 264:  # AT_BIT_AND_I16
+        elif op == 265:  # AT_BIT_AND_I16
             R[d].i = qd_atomic_bit_and_i16(&(<int16_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 265:  # AT_BIT_OR_I16
+        elif op == 266:  # AT_BIT_OR_I16
             R[d].i = qd_atomic_bit_or_i16(&(<int16_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 266:  # AT_BIT_XOR_I16
+        elif op == 267:  # AT_BIT_XOR_I16
             R[d].i = qd_atomic_bit_xor_i16(&(<int16_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 267:  # LD_I32
+        elif op == 268:  # LD_I32
             R[d].i = (<int32_t*>ctx.bufs[a])[R[b].i]
-        elif op == 268:  # ST_I32
+        elif op == 269:  # ST_I32
             (<int32_t*>ctx.bufs[a])[R[b].i] = <int32_t>R[c].i
-        elif op == 269:  # AT_ADD_I32
+        elif op == 270:  # AT_ADD_I32
             R[d].i = qd_atomic_add_i32(&(<int32_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 270:  # AT_SUB_I32
+        elif op == 271:  # AT_SUB_I32
             R[d].i = qd_atomic_sub_i32(&(<int32_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 271:  # AT_MIN_I32
+        elif op == 272:  # AT_MIN_I32
             R[d].i = qd_atomic_min_i32(&(<int32_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 272:  # AT_MAX_I32
+        elif op == 273:  # AT_MAX_I32
             R[d].i = qd_atomic_max_i32(&(<int32_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 273:  # AT_BIT_AND_I32
+        elif op == 274:  # AT_BIT_AND_I32
             R[d].i = qd_atomic_bit_and_i32(&(<int32_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 274:  # AT_BIT_OR_I32
+        elif op == 275:  # AT_BIT_OR_I32
             R[d].i = qd_atomic_bit_or_i32(&(<int32_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 275:  # AT_BIT_XOR_I32
+        elif op == 276:  # AT_BIT_XOR_I32
             R[d].i = qd_atomic_bit_xor_i32(&(<int32_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 276:  # LD_I64
+        elif op == 277:  # LD_I64
             R[d].i = (<int64_t*>ctx.bufs[a])[R[b].i]
-        elif op == 277:  # ST_I64
+        elif op == 278:  # ST_I64
             (<int64_t*>ctx.bufs[a])[R[b].i] = <int64_t>R[c].i
-        elif op == 278:  # AT_ADD_I64
+        elif op == 279:  # AT_ADD_I64
             R[d].i = qd_atomic_add_i64(&(<int64_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 279:  # AT_SUB_I64
+        elif op == 280:  # AT_SUB_I64
             R[d].i = qd_atomic_sub_i64(&(<int64_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 280:  # AT_MIN_I64
+        elif op == 281:  # AT_MIN_I64
             R[d].i = qd_atomic_min_i64(&(<int64_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 281:  # AT_MAX_I64
+        elif op == 282:  # AT_MAX_I64
             R[d].i = qd_atomic_max_i64(&(<int64_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 282:  # AT_BIT_AND_I64
+        elif op == 283:  # AT_BIT_AND_I64
             R[d].i = qd_atomic_bit_and_i64(&(<int64_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 283:  # AT_BIT_OR_I64
+        elif op == 284:  # AT_BIT_OR_I64
             R[d].i = qd_atomic_bit_or_i64(&(<int64_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 284:  # AT_BIT_XOR_I64
+        elif op == 285:  # AT_BIT_XOR_I64
             R[d].i = qd_atomic_bit_xor_i64(&(<int64_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 285:  # LD_U8
+        elif op == 286:  # LD_U8
             R[d].u = (<uint8_t*>ctx.bufs[a])[R[b].i]
-        elif op == 286:  # ST_U8
+        elif op == 287:  # ST_U8
             (<uint8_t*>ctx.bufs[a])[R[b].i] = <uint8_t>R[c].u
-        elif op == 287:  # AT_ADD_U8
+        elif op == 288:  # AT_ADD_U8
             R[d].u = qd_atomic_add_u8(&(<uint8_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 288:  # AT_SUB_U8
+        elif op == 289:  # AT_SUB_U8
             R[d].u = qd_atomic_sub_u8(&(<uint8_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 289:  # AT_MIN_U8
+        elif op == 290:  # AT_MIN_U8
             R[d].u = qd_atomic_min_u8(&(<uint8_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 290:  # AT_MAX_U8
+        elif op == 291:  # AT_MAX_U8
             R[d].u = qd_atomic_max_u8(&(<uint8_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 291:  # AT_BIT_AND_U8
+        elif op == 292:  # AT_BIT_AND_U8
             R[d].u = qd_atomic_bit_and_u8(&(<uint8_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 292:  # AT_BIT_OR_U8
+        elif op == 293:  # AT_BIT_OR_U8
             R[d].u = qd_atomic_bit_or_u8(&(<uint8_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 293:  # AT_BIT_XOR_U8
+        elif op == 294:  # AT_BIT_XOR_U8
             R[d].u = qd_atomic_bit_xor_u8(&(<uint8_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 294:  # LD_U16
+        elif op == 295:  # LD_U16
             R[d].u = (<uint16_t*>ctx.bufs[a])[R[b].i]
-        elif op == 295:  # ST_U16
+        elif op == 296:  # ST_U16
             (<uint16_t*>ctx.bufs[a])[R[b].i] = <uint16_t>R[c].u
-        elif op == 296:  # AT_ADD_U16
+        elif op == 297:  # AT_ADD_U16
             R[d].u = qd_atomic_add_u16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 297:  # AT_SUB_U16
+        elif op == 298:  # AT_SUB_U16
             R[d].u = qd_atomic_sub_u16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 298:  # AT_MIN_U16
+        elif op == 299:  # AT_MIN_U16
             R[d].u = qd_atomic_min_u16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 299:  # AT_MAX_U16
+        elif op == 300:  # AT_MAX_U16
             R[d].u = qd_atomic_max_u16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 300:  # AT_BIT_AND_U16
+        elif op == 301:  # AT_BIT_AND_U16
             R[d].u = qd_atomic_bit_and_u16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 301:  # AT_BIT_OR_U16
+        elif op == 302:  # AT_BIT_OR_U16
             R[d].u = qd_atomic_bit_or_u16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 302:  # AT_BIT_XOR_U16
+        elif op == 303:  # AT_BIT_XOR_U16
             R[d].u = qd_atomic_bit_xor_u16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 303:  # LD_U32
+        elif op == 304:  # LD_U32
             R[d].u = (<uint32_t*>ctx.bufs[a])[R[b].i]
-        elif op == 304:  # ST_U32
+        elif op == 305:  # ST_U32
             (<uint32_t*>ctx.bufs[a])[R[b].i] = <uint32_t>R[c].u
-        elif op == 305:  # AT_ADD_U32
+        elif op == 306:  # AT_ADD_U32
             R[d].u = qd_atomic_add_u32(&(<uint32_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 306:  # AT_SUB_U32
+        elif op == 307:  # AT_SUB_U32
             R[d].u = qd_atomic_sub_u32(&(<uint32_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 307:  # AT_MIN_U32
+        elif op == 308:  # AT_MIN_U32
             R[d].u = qd_atomic_min_u32(&(<uint32_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 308:  # AT_MAX_U32
+        elif op == 309:  # AT_MAX_U32
             R[d].u = qd_atomic_max_u32(&(<uint32_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 309:  # AT_BIT_AND_U32
+        elif op == 310:  # AT_BIT_AND_U32
             R[d].u = qd_atomic_bit_and_u32(&(<uint32_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 310:  # AT_BIT_OR_U32
+        elif op == 311:  # AT_BIT_OR_U32
             R[d].u = qd_atomic_bit_or_u32(&(<uint32_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 311:  # AT_BIT_XOR_U32
+        elif op == 312:  # AT_BIT_XOR_U32
             R[d].u = qd_atomic_bit_xor_u32(&(<uint32_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 312:  # LD_U64
+        elif op == 313:  # LD_U64
             R[d].u = (<uint64_t*>ctx.bufs[a])[R[b].i]
-        elif op == 313:  # ST_U64
+        elif op == 314:  # ST_U64
             (<uint64_t*>ctx.bufs[a])[R[b].i] = <uint64_t>R[c].u
-        elif op == 314:  # AT_ADD_U64
+        elif op == 315:  # AT_ADD_U64
             R[d].u = qd_atomic_add_u64(&(<uint64_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 315:  # AT_SUB_U64
+        elif op == 316:  # AT_SUB_U64
             R[d].u = qd_atomic_sub_u64(&(<uint64_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 316:  # AT_MIN_U64
+        elif op == 317:  # AT_MIN_U64
             R[d].u = qd_atomic_min_u64(&(<uint64_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 317:  # AT_MAX_U64
+        elif op == 318:  # AT_MAX_U64
             R[d].u = qd_atomic_max_u64(&(<uint64_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 318:  # AT_BIT_AND_U64
+        elif op == 319:  # AT_BIT_AND_U64
             R[d].u = qd_atomic_bit_and_u64(&(<uint64_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 319:  # AT_BIT_OR_U64
+        elif op == 320:  # AT_BIT_OR_U64
             R[d].u = qd_atomic_bit_or_u64(&(<uint64_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 320:  # AT_BIT_XOR_U64
+        elif op == 321:  # AT_BIT_XOR_U64
             R[d].u = qd_atomic_bit_xor_u64(&(<uint64_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 321:  # LD_F16
+        elif op == 322:  # LD_F16
             R[d].f = qd_h2f((<uint16_t*>ctx.bufs[a])[R[b].i])
-        elif op == 322:  # ST_F16
+        elif op == 323:  # ST_F16
             (<uint16_t*>ctx.bufs[a])[R[b].i] = qd_f2h(R[c].f)
-        elif op == 323:  # AT_ADD_F16
+        elif op == 324:  # AT_ADD_F16
             R[d].f = qd_atomic_add_f16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].f)
-        elif op == 324:  # AT_SUB_F16
+        elif op == 325:  # AT_SUB_F16
             R[d].f = qd_atomic_sub_f16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].f)
-        elif op == 325:  # AT_MIN_F16
+        elif op == 326:  # AT_MIN_F16
             R[d].f = qd_atomic_min_f16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].f)
-        elif op == 326:  # AT_MAX_F16
+        elif op == 327:  # AT_MAX_F16
             R[d].f = qd_atomic_max_f16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].f)
-        elif op == 327:  # LD_F32
+        elif op == 328:  # LD_F32
             R[d].f = (<float*>ctx.bufs[a])[R[b].i]
-        elif op == 328:  # ST_F32
+        elif op == 329:  # ST_F32
             (<float*>ctx.bufs[a])[R[b].i] = <float>R[c].f
-        elif op == 329:  # AT_ADD_F32
+        elif op == 330:  # AT_ADD_F32
             R[d].f = qd_atomic_add_f32(&(<float*>ctx.bufs[a])[R[b].i], R[c].f)
-        elif op == 330:  # AT_SUB_F32
+        elif op == 331:  # AT_SUB_F32
             R[d].f = qd_atomic_sub_f32(&(<float*>ctx.bufs[a])[R[b].i], R[c].f)
-        elif op == 331:  # AT_MIN_F32
+        elif op == 332:  # AT_MIN_F32
             R[d].f = qd_atomic_min_f32(&(<float*>ctx.bufs[a])[R[b].i], R[c].f)
-        elif op == 332:  # AT_MAX_F32
+        elif op == 333:  # AT_MAX_F32
             R[d].f = qd_atomic_max_f32(&(<float*>ctx.bufs[a])[R[b].i], R[c].f)
-        elif op == 333:  # LD_F64
+        elif op == 334:  # LD_F64
             R[d].d = (<double*>ctx.bufs[a])[R[b].i]
-        elif op == 334:  # ST_F64
+        elif op == 335:  # ST_F64
             (<double*>ctx.bufs[a])[R[b].i] = <double>R[c].d
-        elif op == 335:  # AT_ADD_F64
+        elif op == 336:  # AT_ADD_F64
             R[d].d = qd_atomic_add_f64(&(<double*>ctx.bufs[a])[R[b].i], R[c].d)
-        elif op == 336:  # AT_SUB_F64
+        elif op == 337:  # AT_SUB_F64
             R[d].d = qd_atomic_sub_f64(&(<double*>ctx.bufs[a])[R[b].i], R[c].d)
-        elif op == 337:  # AT_MIN_F64
+        elif op == 338:  # AT_MIN_F64
             R[d].d = qd_atomic_min_f64(&(<double*>ctx.bufs[a])[R[b].i], R[c].d)
-        elif op == 338:  # AT_MAX_F64
+        elif op == 339:  # AT_MAX_F64
             R[d].d = qd_atomic_max_f64(&(<double*>ctx.bufs[a])[R[b].i], R[c].d)
         else:
             return -1

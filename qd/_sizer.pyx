@@ -1,15 +1,206 @@
-# cython: language_level=3, boundscheck=False, wraparound=False
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Host-side evaluation for adstack sizing (DESIGN §5).
 
-For now it holds the parallel integer max reduction the max-reducer will build on; the SizeExpr
-bytecode evaluator lands with the adstack issue.
+`eval_size` runs a serialised `SizeExpr` (`qd/ad/sizing.py`: 5 int64 words per node, post-order,
+root last) nogil against live buffers and scalar arguments. A `MaxOverRange` walks its range
+serially and raises when it would take more than `GUARD` iterations (it never truncates); an index
+outside a buffer raises instead of reading past it. `reduce_max_i64` is the parallel integer max
+reduction the max-reducer builds on.
 """
 
 import os
 
-from libc.stdint cimport int64_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_FORMAT
 from cython.parallel cimport parallel, prange, threadid
+
+import numpy as np
+
+DEF MAX_VARS = 64
+DEF MAX_DEPTH = 256
+
+# node kinds: keep in sync with qd/ad/sizing.py
+DEF K_CONST = 0
+DEF K_ARG = 1
+DEF K_LOAD = 2
+DEF K_INDEX = 3
+DEF K_SHAPE = 4
+DEF K_VAR = 5
+DEF K_ADD = 6
+DEF K_SUB = 7
+DEF K_MUL = 8
+DEF K_MAX = 9
+DEF K_MIN = 10
+DEF K_DIV = 11
+DEF K_MOD = 12
+DEF K_MOR = 13
+
+GUARD = 1 << 24
+
+ctypedef struct Buf:
+    char* data
+    int code      # element type: 0 i8 1 i16 2 i32 3 i64 4 u8 5 u16 6 u32 7 u64 (u1 is u8); -1 unbound
+    int ndim
+    int64_t shape[8]
+
+ctypedef struct State:
+    const int64_t* code
+    Buf* bufs
+    int nbufs
+    const int64_t* args
+    int nargs
+    int64_t vars[MAX_VARS]
+    int64_t guard
+    int err       # 0 ok, 1 guard, 2 index out of range, 3 unbound buffer, 4 too deep
+    int64_t info[4]
+
+_CODES = {np.dtype(np.int8): 0, np.dtype(np.int16): 1, np.dtype(np.int32): 2, np.dtype(np.int64): 3,
+          np.dtype(np.uint8): 4, np.dtype(np.uint16): 5, np.dtype(np.uint32): 6, np.dtype(np.uint64): 7,
+          np.dtype(np.bool_): 4}
+
+
+cdef inline int64_t _read(Buf* b, int64_t lin) noexcept nogil:
+    if b.code == 0:
+        return (<int8_t*>b.data)[lin]
+    if b.code == 1:
+        return (<int16_t*>b.data)[lin]
+    if b.code == 2:
+        return (<int32_t*>b.data)[lin]
+    if b.code == 3:
+        return (<int64_t*>b.data)[lin]
+    if b.code == 4:
+        return (<uint8_t*>b.data)[lin]
+    if b.code == 5:
+        return (<uint16_t*>b.data)[lin]
+    if b.code == 6:
+        return (<uint32_t*>b.data)[lin]
+    return <int64_t>(<uint64_t*>b.data)[lin]
+
+
+cdef inline int64_t _floordiv(int64_t a, int64_t b) noexcept nogil:
+    if b == 0:
+        return 0
+    cdef int64_t q = a // b
+    if (a % b != 0) and ((a < 0) != (b < 0)):
+        q -= 1
+    return q
+
+
+cdef int64_t _ev(State* s, int64_t n, int depth) noexcept nogil:
+    cdef const int64_t* w = s.code + n * 5
+    cdef int64_t k = w[0], a, b, lo, hi, best, v, i
+    cdef Buf* buf
+    if s.err:
+        return 0
+    if depth > MAX_DEPTH:
+        s.err = 4
+        return 0
+    if k == K_CONST:
+        return w[1]
+    if k == K_ARG:
+        return s.args[w[1]] if w[1] < s.nargs else 0
+    if k == K_VAR:
+        return s.vars[w[1]]
+    if k == K_SHAPE or k == K_INDEX or k == K_LOAD:
+        if w[1] >= s.nbufs or s.bufs[w[1]].code < 0:
+            s.err = 3
+            s.info[0] = w[1]
+            return 0
+        buf = &s.bufs[w[1]]
+        if k == K_SHAPE:
+            return buf.shape[w[2]]
+        if k == K_LOAD:
+            return _read(buf, _ev(s, w[2], depth + 1) if w[2] >= 0 else 0)
+        i = _ev(s, w[3], depth + 1)
+        if s.err == 0 and (i < 0 or i >= buf.shape[w[2]]):
+            s.err = 2
+            s.info[0], s.info[1], s.info[2], s.info[3] = w[1], w[2], i, buf.shape[w[2]]
+            return 0
+        if w[4] < 0:
+            return i
+        return _ev(s, w[4], depth + 1) * buf.shape[w[2]] + i
+    if k == K_MOR:
+        lo = _ev(s, w[2], depth + 1)
+        hi = _ev(s, w[3], depth + 1)
+        if hi - lo > s.guard:
+            if s.err == 0:
+                s.err = 1
+                s.info[0] = hi - lo
+            return 0
+        best = 0
+        i = lo
+        while i < hi and s.err == 0:
+            s.vars[w[1]] = i
+            v = _ev(s, w[4], depth + 1)
+            if v > best:
+                best = v
+            i += 1
+        return best
+    a = _ev(s, w[1], depth + 1)
+    b = _ev(s, w[2], depth + 1)
+    if k == K_ADD:
+        return a + b
+    if k == K_SUB:
+        return a - b if a > b else 0
+    if k == K_MUL:
+        return a * b
+    if k == K_MAX:
+        return a if a > b else b
+    if k == K_MIN:
+        return a if a < b else b
+    if k == K_DIV:
+        return _floordiv(a, b)
+    if b == 0:
+        return 0
+    return a - _floordiv(a, b) * b
+
+
+def eval_size(const int64_t[::1] code, list arrays, const int64_t[::1] args, int64_t guard=GUARD) -> int:
+    """The value of the serialised size `code`; `arrays[b]` is buffer `b`'s numpy array (or None)
+    and `args` the scalar arguments as int64. Raises RuntimeError past the guard or out of range."""
+    cdef int nb = len(arrays), b, k
+    cdef State s
+    cdef Buf* bufs = <Buf*>malloc((nb + 1) * sizeof(Buf))
+    cdef Py_buffer view
+    cdef int64_t out = 0, root = code.shape[0] // 5 - 1
+    cdef object arr
+    try:
+        for b in range(nb):
+            arr = arrays[b]
+            bufs[b].code = -1
+            if arr is None or arr.dtype not in _CODES:
+                continue
+            PyObject_GetBuffer(arr, &view, PyBUF_C_CONTIGUOUS)
+            bufs[b].data = <char*>view.buf
+            bufs[b].ndim = view.ndim
+            for k in range(8):
+                bufs[b].shape[k] = view.shape[k] if k < view.ndim else 1
+            PyBuffer_Release(&view)  # the caller keeps the arrays alive during the call
+            bufs[b].code = _CODES[arr.dtype]
+        s.code = &code[0]
+        s.bufs = bufs
+        s.nbufs = nb
+        s.args = &args[0] if args.shape[0] else NULL
+        s.nargs = args.shape[0]
+        s.guard = guard
+        s.err = 0
+        if root >= 0:
+            with nogil:
+                out = _ev(&s, root, 0)
+    finally:
+        free(bufs)
+    if s.err == 1:
+        raise RuntimeError(f"adstack sizing: a MaxOverRange of {s.info[0]} iterations exceeds the {guard} guard "
+                           f"of the serial sizer; qd never truncates it")
+    if s.err == 2:
+        raise RuntimeError(f"adstack sizing: index {s.info[2]} is out of range [0, {s.info[3]}) on axis "
+                           f"{s.info[1]} of buffer @{s.info[0]}")
+    if s.err == 3:
+        raise RuntimeError(f"adstack sizing: buffer @{s.info[0]} is not bound or not an integer array")
+    if s.err == 4:
+        raise RuntimeError(f"adstack sizing: the size expression is nested deeper than {MAX_DEPTH}")
+    return out
 
 
 def reduce_max_i64(const int64_t[::1] values, int64_t initial, int nthreads=0) -> int:

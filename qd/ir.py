@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Iterator
 
 from qd.ops import Op
-from qd.types.dtypes import DataType, i32
+from qd.types.dtypes import DataType, i32, i64
 
 # ------------------------------------------------------------------ source locations
 
@@ -166,6 +166,46 @@ class LoopVar(Value):
     uid: int = field(default_factory=lambda: next(_ids), compare=False, repr=False)
 
 
+@dataclass(frozen=True, eq=False, kw_only=True)
+class ThreadSlot(Stmt, Value):
+    """The index of the worker running this code, in [0, launch threads): the OpenMP thread on the
+    CPU tiers. Introduced by `lower_adstacks` to find a thread's slice of the adstack heap. Always i64."""
+
+    dtype: DataType = i64
+
+
+# ------------------------------------------------------------------ adstacks (DESIGN §5)
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class AdStackAlloc(Stmt):
+    """Starts stack `stack` (an index into `KernelIR.stacks`) empty, in this thread."""
+
+    stack: int
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class AdStackPush(Stmt):
+    stack: int
+    value: Value
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class AdStackPop(Stmt):
+    stack: int
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class AdStackLoadTop(Stmt, Value):
+    """The value on top of stack `stack` (the last pushed and not yet popped)."""
+
+    stack: int
+    dtype: DataType
+
+
+ADSTACK_STMTS = (AdStackAlloc, AdStackPush, AdStackPop, AdStackLoadTop)
+
+
 # ------------------------------------------------------------------ control flow
 
 
@@ -286,6 +326,17 @@ class CheckDecl:
 
 
 @dataclass(frozen=True)
+class StackDecl:
+    """An adstack: element dtype, the slots a thread needs as serialised `SizeExpr` bytecode
+    (`qd/ad/sizing.py`, evaluated at every launch), the loop it serves, and what it holds."""
+
+    dtype: DataType
+    size: tuple[int, ...]
+    loc: SrcLoc | None = None
+    name: str = ""
+
+
+@dataclass(frozen=True)
 class Task:
     """An offloaded task. kind 'serial': `body` runs once. kind 'range': `prologue` runs once and
     defines `begin`/`end`; `body` runs for every `var` in [begin, end), in parallel."""
@@ -309,6 +360,7 @@ class KernelIR:
     body: Block
     tasks: tuple[Task, ...] | None = None  # set by the offload pass
     loc: SrcLoc | None = None
+    stacks: tuple[StackDecl, ...] = ()  # adstacks of a reverse-mode kernel (`qd/ad/reverse.py`)
 
     def with_body(self, body: Block) -> "KernelIR":
         return replace(self, body=body)
@@ -336,7 +388,7 @@ def walk_kernel(k: KernelIR) -> Iterator[Stmt]:
 
 def has_side_effect(s: Stmt) -> bool:
     return not isinstance(s, (Const, ArgLoad, OpStmt, LocalLoad, GlobalPtr, GlobalLoad, ExternalShape,
-                              Alloca))
+                              Alloca, ThreadSlot, AdStackLoadTop))
 
 
 def map_block(block: Block, fn) -> Block:

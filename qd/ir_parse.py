@@ -285,6 +285,12 @@ def _p_store(cls: type, field: str) -> Callable[[_Parser, _Line], ir.Stmt]:
     return parse
 
 
+def _p_push(p: _Parser, ln: _Line) -> ir.AdStackPush:
+    k = ln.int()
+    ln.take(text=",")
+    return ir.AdStackPush(stack=k, value=p.val(ln), loc=ln.loc)
+
+
 _VALUE_PARSERS = {
     "const": _p_const,
     "arg_load": lambda p, ln: ir.ArgLoad(index=ln.int(), dtype=p.typed(ln), loc=ln.loc),
@@ -295,6 +301,8 @@ _VALUE_PARSERS = {
     "atomic": _p_atomic,
     "external_shape": _p_external_shape,
     "random": lambda p, ln: ir.RandomValue(dtype=ln.dtype(), loc=ln.loc),
+    "thread_slot": lambda p, ln: ir.ThreadSlot(dtype=p.typed(ln), loc=ln.loc),
+    "adstack_load_top": lambda p, ln: ir.AdStackLoadTop(stack=ln.int(), dtype=p.typed(ln), loc=ln.loc),
 }
 
 _OTHER_PARSERS = {
@@ -306,6 +314,9 @@ _OTHER_PARSERS = {
     "return": lambda p, ln: ir.Return(values=p.vals(ln), loc=ln.loc),
     "print": _Parser.print_stmt,
     "check": _Parser.check_stmt,
+    "adstack_alloc": lambda p, ln: ir.AdStackAlloc(stack=ln.int(), loc=ln.loc),
+    "adstack_push": _p_push,
+    "adstack_pop": lambda p, ln: ir.AdStackPop(stack=ln.int(), loc=ln.loc),
     "local_store": _p_store(ir.LocalStore, "var"),
     "global_store": _p_store(ir.GlobalStore, "ptr"),
 }
@@ -317,7 +328,7 @@ _OTHER_PARSERS = {
 def _parse_header(p: _Parser) -> dict:
     ln = p.line()
     ln.take(text="kernel")
-    hdr = {"name": ln.name(), "loc": ln.loc, "args": [], "buffers": [], "rets": [], "checks": []}
+    hdr = {"name": ln.name(), "loc": ln.loc, "args": [], "buffers": [], "rets": [], "checks": [], "stacks": []}
     ln.done()
     while p.peek_text() != "body {":
         ln = p.line()
@@ -369,11 +380,26 @@ def _h_check(ln: _Line, hdr: dict) -> None:
     hdr["checks"].append(ir.CheckDecl(kind, json.loads(ln.take("str")), ln.loc))
 
 
+def _h_stack(ln: _Line, hdr: dict) -> None:
+    idx = ln.int()
+    if idx != len(hdr["stacks"]):
+        raise IRParseError(f"line {ln.lineno}: stack {idx} out of order")
+    ln.take(text="=")
+    dt = ln.dtype()
+    ln.take(text="size")
+    ln.take(text="=")
+    size = ln.ints()
+    ln.take(text="name")
+    ln.take(text="=")
+    hdr["stacks"].append(ir.StackDecl(dt, size, ln.loc, ln.name()))
+
+
 _HEADER = {
     "arg": _h_arg,
     "buffer": _h_buffer,
     "ret": lambda ln, hdr: hdr["rets"].append(ln.dtype()),
     "check": _h_check,
+    "stack": _h_stack,
 }
 
 
@@ -433,4 +459,4 @@ def parse_kernel(text: str) -> ir.KernelIR:
         raise IRParseError(f"line {p.lines[p.pos][0]}: unexpected text after the kernel")
     return ir.KernelIR(name=hdr["name"], args=tuple(hdr["args"]), buffers=tuple(hdr["buffers"]),
                        rets=tuple(hdr["rets"]), checks=tuple(hdr["checks"]), body=body,
-                       tasks=tasks, loc=hdr["loc"])
+                       tasks=tasks, loc=hdr["loc"], stacks=tuple(hdr["stacks"]))

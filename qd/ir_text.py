@@ -173,6 +173,11 @@ _FORMATTERS = {
     ir.Return: lambda s, n: f"return {n.refs(s.values)}".rstrip(),
     ir.Print: _fmt_print,
     ir.Check: _fmt_check,
+    ir.ThreadSlot: lambda s, n: f"thread_slot : {s.dtype}",
+    ir.AdStackAlloc: lambda s, n: f"adstack_alloc {s.stack}",
+    ir.AdStackPush: lambda s, n: f"adstack_push {s.stack}, {n.ref(s.value)}",
+    ir.AdStackPop: lambda s, n: f"adstack_pop {s.stack}",
+    ir.AdStackLoadTop: lambda s, n: f"adstack_load_top {s.stack} : {s.dtype}",
 }
 
 
@@ -210,6 +215,8 @@ def _header_lines(k: ir.KernelIR) -> list[str]:
         out.append(f"  ret {t}")
     for i, c in enumerate(k.checks):
         out.append(f"  check #{i} = {_ident(c.kind)} {_quote(c.message)}{format_loc(c.loc)}")
+    for i, st in enumerate(k.stacks):
+        out.append(f"  stack {i} = {st.dtype} size={_shape(st.size)} name={_quote(st.name)}{format_loc(st.loc)}")
     return out
 
 

@@ -13,6 +13,8 @@ form, with its source location). Checked:
   a parallel `RangeFor` only at the top level of the kernel body, `Return` not inside loops
   (nor in range tasks) and matching `KernelIR.rets`;
 - `ArgLoad`, `Check`, `ExternalShape` indices are valid;
+- adstacks: each declared stack has one `AdStackAlloc` before its other ops, push and pop sites
+  (paired), matching dtypes; none is left after `lower_adstacks`; `ThreadSlot` is i64;
 - offloaded kernels: each task is verified on its own (a task sees only its own values; a range
   task's begin/end are defined at the top level of its prologue; its body sees the prologue's
   values and the task variable).
@@ -50,6 +52,7 @@ class _Verifier:
         self.seen: set[int] = set()
         self.line = ""
         self.stmt: ir.Stmt | None = None
+        self.stack_ops: dict[int, dict[type, int]] = {}  # stack id -> statement class -> count
 
     # -------------------------------------------------------------- messages
 
@@ -248,6 +251,26 @@ def _v_nothing(vf: _Verifier, s: ir.Stmt, ctx: _Ctx) -> None:
     pass
 
 
+def _v_adstack(vf: _Verifier, s: ir.Stmt, ctx: _Ctx) -> None:
+    """Stack ops name a declared stack, after its (single) `AdStackAlloc`, with its dtype."""
+    vf.need(0 <= s.stack < len(vf.k.stacks), f"adstack #{s.stack} is not declared")
+    ops = vf.stack_ops.setdefault(s.stack, {})
+    if isinstance(s, ir.AdStackAlloc):
+        vf.need(not ops, f"adstack #{s.stack} is allocated twice or used before its alloc")
+    else:
+        vf.need(ir.AdStackAlloc in ops, f"adstack #{s.stack} is used before its adstack_alloc")
+    ops[type(s)] = ops.get(type(s), 0) + 1
+    dt = vf.k.stacks[s.stack].dtype
+    if isinstance(s, ir.AdStackPush):
+        vf.need(s.value.dtype is dt, f"pushes {s.value.dtype} on a {dt} adstack")
+    elif isinstance(s, ir.AdStackLoadTop):
+        vf.need(s.dtype is dt, f"loads {s.dtype} from a {dt} adstack")
+
+
+def _v_thread_slot(vf: _Verifier, s: ir.ThreadSlot, ctx: _Ctx) -> None:
+    vf.need(s.dtype.name == "i64", f"thread_slot must be i64, got {s.dtype}")
+
+
 _RULES = {
     ir.Const: _v_const,
     ir.ArgLoad: _v_arg,
@@ -269,6 +292,11 @@ _RULES = {
     ir.Return: _v_return,
     ir.Print: _v_print,
     ir.Check: _v_check,
+    ir.ThreadSlot: _v_thread_slot,
+    ir.AdStackAlloc: _v_adstack,
+    ir.AdStackPush: _v_adstack,
+    ir.AdStackPop: _v_adstack,
+    ir.AdStackLoadTop: _v_adstack,
 }
 
 
@@ -309,12 +337,21 @@ def _verify_header(vf: _Verifier) -> None:
             vf.need(vf.k.buffers[a.buffer].arg == i, f"buffer @{a.buffer} belongs to another argument")
 
 
-def _verify_adstacks(k: ir.KernelIR) -> None:
-    """HOOK (adstack pairing): once `AdStackAlloc/Push/Pop/LoadTop/...` statements exist in
-    `qd/ir.py`, check here that every push has a matching pop with the same stack id on every
-    path, that stack ops name an `AdStackAlloc` in scope, and that no adstack op survives
-    `lower_adstacks`. Register their per-statement rules in `_RULES` as well."""
-    return None
+def _verify_adstacks(vf: _Verifier) -> None:
+    """Pairing: every declared stack has one alloc, pushes and pops (a stack pushed in a loop is
+    popped in the reverse loop, with the same trip count by construction in `qd/ad/reverse.py`);
+    none survives `lower_adstacks` (which appends the `adstack_meta` buffer)."""
+    lowered = any(b.kind == "adstack_meta" for b in vf.k.buffers)
+    vf.stmt, vf.line = None, "adstacks"
+    for k in range(len(vf.k.stacks)):
+        ops = vf.stack_ops.get(k, {})
+        if lowered:
+            vf.need(not ops, f"adstack #{k} has statements left after lower_adstacks")
+            continue
+        vf.need(ops.get(ir.AdStackAlloc, 0) == 1, f"adstack #{k} needs exactly one adstack_alloc")
+        vf.need(ops.get(ir.AdStackPush, 0) >= 1 and ops.get(ir.AdStackPop, 0) >= 1,
+                f"adstack #{k} needs paired pushes and pops (got {ops.get(ir.AdStackPush, 0)} push, "
+                f"{ops.get(ir.AdStackPop, 0)} pop sites)")
 
 
 def verify_kernel(k: ir.KernelIR) -> None:
@@ -327,4 +364,4 @@ def verify_kernel(k: ir.KernelIR) -> None:
             vf.scope.clear()
             vf.seen.clear()
             _verify_task(vf, i, t)
-    _verify_adstacks(k)
+    _verify_adstacks(vf)

@@ -300,8 +300,10 @@ def test_runner_verifies_and_prints(monkeypatch, capsys):
     class Cfg:
         debug = True
     passes = default_pipeline(Cfg())
-    assert [p for p, _ in passes] == ["simplify", "dce", "insert_bound_checks", "offload", "simplify", "dce"]
-    assert [p for p, _ in default_pipeline(object())] == ["simplify", "dce", "offload", "simplify", "dce"]
+    assert [p for p, _ in passes] == ["simplify", "dce", "insert_bound_checks", "lower_adstacks", "offload",
+                                        "simplify", "dce"]
+    assert [p for p, _ in default_pipeline(object())] == ["simplify", "dce", "lower_adstacks", "offload", "simplify",
+                                                           "dce"]
     monkeypatch.setenv("QD_PRINT_AFTER", "offload,dce")
     k = run_passes(sample_kernel(), passes, verify=True)
     assert k.tasks

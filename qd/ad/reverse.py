@@ -39,12 +39,13 @@ from dataclasses import fields, replace
 from typing import Any, MutableMapping, Sequence
 
 from qd import ir
-from qd.ad import rules
+from qd.ad import rules, sizing
 from qd.ad.rules import ZERO
 from qd.errors import QuadrantsCompilationError
 from qd.ops import Op
 
-UNROLL_LIMIT = 1 << 12  # iterations of one unrolled serial loop
+UNROLL_LIMIT = 1 << 12  # iterations of one unrolled serial loop without adstacks
+STACK_UNROLL_LIMIT = 16  # with adstacks, longer constant loops stay loops
 
 _NON_STATIC = "Cannot use non static range in Backwards mode"
 
@@ -75,36 +76,49 @@ def _clone(s: ir.Stmt, sub: dict, blocks: dict[str, ir.Block]) -> ir.Stmt:
     return replace(s, **changes)
 
 
-def _unroll(b: ir.Block, sub: dict) -> ir.Block:
-    """A fresh copy of `b` with every serial `RangeFor` unrolled (constant bounds only)."""
-    out: list[ir.Stmt] = []
-    for s in b.stmts:
-        if isinstance(s, ir.RangeFor) and not s.parallel:
-            _unroll_loop(s, sub, out)
-        elif isinstance(s, (ir.While, ir.Break, ir.Continue)):
-            raise _non_static(s, "while loops and break/continue cannot be differentiated yet")
-        elif isinstance(s, ir.Return):
-            raise QuadrantsCompilationError(f"kernel.grad does not support return values{_where(s.loc)}")
-        else:
-            kids = {f.name: _unroll(getattr(s, f.name), dict(sub)) for f in fields(s)
-                    if isinstance(getattr(s, f.name), ir.Block)}
-            new = _clone(s, sub, kids)
-            sub[s] = new
-            out.append(new)
-    return ir.Block(tuple(out))
+class _Unroller:
+    """A fresh copy of a block with every serial `RangeFor` of at most `limit` constant iterations
+    unrolled. Other serial loops stay loops (they get adstacks) when `adstack` is on, else raise."""
 
+    def __init__(self, adstack: bool) -> None:
+        self.adstack = adstack
+        self.limit = STACK_UNROLL_LIMIT if adstack else UNROLL_LIMIT
 
-def _unroll_loop(s: ir.RangeFor, sub: dict, out: list[ir.Stmt]) -> None:
-    begin, end = sub.get(s.begin, s.begin), sub.get(s.end, s.end)
-    if not (isinstance(begin, ir.Const) and isinstance(end, ir.Const)):
-        raise _non_static(s, "the trip count of this loop is not known at compile time")
-    n = int(end.value) - int(begin.value)
-    if n > UNROLL_LIMIT:
-        raise _non_static(s, f"the loop runs {n} iterations, more than the unroll limit {UNROLL_LIMIT}")
-    for k in range(int(begin.value), int(end.value)):
-        c = ir.Const(dtype=s.var.dtype, value=k, loc=s.loc)
-        out.append(c)
-        out.extend(_unroll(s.body, {**sub, s.var: c}).stmts)
+    def block(self, b: ir.Block, sub: dict) -> ir.Block:
+        out: list[ir.Stmt] = []
+        for s in b.stmts:
+            if isinstance(s, ir.RangeFor) and not s.parallel:
+                self.loop(s, sub, out)
+            elif isinstance(s, (ir.While, ir.Break, ir.Continue)):
+                raise _non_static(s, "while loops and break/continue cannot be differentiated yet")
+            elif isinstance(s, ir.Return):
+                raise QuadrantsCompilationError(f"kernel.grad does not support return values{_where(s.loc)}")
+            else:
+                kids = {f.name: self.block(getattr(s, f.name), dict(sub)) for f in fields(s)
+                        if isinstance(getattr(s, f.name), ir.Block)}
+                new = _clone(s, sub, kids)
+                sub[s] = new
+                out.append(new)
+        return ir.Block(tuple(out))
+
+    def loop(self, s: ir.RangeFor, sub: dict, out: list[ir.Stmt]) -> None:
+        begin, end = sub.get(s.begin, s.begin), sub.get(s.end, s.end)
+        if isinstance(begin, ir.Const) and isinstance(end, ir.Const):
+            n = int(end.value) - int(begin.value)
+            if n <= self.limit:
+                for k in range(int(begin.value), int(end.value)):
+                    c = ir.Const(dtype=s.var.dtype, value=k, loc=s.loc)
+                    out.append(c)
+                    out.extend(self.block(s.body, {**sub, s.var: c}).stmts)
+                return
+            if not self.adstack:
+                raise _non_static(s, f"the loop runs {n} iterations, more than the unroll limit {UNROLL_LIMIT}")
+        elif not self.adstack:
+            raise _non_static(s, "the trip count of this loop is not known at compile time, and "
+                                 "ad_stack_experimental_enabled=False")
+        var = ir.LoopVar(dtype=s.var.dtype, name=s.var.name)
+        body = self.block(s.body, {**sub, s.var: var})
+        out.append(ir.RangeFor(var=var, begin=begin, end=end, body=body, parallel=False, loc=s.loc))
 
 
 # ------------------------------------------------------------------ replay and sweep
@@ -146,27 +160,39 @@ class _Region:
 
 
 class _Reverse:
-    """The state of one rewrite: the grad buffers and the adjoint allocas of float locals."""
+    """The state of one rewrite: grad buffers, adjoint allocas of float locals, the adstacks made so
+    far and the loops enclosing the code being rewritten (for sizing)."""
 
-    def __init__(self, grad_of: dict[int, int]) -> None:
+    def __init__(self, k: ir.KernelIR, body: ir.Block, grad_of: dict[int, int]) -> None:
         self.grad_of = grad_of
         self.adj_var: dict[ir.Alloca, ir.Alloca] = {}
+        self.stacks: list[ir.StackDecl] = []
+        self.loop_stacks: dict[ir.RangeFor, list[tuple[ir.Alloca, int]]] = {}
+        self.loops: list[ir.RangeFor] = []
+        self.stores: dict[ir.Alloca, list[ir.LocalStore]] = {}
+        for st in ir.walk(body):
+            if isinstance(st, ir.LocalStore):
+                self.stores.setdefault(st.var, []).append(st)
+        self.deriver = sizing.Deriver(k.buffers, self.stores, lambda v: any(lp.var is v for lp in self.loops))
+        self.active = _Activity(self.stores, set(grad_of))
 
     def region(self, stmts: Sequence[ir.Stmt], vmap: MutableMapping, ext: dict) -> list[ir.Stmt]:
         r = _Region(ChainMap({}, vmap), ext, [])
         r.defined = set(stmts)
-        self.replay(stmts, r)
+        self.replay(stmts, r, record=True)
         for s in reversed(stmts):
             self.sweep(s, r)
         return r.out
 
     # ---------------------------------------------------------------- replay
 
-    def replay(self, stmts: Sequence[ir.Stmt], r: _Region) -> None:
+    def replay(self, stmts: Sequence[ir.Stmt], r: _Region, record: bool) -> None:
+        """Recomputes `stmts`. With `record` (a region's own statements, swept next) an `if`
+        snapshots the locals it writes and a serial loop pushes its carried locals on adstacks."""
         for s in stmts:
-            self.replay_one(s, r)
+            self.replay_one(s, r, record)
 
-    def replay_one(self, s: ir.Stmt, r: _Region) -> None:
+    def replay_one(self, s: ir.Stmt, r: _Region, record: bool) -> None:
         em = r.out.append
         if isinstance(s, (ir.GlobalStore, ir.Print, ir.Check)) or (isinstance(s, ir.RangeFor) and s.parallel):
             return
@@ -174,26 +200,63 @@ class _Reverse:
             r.vmap[s] = _emit(r.out, ir.GlobalLoad(ptr=r.vmap[s.ptr], dtype=s.dtype, loc=s.loc))
             return
         if isinstance(s, ir.If):
-            snaps = []
-            for var in _stored_locals(s.then.stmts + s.else_.stmts):
-                snap = _emit(r.out, ir.Alloca(dtype=var.dtype, loc=s.loc))
-                val = _emit(r.out, ir.LocalLoad(var=r.vmap[var], dtype=var.dtype, loc=s.loc))
-                em(ir.LocalStore(var=snap, value=val, loc=s.loc))
-                snaps.append((var, snap))
-            r.snaps[s] = snaps
-            kids = {}
-            for name, blk in (("then", s.then), ("else_", s.else_)):
-                sub = _Region(ChainMap({}, r.vmap), {}, [])
-                self.replay(blk.stmts, sub)
-                kids[name] = ir.Block(tuple(sub.out))
-            em(replace(s, cond=r.vmap[s.cond], **kids))
+            self.replay_if(s, r, record)
+            return
+        if isinstance(s, ir.RangeFor):
+            self.replay_loop(s, r, record)
             return
         new = _clone(s, r.vmap, {})
         r.vmap[s] = new
         em(new)
-        if isinstance(s, ir.Alloca) and s.dtype.is_float:
+        if record and isinstance(s, ir.Alloca) and s.dtype.is_float:
             a = self.adj_var[s] = _emit(r.out, ir.Alloca(dtype=s.dtype, loc=s.loc))
             em(ir.LocalStore(var=a, value=_emit(r.out, ir.Const(dtype=s.dtype, value=0.0, loc=s.loc)), loc=s.loc))
+
+    def replay_if(self, s: ir.If, r: _Region, record: bool) -> None:
+        if record:
+            snaps = []
+            for var in _stored_locals(s.then.stmts + s.else_.stmts):
+                snap = _emit(r.out, ir.Alloca(dtype=var.dtype, loc=s.loc))
+                val = _emit(r.out, ir.LocalLoad(var=r.vmap[var], dtype=var.dtype, loc=s.loc))
+                r.out.append(ir.LocalStore(var=snap, value=val, loc=s.loc))
+                snaps.append((var, snap))
+            r.snaps[s] = snaps
+        kids = {}
+        for name, blk in (("then", s.then), ("else_", s.else_)):
+            sub = _Region(ChainMap({}, r.vmap), {}, [])
+            self.replay(blk.stmts, sub, False)
+            kids[name] = ir.Block(tuple(sub.out))
+        r.out.append(replace(s, cond=r.vmap[s.cond], **kids))
+
+    def replay_loop(self, s: ir.RangeFor, r: _Region, record: bool) -> None:
+        """A serial loop with a dynamic trip count. Recorded: each iteration first pushes the locals
+        it carries (written in the body, defined before it, read in it) on one adstack per local."""
+        var = ir.LoopVar(dtype=s.var.dtype, name=s.var.name)
+        sub = _Region(ChainMap({s.var: var}, r.vmap), {}, [])
+        if record:
+            ids = self.loop_stacks[s] = [(v, self.new_stack(v, s)) for v in _carried_locals(s)]
+            for v, k in ids:
+                r.out.append(ir.AdStackAlloc(stack=k, loc=s.loc))
+                val = _emit(sub.out, ir.LocalLoad(var=r.vmap[v], dtype=v.dtype, loc=s.loc))
+                sub.out.append(ir.AdStackPush(stack=k, value=val, loc=s.loc))
+        self.replay(s.body.stmts, sub, False)
+        r.out.append(ir.RangeFor(var=var, begin=r.vmap[s.begin], end=r.vmap[s.end], body=ir.Block(tuple(sub.out)),
+                                 parallel=False, loc=s.loc))
+
+    def new_stack(self, var: ir.Alloca, loop: ir.RangeFor) -> int:
+        try:
+            size = sizing.size_of_loop(loop, self.loops, self.deriver)
+        except sizing.SizeError as e:
+            where = getattr(e.value, "loc", None) or loop.loc
+            raise QuadrantsCompilationError(
+                f"Cannot size the adstack of this loop for reverse mode: its trip count depends on {e.what}"
+                f"{_where(where)}. Loop bounds in a differentiated kernel may use constants, kernel "
+                f"arguments, ndarray shapes, integer field/ndarray reads, indices of enclosing loops and "
+                f"locals assigned once from those; or set qd.init(ad_stack_size=N) to give every adstack "
+                f"N slots{_where(loop.loc)}") from None
+        self.stacks.append(ir.StackDecl(dtype=var.dtype, size=sizing.serialise(size), loc=loop.loc,
+                                        name=f"{var.dtype} carried by the loop at line {loop.loc.line if loop.loc else '?'}"))
+        return len(self.stacks) - 1
 
     # ---------------------------------------------------------------- sweep
 
@@ -240,31 +303,114 @@ class _Reverse:
             self.acc(s.value, g if s.op is Op.ADD else em.op(Op.NEG, (g,), g.dtype), r, s.loc)
         elif isinstance(s, ir.If):
             self.sweep_if(s, r)
+        elif isinstance(s, ir.RangeFor) and s.parallel:
+            self.sweep_parallel(s, r)
         elif isinstance(s, ir.RangeFor):
-            var = ir.LoopVar(dtype=s.var.dtype, name=s.var.name)
-            body = self.region(s.body.stmts, ChainMap({s.var: var}, r.vmap), {})
-            r.out.append(ir.RangeFor(var=var, begin=r.vmap[s.begin], end=r.vmap[s.end], body=ir.Block(tuple(body)),
-                                     parallel=True, loc=s.loc))
+            self.sweep_loop(s, r)
+
+    def ext_allocas(self, stmts: Sequence[ir.Stmt], r: _Region, loc: ir.SrcLoc | None) -> dict:
+        """Adjoint allocas (zeroed) for the float values of `r` that `stmts` read: a nested block
+        accumulates into them; `flush_ext` adds them to `r` afterwards."""
+        defined, used = _subtree(stmts)
+        ext = {}
+        for v in used - defined:
+            if (isinstance(v, ir.Stmt) and not isinstance(v, ir.Alloca) and v.dtype.is_float
+                    and (v in r.defined or v in r.ext)):
+                a = ext[v] = _emit(r.out, ir.Alloca(dtype=v.dtype, loc=loc))
+                r.out.append(ir.LocalStore(var=a, value=_emit(r.out, ir.Const(dtype=v.dtype, value=0.0)), loc=loc))
+        return ext
+
+    def flush_ext(self, ext: dict, r: _Region, loc: ir.SrcLoc | None) -> None:
+        for v, a in ext.items():
+            self.acc(v, _emit(r.out, ir.LocalLoad(var=a, dtype=v.dtype, loc=loc)), r, loc)
 
     def sweep_if(self, s: ir.If, r: _Region) -> None:
         """Restores the locals the branches write, then each branch replays and sweeps itself; values
         of this region used inside get an adjoint alloca around the `if`."""
-        defined, used = _subtree(s.then.stmts + s.else_.stmts)
-        free = [v for v in used - defined
-                if isinstance(v, ir.Stmt) and not isinstance(v, ir.Alloca) and v.dtype.is_float
-                and (v in r.defined or v in r.ext)]
-        ext = {}
-        for v in free:
-            a = ext[v] = _emit(r.out, ir.Alloca(dtype=v.dtype, loc=s.loc))
-            r.out.append(ir.LocalStore(var=a, value=_emit(r.out, ir.Const(dtype=v.dtype, value=0.0)), loc=s.loc))
+        ext = self.ext_allocas(s.then.stmts + s.else_.stmts, r, s.loc)
         for var, snap in r.snaps[s]:
             val = _emit(r.out, ir.LocalLoad(var=snap, dtype=var.dtype, loc=s.loc))
             r.out.append(ir.LocalStore(var=r.vmap[var], value=val, loc=s.loc))
         then = self.region(s.then.stmts, r.vmap, ext)
         else_ = self.region(s.else_.stmts, r.vmap, ext)
         r.out.append(ir.If(cond=r.vmap[s.cond], then=ir.Block(tuple(then)), else_=ir.Block(tuple(else_)), loc=s.loc))
-        for v, a in ext.items():
-            self.acc(v, _emit(r.out, ir.LocalLoad(var=a, dtype=v.dtype, loc=s.loc)), r, s.loc)
+        self.flush_ext(ext, r, s.loc)
+
+    def sweep_loop(self, s: ir.RangeFor, r: _Region) -> None:
+        """Iterations in reverse: each pops the locals it started with, then replays and sweeps
+        its body (the body's own loops record and drain their stacks inside)."""
+        ext = self.ext_allocas(s.body.stmts, r, s.loc)
+        begin, end = r.vmap[s.begin], r.vmap[s.end]
+        t = ir.LoopVar(dtype=s.var.dtype, name=s.var.name)
+        out: list[ir.Stmt] = []
+        em = rules.BlockEmitter(out, s.loc)
+        dt = s.var.dtype
+        last = em.op(Op.SUB, (em.op(Op.ADD, (begin, end), dt), em.const(1, dt)), dt)
+        j = em.op(Op.SUB, (last, t), dt)  # begin + end - 1 - t
+        for var, k in reversed(self.loop_stacks[s]):
+            top = _emit(out, ir.AdStackLoadTop(stack=k, dtype=var.dtype, loc=s.loc))
+            out.append(ir.AdStackPop(stack=k, loc=s.loc))
+            out.append(ir.LocalStore(var=r.vmap[var], value=top, loc=s.loc))
+        self.loops.append(s)
+        out += self.region(s.body.stmts, ChainMap({s.var: j}, r.vmap), ext)
+        self.loops.pop()
+        r.out.append(ir.RangeFor(var=t, begin=begin, end=end, body=ir.Block(tuple(out)), parallel=False, loc=s.loc))
+        self.flush_ext(ext, r, s.loc)
+
+    def sweep_parallel(self, s: ir.RangeFor, r: _Region) -> None:
+        self.check_crossing(s, r)
+        var = ir.LoopVar(dtype=s.var.dtype, name=s.var.name)
+        self.loops.append(s)
+        body = self.region(s.body.stmts, ChainMap({s.var: var}, r.vmap), {})
+        self.loops.pop()
+        r.out.append(ir.RangeFor(var=var, begin=r.vmap[s.begin], end=r.vmap[s.end], body=ir.Block(tuple(body)),
+                                 parallel=True, loc=s.loc))
+
+    def check_crossing(self, s: ir.RangeFor, r: _Region) -> None:
+        """A float computed from differentiable data outside a parallel loop and read inside would
+        need its adjoint summed across the loop's threads and tasks: refused, never dropped."""
+        defined, used = _subtree(s.body.stmts)
+        for v in used - defined:
+            if isinstance(v, ir.Alloca):  # a local of the serial code: active if a store into it is
+                hot = v.dtype.is_float and any(self.active(st.value) for st in self.stores.get(v, ()))
+            else:
+                hot = isinstance(v, ir.Stmt) and v.dtype.is_float and self.active(v)
+            if hot and v in r.defined:
+                raise QuadrantsCompilationError(
+                    f"kernel.grad: a value computed outside the parallel loop{_where(v.loc)} is read inside "
+                    f"it{_where(s.loc)} and depends on data with a gradient; qd cannot carry its gradient "
+                    f"across the loop's threads. Compute it inside the loop.")
+
+
+class _Activity:
+    """Whether a value depends on a buffer with a grad (through operands and locals)."""
+
+    def __init__(self, stores: dict, grad_buffers: set[int]) -> None:
+        self.stores = stores
+        self.grads = grad_buffers
+        self.memo: dict = {}
+
+    def __call__(self, v: ir.Value) -> bool:
+        if v in self.memo:
+            return self.memo[v]
+        self.memo[v] = False  # cycles through locals: assume inactive until shown otherwise
+        if isinstance(v, ir.GlobalLoad):
+            out = v.ptr.buffer in self.grads
+        elif isinstance(v, ir.LocalLoad):
+            out = any(self(st.value) for st in self.stores.get(v.var, ()))
+        elif isinstance(v, ir.Stmt):
+            out = any(self(a) for a in v.operands() if a.dtype.is_float)
+        else:
+            out = False
+        self.memo[v] = out
+        return out
+
+
+def _carried_locals(s: ir.RangeFor) -> list[ir.Alloca]:
+    """Locals defined before loop `s` that its body both writes and reads."""
+    defined, _ = _subtree(s.body.stmts)
+    read = {x.var for x in defined if isinstance(x, ir.LocalLoad)}
+    return [v for v in _stored_locals(s.body.stmts) if v in read]
 
 
 def _emit(out: list[ir.Stmt], s: ir.Stmt) -> Any:
@@ -272,16 +418,17 @@ def _emit(out: list[ir.Stmt], s: ir.Stmt) -> Any:
     return s
 
 
-def reverse(k: ir.KernelIR, grad_buffers: Sequence[int]) -> ir.KernelIR:
+def reverse(k: ir.KernelIR, grad_buffers: Sequence[int], adstack: bool = True) -> ir.KernelIR:
     """The reverse-mode version of the pre-offload kernel `k`. Buffer `grad_buffers[j]` gets its grad
     as buffer `len(k.buffers) + j` (a decl named `<name>.grad`), to be bound to `field.grad`."""
     if k.tasks is not None:
         raise ValueError("reverse() runs before the offload pass")
     grad_of = {b: len(k.buffers) + j for j, b in enumerate(grad_buffers)}
     decls = tuple(replace(k.buffers[b], name=k.buffers[b].name + ".grad") for b in grad_buffers)
-    body = _unroll(k.body, {})
-    stmts = _Reverse(grad_of).region(body.stmts, {}, {})
-    return replace(k, buffers=k.buffers + decls, body=ir.Block(tuple(stmts)))
+    body = _Unroller(adstack).block(k.body, {})
+    rev = _Reverse(k, body, grad_of)
+    stmts = rev.region(body.stmts, {}, {})
+    return replace(k, buffers=k.buffers + decls, body=ir.Block(tuple(stmts)), stacks=tuple(rev.stacks))
 
 
 __all__ = ["reverse", "UNROLL_LIMIT"]

@@ -249,6 +249,9 @@ class Lowerer:
             raise QuadrantsTypeError(f"{s.loc}: atomic {s.op.value} is not supported on {s.dtype}")
         self.out.emit(name, self.r(s), s.ptr.buffer, self.r(s.ptr), self.r(s.value), loc=s.loc)
 
+    def s_ThreadSlot(self, s: ir.ThreadSlot) -> None:
+        self.out.emit("SLOT", self.r(s), loc=s.loc)  # always i64 (the verifier checks)
+
     def s_RandomValue(self, s: ir.RandomValue) -> None:
         d = self.r(s)
         if s.dtype.is_float:

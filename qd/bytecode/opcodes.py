@@ -143,6 +143,7 @@ def _build() -> list[tuple[str, str]]:
         ("RAND_F32", "R[d].f = <float>(qd_rand(ctx) >> 40) * <float>5.9604644775390625e-08"),
         ("RAND_F64", "R[d].d = <double>(qd_rand(ctx) >> 11) * 1.1102230246251565e-16"),
         ("SHAPE", "R[d].i = ctx.shapes[a * 8 + b]"),
+        ("SLOT", "R[d].i = ctx.slot"),
     ]
     for cls in CLASSES:
         for op in Op:

@@ -20,6 +20,7 @@ from qd import ir
 from qd.ad import tape as _tape
 from qd.ad.forward import forward as _forward
 from qd.ad.reverse import reverse as _reverse
+from qd.ad.validation import check_reverse_supported as _check_reverse
 from qd.ad.validation import validate_global_access as _validate
 from qd.errors import QuadrantsSyntaxError
 from qd.frontend import args as _args
@@ -27,7 +28,9 @@ from qd.frontend import builder as _bm
 from qd.frontend.builder import Builder
 from qd.frontend.context import FuncContext, source_of
 from qd.frontend.transformer import Transformer, fence
+from qd.runtime import config as _config
 from qd.runtime import launch as _launch
+from qd.types.enums import AutodiffMode
 
 _KERNELS: "weakref.WeakSet[Kernel]" = weakref.WeakSet()
 
@@ -49,6 +52,8 @@ class Kernel:
     """A `@qd.kernel`: compiled per instantiation key, launched on call."""
 
     _is_qd_kernel = True
+    # Quadrants' mode of a primal kernel: NONE, or VALIDATION while a validating `qd.ad.Tape` holds it.
+    autodiff_mode = AutodiffMode.NONE
 
     def __init__(self, fn: Callable, **options: Any) -> None:
         self.fn = fn
@@ -96,14 +101,12 @@ class Kernel:
         if mode:
             key = key + (mode,)
         nd_grads: tuple = ()
-        if mode == "grad":  # ndarray arguments with a `.grad`: their grads are launched as extra args
-            from qd.runtime.ndarray import Ndarray
-
-            nd_grads = tuple(i for i, a in enumerate(launch_args)
-                             if isinstance(a, Ndarray) and getattr(a, "grad", None) is not None)
-            if nd_grads:
+        if mode == "grad":  # ndarray arguments with a gradient: their grads are launched as extra args
+            grads = _args.grad_args(sig, values)
+            if grads:
+                nd_grads = tuple(i for i, _ in grads)
                 key = key + (nd_grads,)
-                launch_args = list(launch_args) + [launch_args[i].grad for i in nd_grads]
+                launch_args = list(launch_args) + [g for _, g in grads]
         inst = self._instances.get(key)
         if inst is None:
             inst = self._instances[key] = self._compile(values, mode, nd_grads)
@@ -164,11 +167,12 @@ def _reverse_instance(k_ir: ir.KernelIR, bindings: list, nd_grads: tuple = ()) -
     grads = [b for b, decl in enumerate(k_ir.buffers)
              if decl.kind == "field" and getattr(bindings[b], "has_grad", lambda: False)()]
     grads += [b for b, decl in enumerate(k_ir.buffers) if decl.kind == "ndarray" and decl.arg in nd_grads]
+    _check_reverse(k_ir, grads)
     from qd.passes.runner import run_passes
 
     def rev(k: ir.KernelIR) -> ir.KernelIR:
         nb, na = len(k.buffers), len(k.args)
-        out = _reverse(k, grads)
+        out = _reverse(k, grads, adstack=bool(_config.current().ad_stack_experimental_enabled))
         buffers, args = list(out.buffers), list(out.args)
         for j, b in enumerate(grads):
             if k.buffers[b].kind != "ndarray":
@@ -209,6 +213,8 @@ def _validation_instance(k_ir: ir.KernelIR, bindings: list) -> tuple[ir.KernelIR
 
 class _GradKernel:
     """`kernel.grad`: called with the kernel's own arguments, launches its reverse-mode instance."""
+
+    autodiff_mode = AutodiffMode.REVERSE
 
     def __init__(self, kernel: Kernel) -> None:
         self._kernel = kernel

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 PTR = L.PointerType()
 # The driver's Ctx (qd/_interp.pyx's Ctx plus `args`): field name -> index.
 CTX_FIELDS = ("bufs", "shapes", "operands", "rets", "status", "printbuf", "printlen", "printcap",
-              "rng_base", "rng_key", "rng_ctr", "tid", "args")
-CTX_TYPE = L.LiteralStructType([PTR] * 7 + [I64] * 5 + [PTR])
+              "rng_base", "rng_key", "rng_ctr", "tid", "args", "slot")
+CTX_TYPE = L.LiteralStructType([PTR] * 7 + [I64] * 5 + [PTR, I64])
 MAX_NDIM = 8
 MAX_CHECK_ARGS = 4
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -293,6 +293,9 @@ class FnLowering:
         b.store(i64c(0), self.rng_ctr)
         key = mix64(b, b.xor(self.field("rng_base"), b.mul(self.tid, i64c(_TID_MIX))))
         b.store(key, self.rng_key)
+
+    def s_ThreadSlot(self, s: ir.ThreadSlot) -> None:
+        self.vals[s] = self.field("slot")  # always i64 (the verifier checks)
 
     def s_RandomValue(self, s: ir.RandomValue) -> None:
         b, dt = self.b, s.dtype

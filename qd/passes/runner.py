@@ -13,6 +13,7 @@ from typing import Callable
 
 from qd import ir
 from qd.ir_text import print_kernel
+from qd.ad.adstack import lower_adstacks
 from qd.passes.bounds import insert_bound_checks
 from qd.passes.dce import dce
 from qd.passes.offload import offload
@@ -51,10 +52,10 @@ def run_passes(k: ir.KernelIR, passes: list[tuple[str, Pass]], verify: bool | No
 
 
 def default_pipeline(config: object) -> list[tuple[str, Pass]]:
-    """simplify, dce, [insert_bound_checks if debug/check_out_of_bound], offload, simplify, dce
-    (the last two run per task)."""
+    """simplify, dce, [insert_bound_checks if debug/check_out_of_bound], lower_adstacks, offload,
+    simplify, dce (the last two run per task)."""
     passes: list[tuple[str, Pass]] = [("simplify", simplify), ("dce", dce)]
     if getattr(config, "debug", False) or getattr(config, "check_out_of_bound", False):
         passes.append(("insert_bound_checks", insert_bound_checks))
-    passes += [("offload", offload), ("simplify", simplify), ("dce", dce)]
+    passes += [("lower_adstacks", lower_adstacks), ("offload", offload), ("simplify", simplify), ("dce", dce)]
     return passes

@@ -24,10 +24,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from qd import _interp, ir
+from qd.ad.adstack import OVERFLOW_KIND
 from qd.jit import tiering
 from qd.errors import QuadrantsRuntimeError
 from qd.bytecode.lower import KernelCode, lower_kernel, register_bits
 from qd.runtime import config, program
+from qd.runtime.adstack_heap import AdStackPlan
 from qd.runtime.status import PRINT_WORDS, STATUS_WORDS, check_error, decode_returns, flush_prints
 
 _launch_ids = itertools.count()
@@ -53,6 +55,7 @@ class CompiledKernel:
     consts: np.ndarray  # (regs, bits) of constants, applied to every register template
     scratch: Any = None  # reusable launch buffers (`_Scratch`)
     tier: Any = None  # `qd.jit.tiering.TierState`: native code, background compile, launch counts
+    adstack: AdStackPlan | None = None  # sizes and heap of a reverse-mode kernel's adstacks
 
 
 def compile_kernel(k: ir.KernelIR) -> CompiledKernel:
@@ -62,7 +65,8 @@ def compile_kernel(k: ir.KernelIR) -> CompiledKernel:
     k = run_passes(k, default_pipeline(config.current()))
     code = lower_kernel(k)
     consts = np.array(code.consts, dtype=np.uint64).reshape(-1, 2)
-    return CompiledKernel(k, code, _written_buffers(k), consts)
+    plan = AdStackPlan(k) if k.stacks else None
+    return CompiledKernel(k, code, _written_buffers(k), consts, adstack=plan)
 
 
 def _written_buffers(k: ir.KernelIR) -> frozenset:
@@ -100,16 +104,25 @@ class _Scratch:
         self.busy = False
 
 
-def _arrays(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> list:
-    """The array behind every buffer of the kernel, by buffer index."""
+def _owners(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> list:
+    """The object behind every buffer (a Field, an Ndarray or a raw array; None for scratch)."""
+    return [bindings[b] if d.kind == "field" else (args[d.arg] if d.kind == "ndarray" else None)
+            for b, d in enumerate(ck.ir.buffers)]
+
+
+def _arrays(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any], nthreads: int = 1) -> list:
+    """The array behind every buffer of the kernel, by buffer index (adstack heaps for `nthreads`)."""
+    owners = _owners(ck, bindings, args)
     out = []
-    for b, decl in enumerate(ck.ir.buffers):
-        if decl.kind == "field":
-            out.append(_array_of(bindings[b]))
-        elif decl.kind == "ndarray":
-            out.append(_array_of(args[decl.arg]))
+    for decl, owner in zip(ck.ir.buffers, owners):
+        if owner is not None:
+            out.append(_array_of(owner))
+        elif decl.kind.startswith("adstack"):
+            out.append(None)  # filled by the adstack plan below
         else:
             out.append(np.zeros(decl.shape, dtype=decl.dtype.np_dtype))
+    if ck.adstack is not None:
+        ck.adstack.bind(out, owners, args, nthreads, int(config.current().ad_stack_size or 0))
     return out
 
 
@@ -121,11 +134,11 @@ def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> 
     ck.scratch = sc
     sc.busy = True
     try:
-        arrays = _arrays(ck, bindings, args)
+        nthreads = int(cfg.cpu_max_num_threads or 1)
+        arrays = _arrays(ck, bindings, args, nthreads)
         native = tiering.native_for(ck, arrays)
         st = sc.launch
-        st.start(arrays, int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, next(_launch_ids),
-                 int(cfg.cpu_max_num_threads or 1))
+        st.start(arrays, int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, next(_launch_ids), nthreads)
         if native is not None:
             for i, dtype in sc.scalars:
                 sc.args[i] = register_bits(dtype, args[i])
@@ -138,12 +151,20 @@ def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> 
         if sc.printlen[0] or sc.status[8]:
             flush_prints(ck.ir, prints, sc.printbuf, int(sc.printlen[0]), int(sc.status[8]))
         if rc == 1 or sc.status[0]:
-            raise check_error(ck.ir, check_args, sc.status)
+            raise _failure(ck, check_args, sc.status, arrays, args)
         if rc < 0:
             raise QuadrantsRuntimeError(f"kernel {ck.ir.name}: interpreter hit an invalid opcode")
         return decode_returns(ck.ir.rets, sc.rets) if ck.ir.rets else None
     finally:
         sc.busy = False
+
+
+def _failure(ck: CompiledKernel, check_args: list, status: np.ndarray, arrays: list, args: Sequence[Any]) -> Exception:
+    decl = ck.ir.checks[int(status[1])]
+    if decl.kind == OVERFLOW_KIND and ck.adstack is not None:
+        forced = int(config.current().ad_stack_size or 0)
+        return ck.adstack.overflow_error(decl, int(status[4]), int(status[5]), int(status[2]), forced, arrays, args)
+    return check_error(ck.ir, check_args, status)
 
 
 def _template(ck: CompiledKernel, sc: _Scratch, args: Sequence[Any]) -> np.ndarray:
@@ -181,10 +202,9 @@ def _run_tasks(ck: CompiledKernel, st: Any, tpl: np.ndarray) -> int:
 
 
 def _bump_written(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> None:
+    owners = _owners(ck, bindings, args)
     for b in ck.written:
-        decl = ck.ir.buffers[b]
-        owner = bindings[b] if decl.kind == "field" else (args[decl.arg] if decl.kind == "ndarray" else None)
-        bump = getattr(owner, "_bump", None)
+        bump = getattr(owners[b], "_bump", None)
         if bump is not None:
             bump()
 
