@@ -394,3 +394,96 @@ def test_value_crossing_into_a_parallel_loop_is_refused(arch: object) -> None:
 
     with pytest.raises(QuadrantsCompilationError, match="outside the parallel loop"):
         k.grad()
+
+
+def test_parallel_cross_iteration_read_after_write_is_refused(arch: object) -> None:
+    x = qd.field(qd.f32, shape=(), needs_grad=True)
+    out = qd.field(qd.f32, shape=4, needs_grad=True)
+
+    @qd.kernel
+    def k():
+        for i in range(4):
+            if i == 0:
+                out[i] = x[None]
+            else:
+                out[i] = out[i - 1] + x[None]
+
+    with pytest.raises(QuadrantsCompilationError, match="Cross-iteration read-after-write"):
+        k.grad()
+
+
+def test_serial_cross_iteration_through_a_global_is_differentiated(arch: object) -> None:
+    x = qd.field(qd.f64, shape=(), needs_grad=True)
+    out = qd.field(qd.f64, shape=5, needs_grad=True)
+
+    @qd.kernel
+    def k(n: qd.i32):
+        for _ in range(1):
+            for i in range(n):
+                if i == 0:
+                    out[i] = x[None] * x[None]
+                else:
+                    out[i] = out[i - 1] * 0.5 + x[None]
+
+    x[None] = 1.5
+    k(5)
+    out.grad[4] = 1.0
+    k.grad(5)
+    # out[4] = x^2/16 + x (1/8 + 1/4 + 1/2 + 1): d/dx = x/8 + 1.875
+    assert x.grad[None] == pytest.approx(1.5 / 8 + 1.875, rel=1e-12)
+    assert out.grad[4] == 0.0  # the overwritten cell's grad is consumed and cleared, as in Quadrants
+
+
+def test_loop_index_can_be_rebound(arch: object) -> None:
+    x, loss = _fields()
+
+    @qd.kernel
+    def k(n: qd.i32):
+        for i in x:
+            i = qd.cast(i, qd.i32)  # noqa: PLW2901 - rebinding a loop index is allowed, as in Quadrants
+            v = x[i]
+            for _ in range(n):
+                v = qd.sin(v)
+            loss[None] += v
+
+    check_grad(lambda: k(3), lambda: k.grad(3), x, loss, XS)
+
+
+def test_without_adstack_every_non_static_inner_range_raises(arch: object) -> None:
+    qd.cfg.ad_stack_experimental_enabled = False
+    x, loss = _fields()
+
+    @qd.kernel
+    def k():
+        for i in x:
+            v = x[i]
+            for _ in range(3):  # constant, but not qd.static: Quadrants refuses it too
+                v = v * 0.95 + 0.01
+            for _ in qd.static(range(2)):
+                v = v * v
+            loss[None] += v
+
+    k()
+    with pytest.raises(QuadrantsCompilationError, match="Cannot use non static range in Backwards mode"):
+        k.grad()
+
+
+def test_shared_torch_view_makes_the_sizer_reread_every_launch(arch: object) -> None:
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    del torch
+    x, loss = _fields((1,))
+    n = qd.ndarray(qd.i32, shape=(1,))
+    n[0] = 2
+
+    @qd.kernel
+    def k(n: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in x:
+            v = x[i]
+            for _ in range(n[0]):
+                v = qd.sin(v)
+            loss[None] += v
+
+    check_grad(lambda: k(n), lambda: k.grad(n), x, loss, np.array([0.4]))
+    view = n.to_torch(copy=False)
+    view[0] = 40  # no qd write path sees this: the sizer must not trust its cache for n any more
+    check_grad(lambda: k(n), lambda: k.grad(n), x, loss, np.array([0.4]))

@@ -44,7 +44,8 @@ class _Lowering:
             if st.dtype not in dts:
                 dts.append(st.dtype)
         self.heap_of = {dt: self.meta + 1 + j for j, dt in enumerate(dts)}
-        self.buffers = k.buffers + (ir.BufferDecl(kind="adstack_meta", dtype=i64, ndim=1, name="adstack.meta"),) + tuple(
+        meta = ir.BufferDecl(kind="adstack_meta", dtype=i64, ndim=1, name="adstack.meta")
+        self.buffers = k.buffers + (meta,) + tuple(
             ir.BufferDecl(kind="adstack", dtype=dt, ndim=1, name=f"adstack.{dt}") for dt in dts)
         self.checks = list(k.checks)
         self.check_of: dict[int, int] = {}
@@ -58,7 +59,8 @@ class _Lowering:
             if fn is not None:
                 fn(s, out)
                 continue
-            kids = {f.name: self.block(getattr(s, f.name)) for f in fields(s) if isinstance(getattr(s, f.name), ir.Block)}
+            kids = {f.name: self.block(getattr(s, f.name)) for f in fields(s)
+                    if isinstance(getattr(s, f.name), ir.Block)}
             out.append(replace(s, **kids) if kids else s)
         return ir.Block(tuple(out))
 

@@ -1,9 +1,10 @@
-"""`reverse`: the reverse-mode (adjoint) version of a kernel without dynamic loops (Quadrants' model).
+"""`reverse`: the reverse-mode (adjoint) version of a kernel (Quadrants' model, DESIGN §5).
 
-Runs on the structured, pre-offload IR. Serial inner `RangeFor` loops with constant bounds are
-unrolled first (a dynamic bound, a `while`, or more than `UNROLL_LIMIT` iterations raise
-`QuadrantsCompilationError` "Cannot use non static range in Backwards mode"). Then every region (the
-kernel body, each parallel loop body, each branch of an `if`) becomes: a *replay* of its statements
+Runs on the structured, pre-offload IR. Serial inner loops of at most `STACK_UNROLL_LIMIT` constant
+iterations are unrolled first; other serial loops stay loops and get adstacks (with
+`ad_stack_experimental_enabled=False` they raise "Cannot use non static range in Backwards mode", as
+in Quadrants; `while` and `break`/`continue` raise too). Then every region (the kernel body, each
+parallel loop body, each branch of an `if`, each loop iteration) becomes: a *replay* of its statements
 (primal values recomputed; global stores and atomics dropped, so outputs are never read back), then a
 *backward sweep* over them in reverse order, accumulating adjoints:
 
@@ -12,10 +13,14 @@ kernel body, each parallel loop body, each branch of an `if`) becomes: a *replay
   - float locals get an adjoint `Alloca` (a load adds to it, a store moves it to the stored value);
   - a buffer listed in `grad_of` gets a grad buffer (a `BufferDecl` `<name>.grad` appended to
     `buffers`): a load of it does `atomic add grad[idx], adj`; a store or atomic add into it seeds the
-    stored value's adjoint from `grad[idx]` (never cleared, as in Quadrants);
+    stored value's adjoint from `grad[idx]`, and a store then clears `grad[idx]` (as Quadrants does);
   - an `if` is re-entered in the sweep: the locals its branches write are snapshotted before it in the
     replay and restored before the sweep's `if`, whose branches replay and sweep themselves. The
     untaken branch contributes exactly 0.
+  - a serial loop with a dynamic trip count: its recorded replay pushes, at the start of every
+    iteration, each local it carries on an adstack; its sweep runs the iterations in reverse, each
+    popping its locals and then replaying and sweeping its body as a region (`replay_loop`,
+    `sweep_loop`). Stacks are sized by `qd/ad/sizing.py` and lowered by `qd/ad/adstack.py`.
   - top-level parallel loops are swept in reverse order, each as its own loop (no tape between tasks).
 
 Before (`y[i] = sin(x[i])`; buffers 0 = x, 1 = y, both with grads):
@@ -44,8 +49,7 @@ from qd.ad.rules import ZERO
 from qd.errors import QuadrantsCompilationError
 from qd.ops import Op
 
-UNROLL_LIMIT = 1 << 12  # iterations of one unrolled serial loop without adstacks
-STACK_UNROLL_LIMIT = 16  # with adstacks, longer constant loops stay loops
+STACK_UNROLL_LIMIT = 16  # constant serial loops up to this trip count are unrolled; longer ones get adstacks
 
 _NON_STATIC = "Cannot use non static range in Backwards mode"
 
@@ -82,7 +86,7 @@ class _Unroller:
 
     def __init__(self, adstack: bool) -> None:
         self.adstack = adstack
-        self.limit = STACK_UNROLL_LIMIT if adstack else UNROLL_LIMIT
+        self.limit = STACK_UNROLL_LIMIT
 
     def block(self, b: ir.Block, sub: dict) -> ir.Block:
         out: list[ir.Stmt] = []
@@ -103,19 +107,16 @@ class _Unroller:
 
     def loop(self, s: ir.RangeFor, sub: dict, out: list[ir.Stmt]) -> None:
         begin, end = sub.get(s.begin, s.begin), sub.get(s.end, s.end)
-        if isinstance(begin, ir.Const) and isinstance(end, ir.Const):
-            n = int(end.value) - int(begin.value)
-            if n <= self.limit:
-                for k in range(int(begin.value), int(end.value)):
-                    c = ir.Const(dtype=s.var.dtype, value=k, loc=s.loc)
-                    out.append(c)
-                    out.extend(self.block(s.body, {**sub, s.var: c}).stmts)
-                return
-            if not self.adstack:
-                raise _non_static(s, f"the loop runs {n} iterations, more than the unroll limit {UNROLL_LIMIT}")
-        elif not self.adstack:
-            raise _non_static(s, "the trip count of this loop is not known at compile time, and "
-                                 "ad_stack_experimental_enabled=False")
+        if not self.adstack:  # Quadrants' rule: only qd.static loops (unrolled by the frontend) remain
+            raise _non_static(s, "with ad_stack_experimental_enabled=False a loop nested in a kernel's loop "
+                                 "must be a qd.static range")
+        const = isinstance(begin, ir.Const) and isinstance(end, ir.Const)
+        if const and int(end.value) - int(begin.value) <= self.limit:
+            for k in range(int(begin.value), int(end.value)):
+                c = ir.Const(dtype=s.var.dtype, value=k, loc=s.loc)
+                out.append(c)
+                out.extend(self.block(s.body, {**sub, s.var: c}).stmts)
+            return
         var = ir.LoopVar(dtype=s.var.dtype, name=s.var.name)
         body = self.block(s.body, {**sub, s.var: var})
         out.append(ir.RangeFor(var=var, begin=begin, end=end, body=body, parallel=False, loc=s.loc))
@@ -254,8 +255,9 @@ class _Reverse:
                 f"arguments, ndarray shapes, integer field/ndarray reads, indices of enclosing loops and "
                 f"locals assigned once from those; or set qd.init(ad_stack_size=N) to give every adstack "
                 f"N slots{_where(loop.loc)}") from None
+        line = loop.loc.line if loop.loc else "?"
         self.stacks.append(ir.StackDecl(dtype=var.dtype, size=sizing.serialise(size), loc=loop.loc,
-                                        name=f"{var.dtype} carried by the loop at line {loop.loc.line if loop.loc else '?'}"))
+                                        name=f"{var.dtype} carried by the loop at line {line}"))
         return len(self.stacks) - 1
 
     # ---------------------------------------------------------------- sweep
@@ -295,8 +297,10 @@ class _Reverse:
         elif isinstance(s, ir.GlobalLoad) and s.ptr.buffer in self.grad_of and ct is not ZERO:
             r.out.append(ir.AtomicRMW(op=Op.ADD, ptr=self.grad_ptr(s.ptr, r), value=ct, dtype=s.dtype, loc=s.loc))
         elif isinstance(s, ir.GlobalStore) and s.ptr.buffer in self.grad_of and s.value.dtype.is_float:
-            g = _emit(r.out, ir.GlobalLoad(ptr=self.grad_ptr(s.ptr, r), dtype=s.ptr.dtype, loc=s.loc))
-            self.acc(s.value, g, r, s.loc)
+            gp = self.grad_ptr(s.ptr, r)
+            self.acc(s.value, _emit(r.out, ir.GlobalLoad(ptr=gp, dtype=s.ptr.dtype, loc=s.loc)), r, s.loc)
+            # the overwritten value does not reach the outputs: its adjoint is cleared (as Quadrants does)
+            r.out.append(ir.GlobalStore(ptr=gp, value=em.const(0.0, s.ptr.dtype), loc=s.loc))
         elif (isinstance(s, ir.AtomicRMW) and s.ptr.buffer in self.grad_of and s.op in (Op.ADD, Op.SUB)
               and s.value.dtype.is_float):
             g = _emit(r.out, ir.GlobalLoad(ptr=self.grad_ptr(s.ptr, r), dtype=s.ptr.dtype, loc=s.loc))
@@ -359,6 +363,7 @@ class _Reverse:
 
     def sweep_parallel(self, s: ir.RangeFor, r: _Region) -> None:
         self.check_crossing(s, r)
+        _check_cross_iteration(s, self.grad_of)
         var = ir.LoopVar(dtype=s.var.dtype, name=s.var.name)
         self.loops.append(s)
         body = self.region(s.body.stmts, ChainMap({s.var: var}, r.vmap), {})
@@ -406,6 +411,42 @@ class _Activity:
         return out
 
 
+def _depends_on(v: ir.Value, var: ir.LoopVar, memo: dict) -> bool:
+    if v is var:
+        return True
+    if v not in memo:
+        memo[v] = isinstance(v, ir.Stmt) and any(_depends_on(a, var, memo) for a in v.operands())
+    return memo[v]
+
+
+def _same_index(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(
+        x is y or (isinstance(x, ir.Const) and isinstance(y, ir.Const) and x.value == y.value) for x, y in zip(a, b))
+
+
+def _check_cross_iteration(s: ir.RangeFor, grad_of: dict) -> None:
+    """A parallel loop whose iterations read a differentiable global at an index other than the one
+    they write, both following the loop index (`out[i] = out[i - 1] + ...`), depends on the order of
+    its iterations: no reverse sweep of the parallel loop is right, so it is refused (Quadrants'
+    "Cross-iteration read-after-write")."""
+    stores, loads, memo = [], [], {}
+    for st in ir.walk(s.body):
+        if isinstance(st, (ir.GlobalStore, ir.AtomicRMW)) and st.ptr.buffer in grad_of:
+            stores.append(st)
+        elif isinstance(st, ir.GlobalLoad) and st.ptr.buffer in grad_of:
+            loads.append(st)
+    for ld in loads:
+        for stt in stores:
+            if (ld.ptr.buffer == stt.ptr.buffer and not _same_index(ld.ptr.indices, stt.ptr.indices)
+                    and any(_depends_on(i, s.var, memo) for i in ld.ptr.indices)
+                    and any(_depends_on(i, s.var, memo) for i in stt.ptr.indices)):
+                raise QuadrantsCompilationError(
+                    f"kernel.grad: Cross-iteration read-after-write on a global with a gradient: the parallel "
+                    f"loop{_where(s.loc)} writes it{_where(stt.loc)} and reads it at another iteration's "
+                    f"index{_where(ld.loc)}; its iterations run in any order, so the gradient is undefined. Nest "
+                    f"the loop in an outer loop (it then runs serially with adstacks) or split it into kernels.")
+
+
 def _carried_locals(s: ir.RangeFor) -> list[ir.Alloca]:
     """Locals defined before loop `s` that its body both writes and reads."""
     defined, _ = _subtree(s.body.stmts)
@@ -431,4 +472,4 @@ def reverse(k: ir.KernelIR, grad_buffers: Sequence[int], adstack: bool = True) -
     return replace(k, buffers=k.buffers + decls, body=ir.Block(tuple(stmts)), stacks=tuple(rev.stacks))
 
 
-__all__ = ["reverse", "UNROLL_LIMIT"]
+__all__ = ["STACK_UNROLL_LIMIT", "reverse"]

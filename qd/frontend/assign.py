@@ -159,8 +159,11 @@ class AssignMixin:
             return
         lv = self._binding_lv(binding)
         if lv is None:
-            if isinstance(binding, Expr) or _e.is_matrix(binding) or isinstance(binding, _v.ParamRef):
-                raise QuadrantsSyntaxError(f"'{name}' cannot be assigned to (a loop index or read-only value)")
+            if isinstance(binding, (_v.ParamRef, _v.MatrixParamRef)):
+                raise QuadrantsSyntaxError(f'Kernel argument "{name}" is immutable in the kernel. If you want to '
+                                           f"change its value, please create a new variable.")
+            # a loop index or another read-only value: the name now denotes a new local (Python semantics
+            # for the rest of the body; Quadrants' ndrange indices are locals too)
             self.ctx.bind(name, self.init_var(value))
             return
         self.store(lv, value)

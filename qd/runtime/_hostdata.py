@@ -92,6 +92,7 @@ class HostData:
     dtype: DataType
     elem_shape: tuple[int, ...]
     generation: int
+    escaped: bool = False  # storage shared outside qd (`to_torch(copy=False)`): writes may bypass `_bump`
     _arr: np.ndarray | None
 
     # ---------------------------------------------------------------- storage
@@ -238,11 +239,18 @@ class HostData:
             raise self._shape_mismatch(tuple(t.shape))
         self.from_numpy(t.detach().to("cpu").contiguous().numpy())
 
-    def to_torch(self, device: Any = None) -> Any:
-        """A torch tensor copy of the data, on `device` (default: CPU)."""
+    def to_torch(self, device: Any = None, copy: bool = True) -> Any:
+        """A torch tensor of the data on `device` (default: CPU): a copy, or with `copy=False` a CPU tensor
+        sharing this storage. Writes through a shared tensor bypass the generation counter, so caches
+        keyed on it (adstack sizes) re-read this buffer at every launch from then on."""
         torch = import_torch()
-        t = torch.from_numpy(self.to_numpy())
-        return t.to(device) if device is not None else t
+        if copy:
+            t = torch.from_numpy(self.to_numpy())
+            return t.to(device) if device is not None else t
+        if device is not None and str(device) != "cpu":
+            raise ValueError(f"to_torch(copy=False) shares CPU memory; it cannot give a tensor on {device}")
+        self.escaped = True
+        return torch.from_numpy(self.arr)
 
     # ---------------------------------------------------------------- printing
 

@@ -9,7 +9,8 @@ IR reads (`qd/ad/adstack.py`). Heaps are kept per kernel instance and grow on de
 Sizes are reused while nothing they read has changed: the cache key holds the scalar arguments and,
 for each buffer a size reads, the identity and generation counter of its owner (bumped by every host
 write path and by kernels that write it). A buffer without a generation counter (a raw numpy array
-or torch tensor) is re-read at every launch.
+or torch tensor), or one whose memory was shared with `to_torch(copy=False)`, is re-read at every
+launch. An overflow drops the cached sizes.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ class AdStackPlan:
         for b in self.reads:
             owner = owners[b]
             gen = getattr(owner, "generation", None)
-            if gen is None:
-                return None  # no generation counter: always re-evaluate
+            if gen is None or getattr(owner, "escaped", False):
+                return None  # no counter, or memory shared outside qd's write paths: always re-evaluate
             parts.append((id(owner), gen))
         parts += [int(args[i]) for i in self.scalar_args]
         return tuple(parts)
@@ -100,6 +101,7 @@ class AdStackPlan:
                        arrays: Sequence[Any], args: Sequence[Any]) -> QuadrantsAssertionError:
         k = int(check.message.split()[1])
         st = self.k.stacks[k]
+        self.key = None  # size again at the next launch
         try:
             recomputed = str(self.evaluate(arrays, args)[k])
         except RuntimeError as e:
