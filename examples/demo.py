@@ -1,8 +1,9 @@
 """qd demo: learning to throw, by gradient descent through a simulation with a data-dependent loop.
 
 Each of N balls is thrown from the origin with a learnable initial velocity and must be, after its
-own flight time, at its own target (where a hidden throw put it). Ball i integrates `steps[i]` substeps (a per-ball count, read from
-a field: a dynamic loop), with quadratic air drag and a headwind above a height (an `if` inside the loop).
+own flight time, at its own target (where a hidden throw put it). Ball i integrates `steps[i]`
+substeps (a per-ball count, read from a field: a dynamic loop), with quadratic air drag and a
+headwind above a height (an `if` inside the loop).
 `qd.ad.Tape` differentiates the whole flight; qd keeps every loop-carried value on an adstack sized
 exactly from `steps` before the reverse launch. Plain gradient descent on the squared miss distance
 brings the loss down by orders of magnitude.

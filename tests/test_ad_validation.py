@@ -148,3 +148,52 @@ def test_pass_appends_checkbit_buffers(qd_program: object) -> None:
     assert len(checks) == 1 and "Breaks the global data access rule" in v.checks[checks[0].check].message
     with pytest.raises(ValueError):
         validate_global_access(offload(k_ir), checked)
+
+
+def test_adjoint_checkbit_follows_debug_and_placed_grad(arch: object) -> None:
+    # As in Quadrants, in debug mode every float field with a placed `.grad` has checkbits (needs_grad,
+    # lazy_grad or an explicit place of `.grad`); a field without a placed grad has none.
+    _debug(arch)
+    a = qd.field(qd.f32, shape=(), needs_grad=True)
+    b = qd.field(qd.f32)
+    c = qd.field(qd.f32)
+    qd.root.place(b, b.grad, c)
+    d = qd.field(qd.i32, shape=3)
+    assert a.snode.ptr.has_adjoint_checkbit() and b.snode.ptr.has_adjoint_checkbit()
+    assert not c.snode.ptr.has_adjoint_checkbit() and not d.snode.ptr.has_adjoint_checkbit()
+    qd.root.lazy_grad()
+    assert c.snode.ptr.has_adjoint_checkbit() and not d.snode.ptr.has_adjoint_checkbit()
+    _debug(arch, debug=False)
+    e = qd.field(qd.f32, shape=(), needs_grad=True)
+    assert e.snode.ptr.has_adjoint() and not e.snode.ptr.has_adjoint_checkbit()
+
+
+def test_validating_tape_marks_and_restores_autodiff_mode(arch: object) -> None:
+    from qd.types.enums import AutodiffMode
+
+    _debug(arch)
+    x, loss, b = _fields()
+
+    @qd.kernel
+    def mul():
+        loss[None] = x[1] * b[None]
+
+    @qd.ad.no_grad
+    def side():
+        mul()
+
+    assert mul.autodiff_mode is AutodiffMode.NONE and mul.grad.autodiff_mode is AutodiffMode.REVERSE
+    with qd.ad.Tape(loss=loss, validation=True) as t:
+        for _ in range(3):
+            mul()
+        side()
+        assert [f for f, _ in t.calls] == [mul, mul, mul, side]
+        # Each entry is the mode the function had when recorded (the first launch switched `mul`).
+        assert t.modes == [AutodiffMode.NONE, AutodiffMode.VALIDATION, AutodiffMode.VALIDATION, AutodiffMode.NONE]
+        assert mul.autodiff_mode is AutodiffMode.VALIDATION and side.autodiff_mode is AutodiffMode.VALIDATION
+    # On exit every function gets back the mode it had before the tape, repeated launches included.
+    assert mul.autodiff_mode is AutodiffMode.NONE and side.autodiff_mode is AutodiffMode.NONE
+    assert loss[None] == 10.0
+    with qd.ad.Tape(loss=loss) as t2:
+        mul()
+        assert t2.modes == [AutodiffMode.NONE] and mul.autodiff_mode is AutodiffMode.NONE

@@ -11,6 +11,9 @@ gradients of those fields with central finite differences after the backward pas
 `validation=True` warns when debug is off; with `qd.init(debug=True)` the primal launches recorded by
 the tape run their validation instance (`Kernel._run`, `qd/ad/validation.py`), which raises
 `QuadrantsAssertionError` when a launch writes a field element (of a field with a grad) it has read.
+As in Quadrants, a validating tape marks each recorded function `autodiff_mode = AutodiffMode.VALIDATION`
+(the previous modes are kept in `tape.modes` and restored on exit), and the backward pass runs on exit
+even when the block raised (the block's exception then propagates, chained to any the backward raises).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import numpy as np
 from qd.ad import tape as _t
 from qd.runtime.fields import Field, all_fields
 from qd.runtime.ndarray import Ndarray
-from qd.types.enums import SNodeGradType
+from qd.types.enums import AutodiffMode, SNodeGradType
 
 _NO_ADJOINT_FIELD = ("Gradients of loss are not allocated, please use qd.field(..., needs_grad=True)"
                      " for all fields that are required by autodiff.")
@@ -114,6 +117,7 @@ class Tape:
     def __init__(self, loss: Any = None, clear_gradients: bool = True, validation: bool = False,
                  grad_check: list | None = None) -> None:
         self.calls: list[tuple[Callable, tuple]] = []
+        self.modes: list[AutodiffMode] = []
         self._kwargs: list[dict] = []
         self.entered = False
         self.gradient_evaluated = False
@@ -169,13 +173,25 @@ class Tape:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        # Quadrants evaluates the gradients on exit whether or not the block raised.
         if _t._active_tape is self:
             _t._active_tape = None
-        if self.eval_on_exit and exc_type is None:
-            self.grad()
+        try:
+            if self.eval_on_exit:
+                self.grad()
+        finally:
+            # Newest first, so a function recorded several times gets back its mode from before the tape.
+            for (func, _), mode in zip(reversed(self.calls), reversed(self.modes)):
+                _set_mode(func, mode)
 
     def insert(self, func: Callable, args: tuple, kwargs: dict | None = None) -> None:
-        """Records one primal call (a kernel launch, or a `grad_replaced` / `no_grad` function)."""
+        """Records one primal call (a kernel launch, or a `grad_replaced` / `no_grad` function); a
+        validating tape marks it `AutodiffMode.VALIDATION` until the tape exits."""
+        mode = getattr(func, "autodiff_mode", AutodiffMode.NONE)
+        assert mode in (AutodiffMode.NONE, AutodiffMode.VALIDATION), "Inserted funcs should be forward kernels."
+        self.modes.append(mode)
+        if self.validation:
+            _set_mode(func, AutodiffMode.VALIDATION)
         self.calls.append((func, args))
         self._kwargs.append(kwargs or {})
 
@@ -210,6 +226,13 @@ class Tape:
             self.grad_checker.check(self.calls, self._kwargs)
 
 
+def _set_mode(func: Callable, mode: AutodiffMode) -> None:
+    try:
+        func.autodiff_mode = mode
+    except AttributeError:  # a callable that takes no attributes
+        pass
+
+
 def _recorded(func: Callable, grad: Callable | None) -> Callable:
     @functools.wraps(func)
     def decorated(*args: Any, **kwargs: Any) -> Any:
@@ -224,6 +247,7 @@ def _recorded(func: Callable, grad: Callable | None) -> Callable:
             _t._grad_replaced = outer
 
     decorated.grad = grad
+    decorated.autodiff_mode = AutodiffMode.NONE
     decorated._qd_grad_replaced = True
     return decorated
 

@@ -7,7 +7,9 @@ structured, pre-offload IR: every buffer listed in `fields` (fields with a `.gra
 "checkbit" buffer of the same shape (a new `BufferDecl` appended to `buffers`, bound by the caller to
 fresh zeros for every launch). A load of x[I] sets checkbit[I] = 1 after it; a store or atomic to
 x[I] first checks `checkbit[I] == 0` with an `ir.Check` whose message is Quadrants' text, so the
-launch raises `QuadrantsAssertionError`.
+launch raises `QuadrantsAssertionError`. `check_reverse_supported` (called by `kernel.grad` before the
+`reverse` pass) refuses what reverse mode cannot differentiate: `qd.random()` and atomic min/max into a
+buffer with a grad.
 
 Before (`b[None] += x[1] * b[None]`-like; buffer 0 = b):    After (buffer 1 = b's checkbits):
 
@@ -23,10 +25,12 @@ Before (`b[None] += x[1] * b[None]`-like; buffer 0 = b):    After (buffer 1 = b'
 
 from __future__ import annotations
 
+import linecache
 from dataclasses import fields as _dc_fields, replace
 from typing import Sequence
 
 from qd import ir
+from qd.errors import QuadrantsCompilationError, QuadrantsRuntimeError
 from qd.ops import Op
 from qd.types.dtypes import u1, u8
 
@@ -88,4 +92,32 @@ def validate_global_access(k: ir.KernelIR, fields: Sequence[int]) -> ir.KernelIR
     return replace(k, buffers=k.buffers + decls, body=body, checks=tuple(v.checks))
 
 
-__all__ = ["validate_global_access", "violation_message"]
+# Quadrants' text (users match on it): a random number cannot be replayed by the reverse pass.
+RAND_MESSAGE = "RandStmt not supported in AutoDiff for now."
+
+
+def _where(loc: ir.SrcLoc | None) -> str:
+    if loc is None:
+        return ""
+    return f" (at {loc.file}:{loc.line}: {linecache.getline(loc.file, loc.line).strip()})"
+
+
+def check_reverse_supported(k: ir.KernelIR, grads: Sequence[int]) -> None:
+    """Rejects what reverse mode cannot differentiate, before the `reverse` pass runs on `k`:
+    `qd.random()` anywhere (Quadrants' RuntimeError text), and atomic min/max into a buffer with a
+    gradient (listed in `grads`): Quadrants accumulates their adjoint as if they were atomic adds,
+    which is wrong unless every operand wins; qd refuses them instead of giving such a gradient."""
+    grad_set = set(grads)
+    for s in ir.walk(k.body):
+        if isinstance(s, ir.RandomValue):
+            raise QuadrantsRuntimeError(RAND_MESSAGE)
+        if (isinstance(s, ir.AtomicRMW) and s.op in (Op.MIN, Op.MAX) and s.ptr.buffer in grad_set
+                and s.value.dtype.is_float):
+            name = k.buffers[s.ptr.buffer].name or "field"
+            raise QuadrantsCompilationError(
+                f"kernel.grad: atomic_{s.op.name.lower()} into `{name}`, which has a gradient, cannot be "
+                f"differentiated in reverse mode; give this step a custom gradient with qd.ad.grad_replaced "
+                f"and qd.ad.grad_for{_where(s.loc)}")
+
+
+__all__ = ["RAND_MESSAGE", "check_reverse_supported", "validate_global_access", "violation_message"]

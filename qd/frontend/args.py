@@ -236,6 +236,7 @@ def _as_numpy(p: Param, v: Any) -> tuple[np.ndarray, Any, Callable | None]:
         if getattr(v, "is_cuda", False) or str(getattr(v, "device", "cpu")) != "cpu":
             raise QuadrantsRuntimeTypeError(f"Argument '{p.name}': torch tensors on {v.device} are not supported "
                                             "yet; pass a CPU tensor or a qd.ndarray")
+        _ensure_torch_grad(v)
         t = v.detach()
         if t.is_contiguous():
             a = t.numpy()
@@ -256,6 +257,59 @@ def _as_numpy(p: Param, v: Any) -> tuple[np.ndarray, Any, Callable | None]:
             v[...] = a
         return a, a, back
     raise _type_error(p, repr(p.ann), v)
+
+
+def _launch_arity(p: Param) -> int:
+    """How many launch args (ArgDecls) parameter `p` takes (as `convert` lays them out)."""
+    if p.kind == "template":
+        return 0
+    if p.kind == "matrix":
+        t: MatrixType = p.ann
+        return t.n * (t.m if t.ndim == 2 else 1)
+    return 1
+
+
+_NON_CONTIGUOUS_GRAD = ("Non contiguous gradient tensors are not supported, please call tensor.grad.contiguous() "
+                        "before passing it into quadrants kernel.")
+
+
+def _grad_of(p: Param, v: Any) -> Any:
+    """The gradient array launched with ndarray argument `v` by a reverse-mode launch, or None. As in
+    Quadrants: `qd.types.ndarray(needs_grad=...)` decides when given; otherwise a qd ndarray has one when
+    it was made with `needs_grad=True` and a torch tensor when it `requires_grad`; numpy arrays have none."""
+    want = getattr(p.ann, "needs_grad", None)
+    if want is False:
+        return None
+    if hasattr(v, "arr") and _v.global_kind(v) == "ndarray":
+        return getattr(v, "grad", None)
+    if not type(v).__module__.startswith("torch") or not (want or v.requires_grad):
+        return None
+    _ensure_torch_grad(v)
+    if not v.grad.is_contiguous():
+        raise ValueError(_NON_CONTIGUOUS_GRAD)
+    return v.grad.detach().numpy()
+
+
+def _ensure_torch_grad(v: Any) -> None:
+    """Quadrants gives a torch tensor that requires grad a zero `.grad` when it is launched without one."""
+    if v.requires_grad and v.grad is None:
+        import torch
+
+        v.grad = torch.zeros_like(v)
+
+
+def grad_args(sig: Signature, values: list) -> list[tuple[int, Any]]:
+    """(launch arg index, gradient array) of every ndarray argument that has a gradient, for a
+    reverse-mode launch (the gradients are appended to the launch args in this order)."""
+    out: list[tuple[int, Any]] = []
+    i = 0
+    for p, v in zip(sig.params, values):
+        if p.kind not in ("template", "scalar", "matrix"):
+            g = _grad_of(p, v)
+            if g is not None:
+                out.append((i, g))
+        i += _launch_arity(p)
+    return out
 
 
 def convert(sig: Signature, values: list) -> tuple[tuple, list, list]:

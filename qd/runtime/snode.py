@@ -219,7 +219,11 @@ class SNode:
         return self.field is not None and self.field.dual is not None and self.field.dual._placed
 
     def has_adjoint_checkbit(self) -> bool:
-        return False
+        """Quadrants allocates the global-data-access-rule checkbits of every field with a placed `.grad`
+        when debug is on; qd makes them per validated launch, so this reports that same condition."""
+        from qd.runtime import config as _config
+
+        return bool(_config.current().debug) and self.has_adjoint()
 
     def deactivate_all(self) -> None:
         """Dense cells are always active; nothing to do."""

@@ -47,7 +47,7 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
 
 
 if not any(isinstance(f, _AliasFinder) for f in sys.meta_path):
-    sys.meta_path.append(_AliasFinder())
+    sys.meta_path.insert(0, _AliasFinder())
 
 # Submodules that qd binds as attributes are aliased eagerly, so `quadrants.lang is qd.lang`.
 for _name in ("lang", "types", "math", "extension", "ad", "errors"):
