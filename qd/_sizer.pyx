@@ -35,6 +35,7 @@ DEF K_MIN = 10
 DEF K_DIV = 11
 DEF K_MOD = 12
 DEF K_MOR = 13
+DEF K_COUNT = 14
 
 GUARD = 1 << 24
 
@@ -50,6 +51,8 @@ ctypedef struct State:
     int nbufs
     const int64_t* args
     int nargs
+    const int64_t* counts
+    int ncounts
     int64_t vars[MAX_VARS]
     int64_t guard
     int err       # 0 ok, 1 guard, 2 index out of range, 3 unbound buffer, 4 too deep
@@ -102,6 +105,8 @@ cdef int64_t _ev(State* s, int64_t n, int depth) noexcept nogil:
         return s.args[w[1]] if w[1] < s.nargs else 0
     if k == K_VAR:
         return s.vars[w[1]]
+    if k == K_COUNT:
+        return s.counts[w[1]] if w[1] < s.ncounts else 0
     if k == K_SHAPE or k == K_INDEX or k == K_LOAD:
         if w[1] >= s.nbufs or s.bufs[w[1]].code < 0:
             s.err = 3
@@ -156,9 +161,11 @@ cdef int64_t _ev(State* s, int64_t n, int depth) noexcept nogil:
     return a - _floordiv(a, b) * b
 
 
-def eval_size(const int64_t[::1] code, list arrays, const int64_t[::1] args, int64_t guard=GUARD) -> int:
-    """The value of the serialised size `code`; `arrays[b]` is buffer `b`'s numpy array (or None)
-    and `args` the scalar arguments as int64. Raises RuntimeError past the guard or out of range."""
+def eval_size(const int64_t[::1] code, list arrays, const int64_t[::1] args, int64_t guard=GUARD,
+              const int64_t[::1] counts=None) -> int:
+    """The value of the serialised size `code`; `arrays[b]` is buffer `b`'s numpy array (or None),
+    `args` the scalar arguments as int64 and `counts` the counting kernel's while-loop counts.
+    Raises RuntimeError past the guard or out of range."""
     cdef int nb = len(arrays), b, k
     cdef State s
     cdef Buf* bufs = <Buf*>malloc((nb + 1) * sizeof(Buf))
@@ -183,6 +190,8 @@ def eval_size(const int64_t[::1] code, list arrays, const int64_t[::1] args, int
         s.nbufs = nb
         s.args = &args[0] if args.shape[0] else NULL
         s.nargs = args.shape[0]
+        s.counts = &counts[0] if counts is not None and counts.shape[0] else NULL
+        s.ncounts = counts.shape[0] if counts is not None else 0
         s.guard = guard
         s.err = 0
         if root >= 0:

@@ -361,6 +361,7 @@ class KernelIR:
     tasks: tuple[Task, ...] | None = None  # set by the offload pass
     loc: SrcLoc | None = None
     stacks: tuple[StackDecl, ...] = ()  # adstacks of a reverse-mode kernel (`qd/ad/reverse.py`)
+    counter: KernelIR | None = None  # the counting kernel sizing its while-loop stacks (`qd/ad/counting.py`)
 
     def with_body(self, body: Block) -> "KernelIR":
         return replace(self, body=body)

@@ -487,3 +487,92 @@ def test_shared_torch_view_makes_the_sizer_reread_every_launch(arch: object) -> 
     view = n.to_torch(copy=False)
     view[0] = 40  # no qd write path sees this: the sizer must not trust its cache for n any more
     check_grad(lambda: k(n), lambda: k.grad(n), x, loss, np.array([0.4]))
+
+
+# ------------------------------------------------------------------ while loops (sized by a counting replay)
+
+
+def _while_reference(x0: float, lim: float) -> tuple[float, float]:
+    v, d = x0, 1.0
+    while v < lim:
+        d *= 1.5 + 0.1 * np.cos(v)
+        v = v * 1.5 + 0.1 * np.sin(v)
+    return v, d
+
+
+def test_while_loop_gradient_and_counted_sizes(arch: object) -> None:
+    x, loss = _fields()
+
+    @qd.kernel
+    def k(lim: qd.f64):
+        for i in x:
+            v = x[i]
+            while v < lim:
+                v = v * 1.5 + 0.1 * qd.sin(v)
+            loss[None] += v
+
+    got = check_grad(lambda: k(10.0), lambda: k.grad(10.0), x, loss, XS)
+    np.testing.assert_allclose(got, [_while_reference(x0, 10.0)[1] for x0 in XS], rtol=1e-12)
+    plan = next(v for key, v in k._instances.items() if "grad" in key)[0].adstack
+    trips = max(int(np.ceil(np.log(10.0 / x0) / np.log(1.5))) for x0 in XS)
+    assert plan.sizes[0] >= 1 and abs(plan.sizes[0] - trips) <= 1  # the largest run, counted
+    check_grad(lambda: k(1000.0), lambda: k.grad(1000.0), x, loss, XS)  # more iterations: counted again
+    assert plan.sizes[0] > trips
+
+
+def test_while_inside_a_dynamic_for_with_an_if(arch: object) -> None:
+    x, loss = _fields()
+    a = qd.field(qd.i32, shape=N)
+    a.from_numpy(COUNTS)
+
+    @qd.kernel
+    def k():
+        for i in x:
+            v = x[i]
+            for j in range(a[i]):
+                w = v + 0.1 * j
+                while w < 3.0:
+                    if w > 1.0:
+                        w = w * 1.3
+                    else:
+                        w = w + 0.7 * qd.cos(w)
+                v = 0.5 * v + 0.1 * w
+            loss[None] += v
+
+    check_grad(k, k.grad, x, loss, XS, rtol=1e-5)
+
+
+def test_while_with_an_int_counter_and_forced_size_overflow(arch: object) -> None:
+    x, loss = _fields()
+
+    @qd.kernel
+    def k():
+        for i in x:
+            v = x[i]
+            n = 0
+            while n < 5 + i:
+                v = qd.sin(v) + 0.3 * v
+                n += 1
+            loss[None] += v
+
+    check_grad(k, k.grad, x, loss, XS)
+    qd.cfg.ad_stack_size = 3
+    with pytest.raises(QuadrantsAssertionError, match=r"^Adstack overflow: kernel k"):
+        k.grad()
+
+
+def test_while_with_break_in_its_body_is_refused(arch: object) -> None:
+    x, loss = _fields()
+
+    @qd.kernel
+    def k():
+        for i in x:
+            v = x[i]
+            while v < 10.0:
+                v = v * 1.5
+                if v > 5.0:
+                    break
+            loss[None] += v
+
+    with pytest.raises(QuadrantsCompilationError, match="only `while <condition>:` loops"):
+        k.grad()

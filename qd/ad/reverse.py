@@ -45,13 +45,41 @@ from typing import Any, MutableMapping, Sequence
 
 from qd import ir
 from qd.ad import rules, sizing
+from qd.ad.counting import counting_kernel
 from qd.ad.rules import ZERO
 from qd.errors import QuadrantsCompilationError
 from qd.ops import Op
+from qd.types.dtypes import i32
 
 STACK_UNROLL_LIMIT = 16  # constant serial loops up to this trip count are unrolled; longer ones get adstacks
 
 _NON_STATIC = "Cannot use non static range in Backwards mode"
+
+
+def split_while(s: ir.While) -> tuple[list[ir.Stmt], ir.If, list[ir.Stmt]]:
+    """A `while cond: body` loop as the frontend builds it: (the statements computing the condition,
+    the `if not cond: break`, the body). Other shapes (a `break` or `continue` elsewhere at this
+    loop's level, stores before the check) raise: their iteration count is not one condition's."""
+    stmts = list(s.body.stmts)
+    for k, st in enumerate(stmts):
+        if (isinstance(st, ir.If) and len(st.then.stmts) == 1 and isinstance(st.then.stmts[0], ir.Break)
+                and not st.else_.stmts):
+            head, rest = stmts[:k], stmts[k + 1:]
+            if all(not ir.has_side_effect(h) for h in head) and not _jumps(rest):
+                return head, st, rest
+            break
+    raise _non_static(s, "only `while <condition>:` loops without break/continue in their body can be "
+                         "differentiated")
+
+
+def _jumps(stmts: Sequence[ir.Stmt]) -> bool:
+    """Whether a `break`/`continue` of the enclosing loop occurs in `stmts` (not inside nested loops)."""
+    for st in stmts:
+        if isinstance(st, (ir.Break, ir.Continue)):
+            return True
+        if isinstance(st, ir.If) and (_jumps(st.then.stmts) or _jumps(st.else_.stmts)):
+            return True
+    return False
 
 
 def _where(loc: ir.SrcLoc | None) -> str:
@@ -93,8 +121,11 @@ class _Unroller:
         for s in b.stmts:
             if isinstance(s, ir.RangeFor) and not s.parallel:
                 self.loop(s, sub, out)
-            elif isinstance(s, (ir.While, ir.Break, ir.Continue)):
-                raise _non_static(s, "while loops and break/continue cannot be differentiated yet")
+            elif isinstance(s, ir.While):
+                self.while_loop(s, sub, out)
+            elif isinstance(s, (ir.Break, ir.Continue)):
+                raise _non_static(s, "break/continue in a for loop cannot be differentiated (its trip count would "
+                                     "be unknown); use a while loop with the condition")
             elif isinstance(s, ir.Return):
                 raise QuadrantsCompilationError(f"kernel.grad does not support return values{_where(s.loc)}")
             else:
@@ -120,6 +151,16 @@ class _Unroller:
         var = ir.LoopVar(dtype=s.var.dtype, name=s.var.name)
         body = self.block(s.body, {**sub, s.var: var})
         out.append(ir.RangeFor(var=var, begin=begin, end=end, body=body, parallel=False, loc=s.loc))
+
+    def while_loop(self, s: ir.While, sub: dict, out: list[ir.Stmt]) -> None:
+        if not self.adstack:
+            raise _non_static(s, "a while loop needs adstacks (ad_stack_experimental_enabled=True)")
+        head, check, rest = split_while(s)
+        inner = dict(sub)
+        h = self.block(ir.Block(tuple(head)), inner).stmts
+        brk = ir.If(cond=inner.get(check.cond, check.cond), then=ir.Block((ir.Break(loc=check.loc),)), loc=check.loc)
+        t = self.block(ir.Block(tuple(rest)), inner).stmts
+        out.append(ir.While(body=ir.Block(h + (brk,) + t), loc=s.loc))
 
 
 # ------------------------------------------------------------------ replay and sweep
@@ -168,8 +209,10 @@ class _Reverse:
         self.grad_of = grad_of
         self.adj_var: dict[ir.Alloca, ir.Alloca] = {}
         self.stacks: list[ir.StackDecl] = []
-        self.loop_stacks: dict[ir.RangeFor, list[tuple[ir.Alloca, int]]] = {}
+        self.loop_stacks: dict[ir.Stmt, list[tuple[ir.Alloca, int]]] = {}
         self.loops: list[ir.RangeFor] = []
+        self.whiles: list[ir.While] = []  # while loops with stacks, sized by the counting kernel (`counting.py`)
+        self.while_count: dict[ir.While, ir.Alloca] = {}
         self.stores: dict[ir.Alloca, list[ir.LocalStore]] = {}
         for st in ir.walk(body):
             if isinstance(st, ir.LocalStore):
@@ -205,6 +248,9 @@ class _Reverse:
             return
         if isinstance(s, ir.RangeFor):
             self.replay_loop(s, r, record)
+            return
+        if isinstance(s, ir.While):
+            self.replay_while(s, r, record)
             return
         new = _clone(s, r.vmap, {})
         r.vmap[s] = new
@@ -244,7 +290,35 @@ class _Reverse:
         r.out.append(ir.RangeFor(var=var, begin=r.vmap[s.begin], end=r.vmap[s.end], body=ir.Block(tuple(sub.out)),
                                  parallel=False, loc=s.loc))
 
-    def new_stack(self, var: ir.Alloca, loop: ir.RangeFor) -> int:
+    def replay_while(self, s: ir.While, r: _Region, record: bool) -> None:
+        """A `while` loop. Recorded: an iteration that passes the condition pushes its carried locals,
+        and a counter counts the iterations for the sweep."""
+        head, check, rest = split_while(s)
+        sub = _Region(ChainMap({}, r.vmap), {}, [])
+        ids: list[tuple[ir.Alloca, int]] = []
+        if record:
+            ids = self.loop_stacks[s] = [(v, self.new_stack(v, s)) for v in _carried_locals(s)]
+            cnt = self.while_count[s] = _emit(r.out, ir.Alloca(dtype=i32, loc=s.loc))
+            r.out.append(ir.LocalStore(var=cnt, value=_emit(r.out, ir.Const(dtype=i32, value=0, loc=s.loc)), loc=s.loc))
+            for _, k in ids:
+                r.out.append(ir.AdStackAlloc(stack=k, loc=s.loc))
+        self.replay(head, sub, False)
+        sub.out.append(ir.If(cond=sub.vmap[check.cond], then=ir.Block((ir.Break(loc=check.loc),)), loc=check.loc))
+        for v, k in ids:
+            val = _emit(sub.out, ir.LocalLoad(var=r.vmap[v], dtype=v.dtype, loc=s.loc))
+            sub.out.append(ir.AdStackPush(stack=k, value=val, loc=s.loc))
+        self.replay(rest, sub, False)
+        if record:
+            em = rules.BlockEmitter(sub.out, s.loc)
+            old = _emit(sub.out, ir.LocalLoad(var=cnt, dtype=i32, loc=s.loc))
+            sub.out.append(ir.LocalStore(var=cnt, value=em.op(Op.ADD, (old, em.const(1, i32)), i32), loc=s.loc))
+        r.out.append(ir.While(body=ir.Block(tuple(sub.out)), loc=s.loc))
+
+    def new_stack(self, var: ir.Alloca, loop: ir.Stmt) -> int:
+        if isinstance(loop, ir.While):
+            if loop not in self.whiles:
+                self.whiles.append(loop)
+            return self.declare_stack(var, loop, sizing.SizeExpr("Counted", value=self.whiles.index(loop)))
         try:
             size = sizing.size_of_loop(loop, self.loops, self.deriver)
         except sizing.SizeError as e:
@@ -255,6 +329,9 @@ class _Reverse:
                 f"arguments, ndarray shapes, integer field/ndarray reads, indices of enclosing loops and "
                 f"locals assigned once from those; or set qd.init(ad_stack_size=N) to give every adstack "
                 f"N slots{_where(loop.loc)}") from None
+        return self.declare_stack(var, loop, size)
+
+    def declare_stack(self, var: ir.Alloca, loop: ir.Stmt, size: sizing.SizeExpr) -> int:
         line = loop.loc.line if loop.loc else "?"
         self.stacks.append(ir.StackDecl(dtype=var.dtype, size=sizing.serialise(size), loc=loop.loc,
                                         name=f"{var.dtype} carried by the loop at line {line}"))
@@ -311,6 +388,8 @@ class _Reverse:
             self.sweep_parallel(s, r)
         elif isinstance(s, ir.RangeFor):
             self.sweep_loop(s, r)
+        elif isinstance(s, ir.While):
+            self.sweep_while(s, r)
 
     def ext_allocas(self, stmts: Sequence[ir.Stmt], r: _Region, loc: ir.SrcLoc | None) -> dict:
         """Adjoint allocas (zeroed) for the float values of `r` that `stmts` read: a nested block
@@ -359,6 +438,24 @@ class _Reverse:
         out += self.region(s.body.stmts, ChainMap({s.var: j}, r.vmap), ext)
         self.loops.pop()
         r.out.append(ir.RangeFor(var=t, begin=begin, end=end, body=ir.Block(tuple(out)), parallel=False, loc=s.loc))
+        self.flush_ext(ext, r, s.loc)
+
+    def sweep_while(self, s: ir.While, r: _Region) -> None:
+        """The recorded number of iterations, in reverse: pop the carried locals, replay and sweep
+        the body (the condition is not differentiable; every swept iteration passed it)."""
+        head, _, rest = split_while(s)
+        stmts = head + rest
+        ext = self.ext_allocas(stmts, r, s.loc)
+        n = _emit(r.out, ir.LocalLoad(var=self.while_count[s], dtype=i32, loc=s.loc))
+        zero = _emit(r.out, ir.Const(dtype=i32, value=0, loc=s.loc))
+        out: list[ir.Stmt] = []
+        for var, k in reversed(self.loop_stacks[s]):
+            top = _emit(out, ir.AdStackLoadTop(stack=k, dtype=var.dtype, loc=s.loc))
+            out.append(ir.AdStackPop(stack=k, loc=s.loc))
+            out.append(ir.LocalStore(var=r.vmap[var], value=top, loc=s.loc))
+        out += self.region(stmts, r.vmap, ext)
+        r.out.append(ir.RangeFor(var=ir.LoopVar(dtype=i32, name="while"), begin=zero, end=n, body=ir.Block(tuple(out)),
+                                 parallel=False, loc=s.loc))
         self.flush_ext(ext, r, s.loc)
 
     def sweep_parallel(self, s: ir.RangeFor, r: _Region) -> None:
@@ -469,7 +566,9 @@ def reverse(k: ir.KernelIR, grad_buffers: Sequence[int], adstack: bool = True) -
     body = _Unroller(adstack).block(k.body, {})
     rev = _Reverse(k, body, grad_of)
     stmts = rev.region(body.stmts, {}, {})
-    return replace(k, buffers=k.buffers + decls, body=ir.Block(tuple(stmts)), stacks=tuple(rev.stacks))
+    counter = counting_kernel(k, body, rev.whiles) if rev.whiles else None
+    return replace(k, buffers=k.buffers + decls, body=ir.Block(tuple(stmts)), stacks=tuple(rev.stacks),
+                   counter=counter)
 
 
 __all__ = ["STACK_UNROLL_LIMIT", "reverse"]

@@ -28,7 +28,8 @@ from qd import ir
 from qd.ops import Op
 
 # node kinds of the serialised form (shared with qd/_sizer.pyx)
-K_CONST, K_ARG, K_LOAD, K_INDEX, K_SHAPE, K_VAR, K_ADD, K_SUB, K_MUL, K_MAX, K_MIN, K_DIV, K_MOD, K_MOR = range(14)
+(K_CONST, K_ARG, K_LOAD, K_INDEX, K_SHAPE, K_VAR, K_ADD, K_SUB, K_MUL, K_MAX, K_MIN, K_DIV, K_MOD, K_MOR,
+ K_COUNT) = range(15)
 WORDS = 5
 GUARD = 1 << 24  # iterations a serial MaxOverRange walk may take before it raises
 
@@ -45,7 +46,8 @@ class SizeError(Exception):
 @dataclass(frozen=True, eq=False)
 class SizeExpr:
     """A node: `kind` is one of Const, Arg, FieldLoad, ExternalTensorRead, ExternalTensorShape,
-    BoundVariable, Add, Sub, Mul, Max, Min, Div, Mod, MaxOverRange."""
+    BoundVariable, Add, Sub, Mul, Max, Min, Div, Mod, MaxOverRange, and Counted (the iterations of
+    `while` loop `value` counted by the counting kernel, `qd/ad/counting.py`)."""
 
     kind: str
     args: tuple = ()  # child SizeExprs (for MaxOverRange: begin, end, body)
@@ -56,6 +58,8 @@ class SizeExpr:
     def __str__(self) -> str:
         if self.kind == "Const":
             return str(self.value)
+        if self.kind == "Counted":
+            return f"count(while {self.value})"
         if self.kind == "Arg":
             return f"arg{self.value}"
         if self.kind == "BoundVariable":
@@ -167,6 +171,8 @@ class _Writer:
         k = e.kind
         if k == "Const":
             return self.node(K_CONST, e.value)
+        if k == "Counted":
+            return self.node(K_COUNT, e.value)
         if k in ("Arg", "ExternalTensorShape"):
             return self.node(_KIND[k], e.value, e.axis)
         if k == "BoundVariable":
@@ -199,10 +205,15 @@ def buffers_read(code: Sequence[int]) -> set[int]:
     return out
 
 
+def counted_ids(code: Sequence[int]) -> set[int]:
+    """The `while` loops (counting-kernel slots) whose counts the size reads."""
+    return {code[n * WORDS + 1] for n in range(len(code) // WORDS) if code[n * WORDS] == K_COUNT}
+
+
 def reads_data(code: Sequence[int]) -> bool:
     """Whether the size depends on anything but constants (then the sizer runs at every launch)."""
     return any(code[n * WORDS] != K_CONST for n in range(len(code) // WORDS))
 
 
 __all__ = ["GUARD", "SizeError", "SizeExpr", "Deriver", "size_of_loop", "serialise", "buffers_read", "free_vars",
-           "reads_data"]
+           "reads_data", "counted_ids"]

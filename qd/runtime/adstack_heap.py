@@ -21,7 +21,7 @@ import numpy as np
 
 from qd import _sizer, ir
 from qd.ad.adstack import META_WORDS
-from qd.ad.sizing import buffers_read, reads_data
+from qd.ad.sizing import buffers_read, counted_ids, reads_data
 from qd.errors import QuadrantsAssertionError
 
 
@@ -35,6 +35,9 @@ class AdStackPlan:
         self.heap_of = {d.dtype: b for b, d in enumerate(k.buffers) if d.kind == "adstack"}
         self.reads = sorted(set().union(*(buffers_read(st.size) for st in k.stacks)))
         self.dynamic = any(reads_data(st.size) for st in k.stacks)
+        self.counted_loops = sorted({c for st in k.stacks for c in counted_ids(st.size)})
+        self.counter: Any = None  # the counting kernel's CompiledKernel when a while loop has stacks
+        self.counts: np.ndarray | None = None
         self.scalar_args = [i for i, a in enumerate(k.args) if a.kind == "scalar" and a.dtype.is_int]
         self.key: Any = None
         self.sizes: list[int] = []
@@ -44,6 +47,8 @@ class AdStackPlan:
     # -------------------------------------------------------------- sizes
 
     def cache_key(self, owners: Sequence[Any], args: Sequence[Any], forced: int) -> Any:
+        if self.counter is not None:
+            return None  # while-loop counts come from this launch's counting kernel
         parts: list[Any] = [forced]
         for b in self.reads:
             owner = owners[b]
@@ -61,7 +66,7 @@ class AdStackPlan:
             ints[i] = int(args[i])
         bound = [a if b in self.reads else None for b, a in enumerate(arrays)]
         self.sizing_runs += 1
-        return [int(_sizer.eval_size(code, bound, ints)) for code in self.codes]
+        return [int(_sizer.eval_size(code, bound, ints, _sizer.GUARD, self.counts)) for code in self.codes]
 
     def sizes_for(self, owners: Sequence[Any], arrays: Sequence[Any], args: Sequence[Any], forced: int) -> list[int]:
         if forced > 0:

@@ -25,6 +25,7 @@ import numpy as np
 
 from qd import _interp, ir
 from qd.ad.adstack import OVERFLOW_KIND
+from qd.ad.counting import COUNTS_KIND
 from qd.jit import tiering
 from qd.errors import QuadrantsRuntimeError
 from qd.bytecode.lower import KernelCode, lower_kernel, register_bits
@@ -56,6 +57,7 @@ class CompiledKernel:
     scratch: Any = None  # reusable launch buffers (`_Scratch`)
     tier: Any = None  # `qd.jit.tiering.TierState`: native code, background compile, launch counts
     adstack: AdStackPlan | None = None  # sizes and heap of a reverse-mode kernel's adstacks
+    counts: np.ndarray | None = None  # a counting kernel's output (`qd/ad/counting.py`)
 
 
 def compile_kernel(k: ir.KernelIR) -> CompiledKernel:
@@ -66,6 +68,9 @@ def compile_kernel(k: ir.KernelIR) -> CompiledKernel:
     code = lower_kernel(k)
     consts = np.array(code.consts, dtype=np.uint64).reshape(-1, 2)
     plan = AdStackPlan(k) if k.stacks else None
+    if plan is not None and k.counter is not None:
+        plan.counter = compile_kernel(k.counter)
+        plan.counter.counts = plan.counts = np.zeros(max(plan.counted_loops) + 1, dtype=np.int64)
     return CompiledKernel(k, code, _written_buffers(k), consts, adstack=plan)
 
 
@@ -117,6 +122,8 @@ def _arrays(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any], nt
     for decl, owner in zip(ck.ir.buffers, owners):
         if owner is not None:
             out.append(_array_of(owner))
+        elif decl.kind == COUNTS_KIND:
+            out.append(ck.counts)
         elif decl.kind.startswith("adstack"):
             out.append(None)  # filled by the adstack plan below
         else:
@@ -135,6 +142,8 @@ def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> 
     sc.busy = True
     try:
         nthreads = int(cfg.cpu_max_num_threads or 1)
+        if ck.adstack is not None and ck.adstack.counter is not None and not cfg.ad_stack_size:
+            _count_while_loops(ck.adstack, bindings, args)
         arrays = _arrays(ck, bindings, args, nthreads)
         native = tiering.native_for(ck, arrays)
         st = sc.launch
@@ -157,6 +166,14 @@ def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> 
         return decode_returns(ck.ir.rets, sc.rets) if ck.ir.rets else None
     finally:
         sc.busy = False
+
+
+def _count_while_loops(plan: AdStackPlan, bindings: Sequence[Any], args: Sequence[Any]) -> None:
+    """Runs the counting kernel (the forward replay, stores dropped) that sizes `while` loop stacks."""
+    counter = plan.counter
+    plan.counts[:] = 0
+    nb = len(counter.ir.buffers) - 1  # its buffers: the kernel's own, then the counts
+    launch(counter, list(bindings[:nb]) + [None], args[:len(counter.ir.args)])
 
 
 def _failure(ck: CompiledKernel, check_args: list, status: np.ndarray, arrays: list, args: Sequence[Any]) -> Exception:
