@@ -576,3 +576,20 @@ def test_while_with_break_in_its_body_is_refused(arch: object) -> None:
 
     with pytest.raises(QuadrantsCompilationError, match="only `while <condition>:` loops"):
         k.grad()
+
+
+def test_sibling_components_of_one_iteration_are_not_cross_iteration(arch: object) -> None:
+    x = qd.field(qd.f64, shape=(), needs_grad=True)
+    out = qd.field(qd.f64, shape=(4, 2), needs_grad=True)
+
+    @qd.kernel
+    def k():
+        for i in range(4):
+            out[i, 1] = x[None]
+            out[i, 0] = out[i, 1] * 2.0
+
+    x[None] = 1.0
+    k()
+    out.grad.from_numpy(np.array([[1.0, 0.0]] * 4))
+    k.grad()
+    assert x.grad[None] == pytest.approx(8.0, rel=1e-12)

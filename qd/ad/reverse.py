@@ -532,11 +532,16 @@ def _check_cross_iteration(s: ir.RangeFor, grad_of: dict) -> None:
             stores.append(st)
         elif isinstance(st, ir.GlobalLoad) and st.ptr.buffer in grad_of:
             loads.append(st)
+    def crosses(a: tuple, b: tuple) -> bool:
+        pairs = list(zip(a, b))
+        if any(_same_index((x,), (y,)) and _depends_on(x, s.var, memo) for x, y in pairs):
+            return False  # an axis pins both accesses to the same iteration
+        return any(not _same_index((x,), (y,)) and _depends_on(x, s.var, memo) and _depends_on(y, s.var, memo)
+                   for x, y in pairs)
+
     for ld in loads:
         for stt in stores:
-            if (ld.ptr.buffer == stt.ptr.buffer and not _same_index(ld.ptr.indices, stt.ptr.indices)
-                    and any(_depends_on(i, s.var, memo) for i in ld.ptr.indices)
-                    and any(_depends_on(i, s.var, memo) for i in stt.ptr.indices)):
+            if ld.ptr.buffer == stt.ptr.buffer and crosses(ld.ptr.indices, stt.ptr.indices):
                 raise QuadrantsCompilationError(
                     f"kernel.grad: Cross-iteration read-after-write on a global with a gradient: the parallel "
                     f"loop{_where(s.loc)} writes it{_where(stt.loc)} and reads it at another iteration's "
