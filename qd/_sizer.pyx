@@ -11,7 +11,7 @@ reduction the max-reducer builds on.
 import os
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport calloc, free, malloc
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_FORMAT
 from cython.parallel cimport parallel, prange, threadid
 
@@ -161,47 +161,126 @@ cdef int64_t _ev(State* s, int64_t n, int depth) noexcept nogil:
     return a - _floordiv(a, b) * b
 
 
+cdef Buf* _bind(list arrays) except NULL:
+    """C views of the buffers (the caller keeps the arrays alive while they are used)."""
+    cdef int nb = len(arrays), b, k
+    cdef Buf* bufs = <Buf*>malloc((nb + 1) * sizeof(Buf))
+    cdef Py_buffer view
+    cdef object arr
+    for b in range(nb):
+        arr = arrays[b]
+        bufs[b].code = -1
+        if arr is None or arr.dtype not in _CODES:
+            continue
+        PyObject_GetBuffer(arr, &view, PyBUF_C_CONTIGUOUS)
+        bufs[b].data = <char*>view.buf
+        bufs[b].ndim = view.ndim
+        for k in range(8):
+            bufs[b].shape[k] = view.shape[k] if k < view.ndim else 1
+        PyBuffer_Release(&view)
+        bufs[b].code = _CODES[arr.dtype]
+    return bufs
+
+
+cdef void _init(State* s, const int64_t[::1] code, Buf* bufs, int nb, const int64_t[::1] args, int64_t guard,
+                const int64_t[::1] counts):
+    s.code = &code[0]
+    s.bufs = bufs
+    s.nbufs = nb
+    s.args = &args[0] if args.shape[0] else NULL
+    s.nargs = args.shape[0]
+    s.counts = &counts[0] if counts is not None and counts.shape[0] else NULL
+    s.ncounts = counts.shape[0] if counts is not None else 0
+    s.guard = guard
+    s.err = 0
+
+
 def eval_size(const int64_t[::1] code, list arrays, const int64_t[::1] args, int64_t guard=GUARD,
               const int64_t[::1] counts=None) -> int:
     """The value of the serialised size `code`; `arrays[b]` is buffer `b`'s numpy array (or None),
     `args` the scalar arguments as int64 and `counts` the counting kernel's while-loop counts.
     Raises RuntimeError past the guard or out of range."""
-    cdef int nb = len(arrays), b, k
     cdef State s
-    cdef Buf* bufs = <Buf*>malloc((nb + 1) * sizeof(Buf))
-    cdef Py_buffer view
     cdef int64_t out = 0, root = code.shape[0] // 5 - 1
-    cdef object arr
+    cdef Buf* bufs = _bind(arrays)
     try:
-        for b in range(nb):
-            arr = arrays[b]
-            bufs[b].code = -1
-            if arr is None or arr.dtype not in _CODES:
-                continue
-            PyObject_GetBuffer(arr, &view, PyBUF_C_CONTIGUOUS)
-            bufs[b].data = <char*>view.buf
-            bufs[b].ndim = view.ndim
-            for k in range(8):
-                bufs[b].shape[k] = view.shape[k] if k < view.ndim else 1
-            PyBuffer_Release(&view)  # the caller keeps the arrays alive during the call
-            bufs[b].code = _CODES[arr.dtype]
-        s.code = &code[0]
-        s.bufs = bufs
-        s.nbufs = nb
-        s.args = &args[0] if args.shape[0] else NULL
-        s.nargs = args.shape[0]
-        s.counts = &counts[0] if counts is not None and counts.shape[0] else NULL
-        s.ncounts = counts.shape[0] if counts is not None else 0
-        s.guard = guard
-        s.err = 0
+        _init(&s, code, bufs, len(arrays), args, guard, counts)
         if root >= 0:
             with nogil:
                 out = _ev(&s, root, 0)
     finally:
         free(bufs)
+    _raise(&s, guard)
+    return out
+
+
+def eval_max_parallel(const int64_t[::1] code, list arrays, const int64_t[::1] args, int nthreads=0) -> int:
+    """The value of a recognized `MaxOverRange` spec (`qd/ad/maxreducer.py`; root last, a K_MOR whose
+    chain of nested K_MORs with closed bounds forms the axes), reduced over `nthreads` OpenMP threads
+    (0: all cores), at any extent: no guard applies. An empty range gives 0."""
+    cdef State s0, s
+    cdef int64_t root = code.shape[0] // 5 - 1, node, total = 1, idx, rem, v, best = 0
+    cdef int64_t lo[8], ext[8], slot[8]
+    cdef int nax = 0, a, t, nth = nthreads if nthreads > 0 else (os.cpu_count() or 1)
+    cdef int64_t* bests
+    cdef int* errs
+    cdef int64_t (*infos)[4]
+    cdef Buf* bufs = _bind(arrays)
+    try:
+        _init(&s0, code, bufs, len(arrays), args, GUARD, None)
+        node = root
+        while code[node * 5] == K_MOR and nax < 8:
+            slot[nax] = code[node * 5 + 1]
+            lo[nax] = _ev(&s0, code[node * 5 + 2], 0)
+            ext[nax] = _ev(&s0, code[node * 5 + 3], 0) - lo[nax]
+            if ext[nax] <= 0:
+                total = 0
+            else:
+                total *= ext[nax]
+            nax += 1
+            node = code[node * 5 + 4]
+        _raise(&s0, GUARD)
+        if total == 0:
+            return 0
+        bests = <int64_t*>calloc(nth, sizeof(int64_t))
+        errs = <int*>calloc(nth, sizeof(int))
+        infos = <int64_t(*)[4]>calloc(nth, 4 * sizeof(int64_t))
+        with nogil, parallel(num_threads=nth):
+            s = s0
+            for idx in prange(total, schedule="static"):
+                if s.err:
+                    continue
+                rem = idx
+                for a in range(nax - 1, -1, -1):
+                    s.vars[slot[a]] = lo[a] + rem % ext[a]
+                    rem = rem // ext[a]
+                v = _ev(&s, node, 0)
+                if v > bests[threadid()]:
+                    bests[threadid()] = v
+                if s.err and errs[threadid()] == 0:
+                    errs[threadid()] = s.err
+                    infos[threadid()][0], infos[threadid()][1] = s.info[0], s.info[1]
+                    infos[threadid()][2], infos[threadid()][3] = s.info[2], s.info[3]
+        for t in range(nth):
+            if errs[t] and s0.err == 0:
+                s0.err = errs[t]
+                s0.info[0], s0.info[1], s0.info[2], s0.info[3] = infos[t][0], infos[t][1], infos[t][2], infos[t][3]
+            if bests[t] > best:
+                best = bests[t]
+        free(bests)
+        free(errs)
+        free(infos)
+    finally:
+        free(bufs)
+    _raise(&s0, GUARD)
+    return best
+
+
+cdef int _raise(State* s, int64_t guard) except -1:
     if s.err == 1:
         raise RuntimeError(f"adstack sizing: a MaxOverRange of {s.info[0]} iterations exceeds the {guard} guard "
-                           f"of the serial sizer; qd never truncates it")
+                           f"of the serial sizer (its shape is outside the parallel max-reducer's grammar); qd "
+                           f"never truncates it: set qd.init(ad_stack_size=N) or bound the loop by a simpler shape")
     if s.err == 2:
         raise RuntimeError(f"adstack sizing: index {s.info[2]} is out of range [0, {s.info[3]}) on axis "
                            f"{s.info[1]} of buffer @{s.info[0]}")
@@ -209,7 +288,7 @@ def eval_size(const int64_t[::1] code, list arrays, const int64_t[::1] args, int
         raise RuntimeError(f"adstack sizing: buffer @{s.info[0]} is not bound or not an integer array")
     if s.err == 4:
         raise RuntimeError(f"adstack sizing: the size expression is nested deeper than {MAX_DEPTH}")
-    return out
+    return 0
 
 
 def reduce_max_i64(const int64_t[::1] values, int64_t initial, int nthreads=0) -> int:

@@ -373,10 +373,11 @@ def test_guard_on_serial_max_over_range(arch: object) -> None:
     @qd.kernel
     def k(a: qd.types.ndarray(dtype=qd.i8, ndim=1)):
         for i in range(a.shape[0]):
-            v = x[i % 4]
-            for _ in range(a[i]):
-                v = qd.sin(v)
-            loss[None] += v
+            for j in range(a[i]):  # triangular: the inner size follows i, outside the parallel grammar
+                v = x[j % 4]
+                for _ in range(a[j]):
+                    v = qd.sin(v)
+                loss[None] += v
 
     a = np.zeros((1 << 24) + 1, dtype=np.int8)
     with pytest.raises(RuntimeError, match="exceeds the 16777216 guard"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from qd.runtime import adstack_heap as _adstack_heap
 from qd.runtime import config as _config
 from qd.runtime import program as _program
 from qd.runtime.fields import field  # noqa: F401
@@ -28,6 +29,10 @@ def set_hook(name: str, fn: Callable[..., Any]) -> None:
 def _call_hook(name: str, default: Any = None) -> Any:
     fn = _hooks.get(name)
     return fn() if fn is not None else default
+
+
+set_hook("max_reducer_dispatch_count", _adstack_heap.dispatch_count)
+set_hook("reset_max_reducer_dispatch_count", _adstack_heap.reset_dispatch_count)
 
 
 class _Prog:

@@ -1,0 +1,191 @@
+"""The parallel max-reducer (`qd/ad/maxreducer.py`, `qd/_sizer.pyx: eval_max_parallel`) and the sizing
+caches of `qd/runtime/adstack_heap.py`: recognized `MaxOverRange`s run in parallel at any extent,
+are cached until their inputs change, and are counted by Quadrants' dispatch-count hooks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import qd
+from qd.ad import maxreducer, sizing
+from qd.lang import impl
+
+BIG = (1 << 24) + 1
+
+
+def _prog():
+    return impl.get_runtime().prog
+
+
+def _plan(k):
+    return next(v for key, v in k._instances.items() if "grad" in key)[0].adstack
+
+
+def _recurrence_kernel(x, y):
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(a.shape[0]):
+            v = x[i % 4]
+            for _ in range(a[i]):
+                v = v * 0.5 + 0.25
+            y[None] += v
+
+    return k
+
+
+def _grad_reference(a: np.ndarray, x0: float = 0.1) -> np.ndarray:
+    g = np.zeros(4)
+    np.add.at(g, np.arange(len(a)) % 4, 0.5 ** a.astype(np.float64))
+    return g
+
+
+def test_recognized_shape_above_the_guard_runs_in_parallel(arch: object) -> None:
+    x = qd.field(qd.f64, shape=4, needs_grad=True)
+    y = qd.field(qd.f64, shape=(), needs_grad=True)
+    k = _recurrence_kernel(x, y)
+    a = np.zeros(BIG, dtype=np.int32)
+    a[[3, 10_000_000, BIG - 1]] = [2, 7, 5]
+    x.from_numpy(np.full(4, 0.1))
+    _prog()._reset_max_reducer_dispatch_count()
+    y.grad[None] = 1.0
+    k.grad(a)
+    assert _prog()._get_max_reducer_dispatch_count() >= 1
+    assert _plan(k).sizes == [7]
+    np.testing.assert_allclose(x.grad.to_numpy(), _grad_reference(a), rtol=1e-12)
+
+
+def test_dispatch_count_zero_for_constant_trip_counts(arch: object) -> None:
+    x = qd.field(qd.f32, shape=4, needs_grad=True)
+    y = qd.field(qd.f32, shape=(), needs_grad=True)
+
+    @qd.kernel
+    def k():
+        for i in range(4):
+            v = x[i]
+            for _ in range(40):  # constant: its size is a Const, nothing to reduce
+                v = v * 0.95 + 0.01
+            y[None] += v
+
+    x.from_numpy(np.full(4, 0.1, np.float32))
+    _prog()._reset_max_reducer_dispatch_count()
+    y.grad[None] = 1.0
+    k.grad()
+    assert _prog()._get_max_reducer_dispatch_count() == 0
+    np.testing.assert_allclose(x.grad.to_numpy(), np.full(4, 0.95 ** 40), rtol=1e-5)
+
+
+def test_dispatch_advances_on_host_and_kernel_writes_only(arch: object) -> None:
+    x = qd.field(qd.f64, shape=4, needs_grad=True)
+    y = qd.field(qd.f64, shape=(), needs_grad=True)
+    k = _recurrence_kernel(x, y)
+    a = qd.ndarray(qd.i32, shape=(8,))
+    a.from_numpy(np.array([2, 3, 1, 2, 0, 0, 1, 1], np.int32))
+
+    @qd.kernel
+    def bump(a: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(a.shape[0]):
+            a[i] += 1
+
+    x.from_numpy(np.full(4, 0.1))
+    prog = _prog()
+    prog._reset_max_reducer_dispatch_count()
+    y.grad[None] = 1.0
+    k.grad(a)
+    first = prog._get_max_reducer_dispatch_count()
+    assert first >= 1
+    k.grad(a)  # unchanged input: cached, no dispatch, no sizing at all
+    assert prog._get_max_reducer_dispatch_count() == first
+    a[0] = 6  # a host write
+    x.grad.fill(0.0)
+    k.grad(a)
+    assert prog._get_max_reducer_dispatch_count() > first and _plan(k).sizes == [6]
+    np.testing.assert_allclose(x.grad.to_numpy(), _grad_reference(a.to_numpy()), rtol=1e-12)
+    second = prog._get_max_reducer_dispatch_count()
+    bump(a)  # a kernel write bumps the generation too
+    x.grad.fill(0.0)
+    k.grad(a)
+    assert prog._get_max_reducer_dispatch_count() > second and _plan(k).sizes == [7]
+    np.testing.assert_allclose(x.grad.to_numpy(), _grad_reference(a.to_numpy()), rtol=1e-12)
+
+
+def test_field_bound_multi_axis_spec(arch: object) -> None:
+    x = qd.field(qd.f64, shape=(3, 5), needs_grad=True)
+    y = qd.field(qd.f64, shape=(), needs_grad=True)
+    n = qd.field(qd.i32, shape=(3, 5))
+    counts = np.arange(15, dtype=np.int32).reshape(3, 5) % 7
+    n.from_numpy(counts)
+
+    @qd.kernel
+    def k():
+        for i, j in qd.ndrange(3, 5):
+            v = x[i, j]
+            for _ in range(n[i, j]):
+                v = v * 0.5 + 0.25
+            y[None] += v
+
+    _prog()._reset_max_reducer_dispatch_count()
+    y.grad[None] = 1.0
+    k.grad()
+    assert _prog()._get_max_reducer_dispatch_count() >= 1 and _plan(k).sizes == [6]
+    np.testing.assert_allclose(x.grad.to_numpy(), 0.5 ** counts, rtol=1e-12)
+
+
+def test_template_instantiations_keep_their_own_caches(arch: object) -> None:
+    x = qd.field(qd.f64, shape=4, needs_grad=True)
+    y1 = qd.field(qd.f64, shape=(), needs_grad=True)
+    y2 = qd.field(qd.f64, shape=(), needs_grad=True)
+
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=qd.i32, ndim=1), y: qd.template()):
+        for i in range(a.shape[0]):
+            v = x[i % 4]
+            for _ in range(a[i]):
+                v = v * 0.5 + 0.25
+            y[None] += v
+
+    a = qd.ndarray(qd.i32, shape=(4,))
+    a.from_numpy(np.array([1, 2, 3, 4], np.int32))
+    y1.grad[None] = 1.0
+    y2.grad[None] = 1.0
+    k.grad(a, y1)
+    b = qd.ndarray(qd.i32, shape=(4,))
+    b.from_numpy(np.array([9, 0, 0, 0], np.int32))
+    k.grad(b, y2)
+    plans = [v[0].adstack for key, v in k._instances.items() if "grad" in key]
+    assert len(plans) == 2 and sorted(p.sizes[0] for p in plans) == [4, 9]
+
+
+def test_recognizer_grammar() -> None:
+    i = sizing.SizeExpr("BoundVariable", var="i")
+    j = sizing.SizeExpr("BoundVariable", var="j")
+    shape = sizing.SizeExpr("ExternalTensorShape", value=0)
+    read_i = sizing.SizeExpr("ExternalTensorRead", (i,), value=0)
+    read_j = sizing.SizeExpr("ExternalTensorRead", (j,), value=0)
+    zero = sizing.const(0)
+    flat = sizing.SizeExpr("MaxOverRange", (zero, shape, read_i), var="i")
+    assert len(maxreducer.recognize(sizing.serialise(flat))) == 1
+    multi = sizing.SizeExpr("MaxOverRange", (zero, shape, sizing.SizeExpr("MaxOverRange", (zero, sizing.const(3),
+                            sizing.SizeExpr("Add", (read_i, j))), var="j")), var="i")
+    assert len(maxreducer.recognize(sizing.serialise(multi))) == 1
+    triangular = sizing.SizeExpr("MaxOverRange", (zero, shape, sizing.SizeExpr("MaxOverRange", (zero, read_i, read_j),
+                                 var="j")), var="i")
+    assert maxreducer.recognize(sizing.serialise(triangular)) == []
+    assert maxreducer.recognize(sizing.serialise(sizing.const(5))) == []
+
+
+@pytest.mark.parametrize("n", [0, 1, 1000, 1 << 20])
+def test_parallel_evaluator_matches_the_serial_walk(n: int) -> None:
+    from qd import _sizer
+
+    rng = np.random.default_rng(n)
+    arr = rng.integers(-50, 1000, size=max(n, 1)).astype(np.int64)[:n] if n else np.zeros(0, np.int64)
+    i = sizing.SizeExpr("BoundVariable", var="i")
+    body = sizing.SizeExpr("Sub", (sizing.SizeExpr("ExternalTensorRead", (i,), value=0), sizing.const(3)))
+    e = sizing.SizeExpr("MaxOverRange", (sizing.const(0), sizing.SizeExpr("ExternalTensorShape", value=0), body),
+                        var="i")
+    code = np.array(sizing.serialise(e), dtype=np.int64)
+    args = np.zeros(1, np.int64)
+    want = max(0, int(arr.max()) - 3) if n else 0
+    assert _sizer.eval_max_parallel(code, [arr], args, 2) == want
+    assert _sizer.eval_size(code, [arr], args) == want
