@@ -36,12 +36,21 @@ DEF K_DIV = 11
 DEF K_MOD = 12
 DEF K_MOR = 13
 DEF K_COUNT = 14
+DEF K_GATE = 15
+DEF K_CMP = 16
+DEF K_FCMP = 17
+DEF K_FLOAD = 18
+DEF K_FCONST = 19
+
+ctypedef union Bits:
+    int64_t i
+    double d
 
 GUARD = 1 << 24
 
 ctypedef struct Buf:
     char* data
-    int code      # element type: 0 i8 1 i16 2 i32 3 i64 4 u8 5 u16 6 u32 7 u64 (u1 is u8); -1 unbound
+    int code      # element type: 0 i8 1 i16 2 i32 3 i64 4 u8 5 u16 6 u32 7 u64 (u1 is u8) 8 f32 9 f64; -1 unbound
     int ndim
     int64_t shape[8]
 
@@ -60,7 +69,7 @@ ctypedef struct State:
 
 _CODES = {np.dtype(np.int8): 0, np.dtype(np.int16): 1, np.dtype(np.int32): 2, np.dtype(np.int64): 3,
           np.dtype(np.uint8): 4, np.dtype(np.uint16): 5, np.dtype(np.uint32): 6, np.dtype(np.uint64): 7,
-          np.dtype(np.bool_): 4}
+          np.dtype(np.bool_): 4, np.dtype(np.float32): 8, np.dtype(np.float64): 9}
 
 
 cdef inline int64_t _read(Buf* b, int64_t lin) noexcept nogil:
@@ -81,6 +90,42 @@ cdef inline int64_t _read(Buf* b, int64_t lin) noexcept nogil:
     return <int64_t>(<uint64_t*>b.data)[lin]
 
 
+cdef inline double _readf(Buf* b, int64_t lin) noexcept nogil:
+    if b.code == 8:
+        return (<float*>b.data)[lin]
+    if b.code == 9:
+        return (<double*>b.data)[lin]
+    return <double>_read(b, lin)
+
+
+cdef inline int64_t _cmp(int64_t op, double a, double b) noexcept nogil:
+    if op == 0:
+        return a < b
+    if op == 1:
+        return a <= b
+    if op == 2:
+        return a > b
+    if op == 3:
+        return a >= b
+    if op == 4:
+        return a == b
+    return a != b
+
+
+cdef inline int64_t _icmp(int64_t op, int64_t a, int64_t b) noexcept nogil:
+    if op == 0:
+        return a < b
+    if op == 1:
+        return a <= b
+    if op == 2:
+        return a > b
+    if op == 3:
+        return a >= b
+    if op == 4:
+        return a == b
+    return a != b
+
+
 cdef inline int64_t _floordiv(int64_t a, int64_t b) noexcept nogil:
     if b == 0:
         return 0
@@ -93,6 +138,7 @@ cdef inline int64_t _floordiv(int64_t a, int64_t b) noexcept nogil:
 cdef int64_t _ev(State* s, int64_t n, int depth) noexcept nogil:
     cdef const int64_t* w = s.code + n * 5
     cdef int64_t k = w[0], a, b, lo, hi, best, v, i
+    cdef Bits x, y
     cdef Buf* buf
     if s.err:
         return 0
@@ -107,7 +153,20 @@ cdef int64_t _ev(State* s, int64_t n, int depth) noexcept nogil:
         return s.vars[w[1]]
     if k == K_COUNT:
         return s.counts[w[1]] if w[1] < s.ncounts else 0
-    if k == K_SHAPE or k == K_INDEX or k == K_LOAD:
+    if k == K_FCONST:
+        return w[1]
+    if k == K_GATE:
+        a = _ev(s, w[1], depth + 1)
+        if (a != 0) == (w[3] != 0):
+            return _ev(s, w[2], depth + 1)
+        return 0
+    if k == K_CMP:
+        return _icmp(w[1], _ev(s, w[2], depth + 1), _ev(s, w[3], depth + 1))
+    if k == K_FCMP:
+        x.i = _ev(s, w[2], depth + 1)
+        y.i = _ev(s, w[3], depth + 1)
+        return _cmp(w[1], x.d, y.d)
+    if k == K_SHAPE or k == K_INDEX or k == K_LOAD or k == K_FLOAD:
         if w[1] >= s.nbufs or s.bufs[w[1]].code < 0:
             s.err = 3
             s.info[0] = w[1]
@@ -117,6 +176,9 @@ cdef int64_t _ev(State* s, int64_t n, int depth) noexcept nogil:
             return buf.shape[w[2]]
         if k == K_LOAD:
             return _read(buf, _ev(s, w[2], depth + 1) if w[2] >= 0 else 0)
+        if k == K_FLOAD:
+            x.d = _readf(buf, _ev(s, w[2], depth + 1) if w[2] >= 0 else 0)
+            return x.i
         i = _ev(s, w[3], depth + 1)
         if s.err == 0 and (i < 0 or i >= buf.shape[w[2]]):
             s.err = 2
@@ -285,7 +347,7 @@ cdef int _raise(State* s, int64_t guard) except -1:
         raise RuntimeError(f"adstack sizing: index {s.info[2]} is out of range [0, {s.info[3]}) on axis "
                            f"{s.info[1]} of buffer @{s.info[0]}")
     if s.err == 3:
-        raise RuntimeError(f"adstack sizing: buffer @{s.info[0]} is not bound or not an integer array")
+        raise RuntimeError(f"adstack sizing: buffer @{s.info[0]} is not bound or has an unsupported dtype")
     if s.err == 4:
         raise RuntimeError(f"adstack sizing: the size expression is nested deeper than {MAX_DEPTH}")
     return 0

@@ -189,3 +189,62 @@ def test_parallel_evaluator_matches_the_serial_walk(n: int) -> None:
     want = max(0, int(arr.max()) - 3) if n else 0
     assert _sizer.eval_max_parallel(code, [arr], args, 2) == want
     assert _sizer.eval_size(code, [arr], args) == want
+
+
+@pytest.mark.parametrize("gate_dtype", ["i32", "f32"])
+def test_gate_bounds_the_size_by_passing_iterations(arch: object, gate_dtype: str) -> None:
+    x = qd.field(qd.f64, shape=8, needs_grad=True)
+    y = qd.field(qd.f64, shape=(), needs_grad=True)
+    sel = qd.field(getattr(qd, gate_dtype), shape=8)
+    n = qd.field(qd.i32, shape=8)
+    counts = np.array([50, 2, 3, 40, 1, 0, 4, 30], np.int32)
+    on = np.array([0, 1, 1, 0, 1, 1, 1, 0])
+    n.from_numpy(counts)
+    sel.from_numpy(on.astype(sel.to_numpy().dtype))
+
+    @qd.kernel
+    def k():
+        for i in x:
+            v = x[i]
+            if sel[i] > 0:
+                for _ in range(n[i]):
+                    v = v * 0.5 + 0.25
+            y[None] += v
+
+    _prog()._reset_max_reducer_dispatch_count()
+    y.grad[None] = 1.0
+    k.grad()
+    assert _plan(k).sizes == [4]  # the gated-out iterations' 50, 40, 30 need no slots
+    assert _prog()._get_max_reducer_dispatch_count() >= 1
+    np.testing.assert_allclose(x.grad.to_numpy(), np.where(on > 0, 0.5 ** counts, 1.0), rtol=1e-12)
+    sel[0] = 1  # the gate opens for a long loop: sized again
+    x.grad.fill(0.0)
+    k.grad()
+    assert _plan(k).sizes == [50]
+
+
+def test_else_branch_gate_and_ungateable_condition(arch: object) -> None:
+    x = qd.field(qd.f64, shape=4, needs_grad=True)
+    y = qd.field(qd.f64, shape=(), needs_grad=True)
+    n = qd.field(qd.i32, shape=4)
+    n.from_numpy(np.array([9, 2, 7, 3], np.int32))
+
+    @qd.kernel
+    def k():
+        for i in x:
+            v = x[i]
+            if i % 2 == 0:
+                pass
+            else:
+                for _ in range(n[i]):  # only odd i run the loop: 2 and 3
+                    v = v * 0.5 + 0.25
+            if x[i] * x[i] > 100.0:  # a computed float: not evaluable before the launch, so no gate
+                for _ in range(n[i]):
+                    v = v * 0.5
+            y[None] += v
+
+    x.from_numpy(np.full(4, 0.5))
+    y.grad[None] = 1.0
+    k.grad()
+    assert sorted(_plan(k).sizes) == [3, 9]
+    np.testing.assert_allclose(x.grad.to_numpy(), [1.0, 0.25, 1.0, 0.125], rtol=1e-12)

@@ -14,6 +14,8 @@ the bottleneck (and past `GUARD` iterations it refuses). The recognizer finds, i
   `qd.ndrange` and struct-for indices use), and nested `MaxOverRange`s over other variables with
   closed bounds (a multi-axis spec: the evaluator flattens the chain into one parallel range). A
   nested `MaxOverRange` whose bounds follow an outer variable (a triangular shape) is outside.
+  Gates (`if` conditions over such reads, int or float, compared with each other or constants) are
+  in the grammar too.
 
 Each spec is extracted as a standalone serialised expression (root last). The caller evaluates the
 specs of a round in parallel, substitutes each result for its node (`substitute`: the node becomes a
@@ -26,10 +28,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from qd.ad.sizing import (K_ADD, K_ARG, K_CONST, K_DIV, K_INDEX, K_LOAD, K_MAX, K_MIN, K_MOD, K_MOR, K_MUL, K_SHAPE,
-                          K_SUB, K_VAR, WORDS)
+from qd.ad.sizing import (K_ADD, K_ARG, K_CMP, K_CONST, K_DIV, K_FCMP, K_FCONST, K_FLOAD, K_GATE, K_INDEX, K_LOAD,
+                          K_MAX, K_MIN, K_MOD, K_MOR, K_MUL, K_SHAPE, K_SUB, K_VAR, WORDS)
 
 _ARITH = (K_ADD, K_SUB, K_MUL, K_MAX, K_MIN, K_DIV, K_MOD)
+_LEAVES = (K_CONST, K_ARG, K_SHAPE, K_FCONST)
+# operand positions (0-based, after the kind word) that are node numbers, per kind
+_REFS = {K_LOAD: (1,), K_FLOAD: (1,), K_INDEX: (2, 3), K_MOR: (1, 2, 3), K_GATE: (0, 1), K_CMP: (1, 2),
+         K_FCMP: (1, 2), **{k: (0, 1) for k in _ARITH}}
 
 
 @dataclass(frozen=True)
@@ -52,34 +58,29 @@ class _Code:
     def op(self, n: int, k: int) -> int:
         return self.w[n * WORDS + 1 + k]
 
+    def refs(self, n: int) -> list[int]:
+        return [self.op(n, j) for j in _REFS.get(self.kind(n), ()) if self.op(n, j) >= 0]
+
     def closed(self, n: int) -> bool:
         """No bound variable and no unevaluated MaxOverRange below node `n`."""
         k = self.kind(n)
-        if k in (K_CONST, K_ARG, K_SHAPE):
+        if k in _LEAVES:
             return True
-        if k == K_LOAD:
-            return self.op(n, 1) < 0 or self.closed(self.op(n, 1))
-        if k == K_INDEX:
-            return self.closed(self.op(n, 2)) and (self.op(n, 3) < 0 or self.closed(self.op(n, 3)))
-        if k in _ARITH:
-            return self.closed(self.op(n, 0)) and self.closed(self.op(n, 1))
-        return False
+        if k in (K_VAR, K_MOR) or k not in _REFS:
+            return False
+        return all(self.closed(m) for m in self.refs(n))
 
     def body_ok(self, n: int, chain: frozenset) -> bool:
         k = self.kind(n)
-        if k in (K_CONST, K_ARG, K_SHAPE):
+        if k in _LEAVES:
             return True
         if k == K_VAR:
             return self.op(n, 0) in chain
-        if k == K_LOAD:
-            return self.op(n, 1) < 0 or self.body_ok(self.op(n, 1), chain)
-        if k == K_INDEX:
-            return self.body_ok(self.op(n, 2), chain) and (self.op(n, 3) < 0 or self.body_ok(self.op(n, 3), chain))
-        if k in _ARITH:
-            return self.body_ok(self.op(n, 0), chain) and self.body_ok(self.op(n, 1), chain)
         if k == K_MOR:
             return self.mor_ok(n, chain)
-        return False
+        if k not in _REFS:
+            return False
+        return all(self.body_ok(m, chain) for m in self.refs(n))
 
     def mor_ok(self, n: int, chain: frozenset = frozenset()) -> bool:
         var = self.op(n, 0)
@@ -93,8 +94,7 @@ class _Code:
             return seen[n]
         k = self.kind(n)
         ops = [self.op(n, j) for j in range(4)]
-        refs = {K_LOAD: (1,), K_INDEX: (2, 3), K_MOR: (1, 2, 3)}.get(k, (0, 1) if k in _ARITH else ())
-        for j in refs:
+        for j in _REFS.get(k, ()):
             if ops[j] >= 0:
                 ops[j] = self.subtree(ops[j], seen)
         out = self.out
@@ -120,17 +120,14 @@ def recognize(code: Sequence[int]) -> list[Spec]:
             continue
         sub = c.extract(n)
         inside |= _nodes_below(c, n)
-        specs.append(Spec(n, sub, frozenset(_reads(sub, (K_LOAD, K_SHAPE))), frozenset(_reads(sub, (K_ARG,)))))
+        specs.append(Spec(n, sub, frozenset(_reads(sub, (K_LOAD, K_FLOAD, K_SHAPE))), frozenset(_reads(sub, (K_ARG,)))))
     return sorted(specs, key=lambda s: s.node)
 
 
 def _nodes_below(c: _Code, n: int) -> set[int]:
     out = {n}
-    k = c.kind(n)
-    refs = {K_LOAD: (1,), K_INDEX: (2, 3), K_MOR: (1, 2, 3)}.get(k, (0, 1) if k in _ARITH else ())
-    for j in refs:
-        if c.op(n, j) >= 0:
-            out |= _nodes_below(c, c.op(n, j))
+    for m in c.refs(n):
+        out |= _nodes_below(c, m)
     return out
 
 

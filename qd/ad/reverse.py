@@ -211,6 +211,7 @@ class _Reverse:
         self.stacks: list[ir.StackDecl] = []
         self.loop_stacks: dict[ir.Stmt, list[tuple[ir.Alloca, int]]] = {}
         self.loops: list[ir.RangeFor] = []
+        self.context: list = []  # enclosing loops and (if condition, branch taken), outermost first (sizing)
         self.whiles: list[ir.While] = []  # while loops with stacks, sized by the counting kernel (`counting.py`)
         self.while_count: dict[ir.While, ir.Alloca] = {}
         self.stores: dict[ir.Alloca, list[ir.LocalStore]] = {}
@@ -320,7 +321,7 @@ class _Reverse:
                 self.whiles.append(loop)
             return self.declare_stack(var, loop, sizing.SizeExpr("Counted", value=self.whiles.index(loop)))
         try:
-            size = sizing.size_of_loop(loop, self.loops, self.deriver)
+            size = sizing.size_of_loop(loop, self.context, self.deriver)
         except sizing.SizeError as e:
             where = getattr(e.value, "loc", None) or loop.loc
             raise QuadrantsCompilationError(
@@ -407,6 +408,14 @@ class _Reverse:
         for v, a in ext.items():
             self.acc(v, _emit(r.out, ir.LocalLoad(var=a, dtype=v.dtype, loc=loc)), r, loc)
 
+    def enter(self, loop: ir.RangeFor) -> None:
+        self.loops.append(loop)
+        self.context.append(loop)
+
+    def leave(self) -> None:
+        self.loops.pop()
+        self.context.pop()
+
     def sweep_if(self, s: ir.If, r: _Region) -> None:
         """Restores the locals the branches write, then each branch replays and sweeps itself; values
         of this region used inside get an adjoint alloca around the `if`."""
@@ -414,8 +423,11 @@ class _Reverse:
         for var, snap in r.snaps[s]:
             val = _emit(r.out, ir.LocalLoad(var=snap, dtype=var.dtype, loc=s.loc))
             r.out.append(ir.LocalStore(var=r.vmap[var], value=val, loc=s.loc))
+        self.context.append((s.cond, True))
         then = self.region(s.then.stmts, r.vmap, ext)
+        self.context[-1] = (s.cond, False)
         else_ = self.region(s.else_.stmts, r.vmap, ext)
+        self.context.pop()
         r.out.append(ir.If(cond=r.vmap[s.cond], then=ir.Block(tuple(then)), else_=ir.Block(tuple(else_)), loc=s.loc))
         self.flush_ext(ext, r, s.loc)
 
@@ -434,9 +446,9 @@ class _Reverse:
             top = _emit(out, ir.AdStackLoadTop(stack=k, dtype=var.dtype, loc=s.loc))
             out.append(ir.AdStackPop(stack=k, loc=s.loc))
             out.append(ir.LocalStore(var=r.vmap[var], value=top, loc=s.loc))
-        self.loops.append(s)
+        self.enter(s)
         out += self.region(s.body.stmts, ChainMap({s.var: j}, r.vmap), ext)
-        self.loops.pop()
+        self.leave()
         r.out.append(ir.RangeFor(var=t, begin=begin, end=end, body=ir.Block(tuple(out)), parallel=False, loc=s.loc))
         self.flush_ext(ext, r, s.loc)
 
@@ -462,9 +474,9 @@ class _Reverse:
         self.check_crossing(s, r)
         _check_cross_iteration(s, self.grad_of)
         var = ir.LoopVar(dtype=s.var.dtype, name=s.var.name)
-        self.loops.append(s)
+        self.enter(s)
         body = self.region(s.body.stmts, ChainMap({s.var: var}, r.vmap), {})
-        self.loops.pop()
+        self.leave()
         r.out.append(ir.RangeFor(var=var, begin=r.vmap[s.begin], end=r.vmap[s.end], body=ir.Block(tuple(body)),
                                  parallel=True, loc=s.loc))
 

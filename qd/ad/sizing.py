@@ -21,6 +21,7 @@ floor division and Python modulo (for the indices `qd.ndrange` and struct-fors r
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -29,7 +30,8 @@ from qd.ops import Op
 
 # node kinds of the serialised form (shared with qd/_sizer.pyx)
 (K_CONST, K_ARG, K_LOAD, K_INDEX, K_SHAPE, K_VAR, K_ADD, K_SUB, K_MUL, K_MAX, K_MIN, K_DIV, K_MOD, K_MOR,
- K_COUNT) = range(15)
+ K_COUNT, K_GATE, K_CMP, K_FCMP, K_FLOAD, K_FCONST) = range(20)
+CMP_CODES = {Op.CMP_LT: 0, Op.CMP_LE: 1, Op.CMP_GT: 2, Op.CMP_GE: 3, Op.CMP_EQ: 4, Op.CMP_NE: 5}
 WORDS = 5
 GUARD = 1 << 24  # iterations a serial MaxOverRange walk may take before it raises
 
@@ -46,8 +48,11 @@ class SizeError(Exception):
 @dataclass(frozen=True, eq=False)
 class SizeExpr:
     """A node: `kind` is one of Const, Arg, FieldLoad, ExternalTensorRead, ExternalTensorShape,
-    BoundVariable, Add, Sub, Mul, Max, Min, Div, Mod, MaxOverRange, and Counted (the iterations of
-    `while` loop `value` counted by the counting kernel, `qd/ad/counting.py`)."""
+    BoundVariable, Add, Sub, Mul, Max, Min, Div, Mod, MaxOverRange, Counted (the iterations of
+    `while` loop `value` counted by the counting kernel, `qd/ad/counting.py`), and for gates:
+    Gate(cond, body) (body where cond is nonzero, if `value` is 1; where it is zero, if 0), Cmp /
+    FCmp (`value`: a `CMP_CODES` code) over ints / floats, FloatLoad (a float read, `value` the
+    buffer) and FloatConst (`value` the float)."""
 
     kind: str
     args: tuple = ()  # child SizeExprs (for MaxOverRange: begin, end, body)
@@ -60,6 +65,10 @@ class SizeExpr:
             return str(self.value)
         if self.kind == "Counted":
             return f"count(while {self.value})"
+        if self.kind == "FloatConst":
+            return repr(self.value)
+        if self.kind == "Gate":
+            return f"({self.args[1]} if {'' if self.value else 'not '}{self.args[0]} else 0)"
         if self.kind == "Arg":
             return f"arg{self.value}"
         if self.kind == "BoundVariable":
@@ -113,6 +122,37 @@ class Deriver:
             return self.op(v)
         raise SizeError(f"a value computed by {type(v).__name__}", v)
 
+    def cond(self, v: ir.Value) -> SizeExpr:
+        """A branch condition as a 0/1 SizeExpr (int or float comparisons, `not`, and `and`/`or` of
+        those); raises SizeError for anything else."""
+        if isinstance(v, ir.LocalLoad):
+            stores = self.stores.get(v.var, [])
+            if len(stores) != 1:
+                raise SizeError("a local variable assigned more than once", v)
+            return self.cond(stores[0].value)
+        if isinstance(v, ir.OpStmt) and v.op in CMP_CODES:
+            a, b = v.args
+            if a.dtype.is_float and b.dtype.is_float:
+                return SizeExpr("FCmp", (self.fexpr(a), self.fexpr(b)), value=CMP_CODES[v.op])
+            return SizeExpr("Cmp", (self.expr(a), self.expr(b)), value=CMP_CODES[v.op])
+        if isinstance(v, ir.OpStmt) and v.op is Op.LOGICAL_NOT:
+            return SizeExpr("Cmp", (self.cond(v.args[0]), const(0)), value=CMP_CODES[Op.CMP_EQ])
+        if isinstance(v, ir.OpStmt) and v.op in (Op.BIT_AND, Op.BIT_OR) and v.dtype.name == "u1":
+            a, b = self.cond(v.args[0]), self.cond(v.args[1])
+            return SizeExpr("Mul" if v.op is Op.BIT_AND else "Max", (a, b))
+        raise SizeError("a condition qd cannot evaluate before the launch", v)
+
+    def fexpr(self, v: ir.Value) -> SizeExpr:
+        if isinstance(v, ir.Const):
+            return SizeExpr("FloatConst", value=float(v.value))
+        if isinstance(v, ir.GlobalLoad) and v.dtype.name in ("f32", "f64"):
+            return SizeExpr("FloatLoad", tuple(self.expr(i) for i in v.ptr.indices), value=v.ptr.buffer)
+        if isinstance(v, ir.LocalLoad):
+            stores = self.stores.get(v.var, [])
+            if len(stores) == 1:
+                return self.fexpr(stores[0].value)
+        raise SizeError("a float value other than a field/ndarray read or a constant", v)
+
     def local(self, v: ir.LocalLoad) -> SizeExpr:
         stores = self.stores.get(v.var, [])
         if len(stores) != 1:
@@ -138,12 +178,20 @@ def free_vars(e: SizeExpr) -> set:
     return out
 
 
-def size_of_loop(loop: ir.RangeFor, enclosing: Sequence[ir.RangeFor], d: Deriver) -> SizeExpr:
-    """The largest trip count of `loop` over every iteration of the `enclosing` loops (outermost
-    first): the slots one thread needs for a stack pushed once per iteration of `loop`."""
+def size_of_loop(loop: ir.RangeFor, enclosing: Sequence, d: Deriver) -> SizeExpr:
+    """The largest trip count of `loop` over every iteration of the `enclosing` loops and branches
+    (outermost first: `RangeFor`s, and `(condition, taken)` pairs of the `if`s it sits in): the slots
+    one thread needs for a stack pushed once per iteration of `loop`. A branch condition qd can
+    evaluate before the launch gates the count (iterations that skip the loop need no slots); one it
+    cannot is left out, which only makes the size larger."""
     e = SizeExpr("Sub", (d.expr(loop.end), d.expr(loop.begin)))
     for outer in reversed(enclosing):
-        if outer.var in free_vars(e):
+        if isinstance(outer, tuple):
+            try:
+                e = SizeExpr("Gate", (d.cond(outer[0]), e), value=int(outer[1]))
+            except SizeError:
+                pass
+        elif outer.var in free_vars(e):
             e = SizeExpr("MaxOverRange", (d.expr(outer.begin), d.expr(outer.end), e), var=outer.var)
     return e
 
@@ -151,8 +199,9 @@ def size_of_loop(loop: ir.RangeFor, enclosing: Sequence[ir.RangeFor], d: Deriver
 # ------------------------------------------------------------------ the serialised form
 
 
-_KIND = {"Const": K_CONST, "Arg": K_ARG, "ExternalTensorShape": K_SHAPE, "BoundVariable": K_VAR, "Add": K_ADD,
-         "Sub": K_SUB, "Mul": K_MUL, "Max": K_MAX, "Min": K_MIN, "Div": K_DIV, "Mod": K_MOD, "MaxOverRange": K_MOR}
+_KIND = {"Cmp": K_CMP, "FCmp": K_FCMP, "Const": K_CONST, "Arg": K_ARG, "ExternalTensorShape": K_SHAPE,
+         "BoundVariable": K_VAR, "Add": K_ADD, "Sub": K_SUB, "Mul": K_MUL, "Max": K_MAX, "Min": K_MIN, "Div": K_DIV,
+         "Mod": K_MOD, "MaxOverRange": K_MOR}
 
 
 class _Writer:
@@ -173,15 +222,20 @@ class _Writer:
             return self.node(K_CONST, e.value)
         if k == "Counted":
             return self.node(K_COUNT, e.value)
+        if k == "FloatConst":
+            return self.node(K_FCONST, struct.unpack("<q", struct.pack("<d", e.value))[0])
+        if k in ("Gate", "Cmp", "FCmp"):
+            a, b = (self.write(x) for x in e.args)
+            return self.node(K_GATE, a, b, e.value) if k == "Gate" else self.node(_KIND[k], e.value, a, b)
         if k in ("Arg", "ExternalTensorShape"):
             return self.node(_KIND[k], e.value, e.axis)
         if k == "BoundVariable":
             return self.node(K_VAR, self.slot(e.var))
-        if k in ("FieldLoad", "ExternalTensorRead"):
+        if k in ("FieldLoad", "ExternalTensorRead", "FloatLoad"):
             lin = -1  # K_INDEX chains: linear = prev * extent(axis) + index, bounds-checked
             for axis, idx in enumerate(e.args):
                 lin = self.node(K_INDEX, e.value, axis, self.write(idx), lin)
-            return self.node(K_LOAD, e.value, lin)
+            return self.node(K_FLOAD if k == "FloatLoad" else K_LOAD, e.value, lin)
         if k == "MaxOverRange":
             b, end, body = (self.write(x) for x in e.args)
             return self.node(K_MOR, self.slot(e.var), b, end, body)
@@ -200,7 +254,7 @@ def buffers_read(code: Sequence[int]) -> set[int]:
     """Buffers whose data or shape the serialised size `code` reads."""
     out = set()
     for n in range(len(code) // WORDS):
-        if code[n * WORDS] in (K_LOAD, K_SHAPE):
+        if code[n * WORDS] in (K_LOAD, K_FLOAD, K_SHAPE):
             out.add(code[n * WORDS + 1])
     return out
 
