@@ -14,7 +14,7 @@ from typing import Any, Callable
 import numpy as np
 
 from qd import ir
-from qd.errors import QuadrantsRuntimeTypeError, QuadrantsSyntaxError
+from qd.errors import QuadrantsRuntimeError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError
 from qd.frontend import values as _v
 from qd.types import dtypes
 from qd.types.annotations import NdarrayType, Template
@@ -310,6 +310,54 @@ def grad_args(sig: Signature, values: list) -> list[tuple[int, Any]]:
                 out.append((i, g))
         i += _launch_arity(p)
     return out
+
+
+def _param_of_launch_arg(sig: Signature, index: int) -> int:
+    """The parameter (index into `sig.params`) whose launch args include launch arg `index`."""
+    table = getattr(sig, "_launch_params", None)
+    if table is None:
+        table = [i for i, p in enumerate(sig.params) for _ in range(_launch_arity(p))]
+        sig._launch_params = table  # type: ignore[attr-defined]
+    return table[index]
+
+
+def hidden_args(sig: Signature, values: list, hidden: tuple) -> list:
+    """The launch values of an instance's hidden ndarray args: for each (launch arg index of ndarray
+    argument x, "grad") that the kernel reads as `x.grad`, x's gradient array. A qd ndarray needs
+    `needs_grad=True`; a torch tensor gives its `.grad` (made as zeros when it requires grad and has
+    none, as `grad_args` does); numpy arrays have none."""
+    out: list = []
+    for ai, attr in hidden:
+        pi = _param_of_launch_arg(sig, ai)
+        out.append(_hidden_of(sig.params[pi], values[pi], attr))
+    return out
+
+
+def _hidden_of(p: Param, v: Any, attr: str) -> Any:
+    where = f"Argument '{p.name}': the kernel reads {p.name}.{attr}, but"
+    if getattr(p.ann, "needs_grad", None) is False:
+        raise QuadrantsRuntimeError(f"{where} the parameter is annotated qd.types.ndarray(needs_grad=False)")
+    if hasattr(v, "arr") and _v.global_kind(v) == "ndarray":
+        g = getattr(v, attr, None)
+        if g is None:
+            raise QuadrantsRuntimeError(f"{where} the ndarray passed has no {attr} (create it with needs_grad=True)")
+        src, arr = v.arr, g.arr
+    elif type(v).__module__.startswith("torch"):
+        if v.grad is None and v.requires_grad:
+            _ensure_torch_grad(v)
+        if v.grad is None:
+            raise QuadrantsRuntimeError(f"{where} the torch tensor passed has no .grad (it does not require grad)")
+        if not v.grad.is_contiguous():
+            raise ValueError(_NON_CONTIGUOUS_GRAD)
+        src, arr = v.detach().numpy(), v.grad.detach().numpy()
+        g = arr
+    else:
+        raise QuadrantsRuntimeError(f"{where} a {type(v).__name__} has no {attr}; pass a qd.ndarray made with "
+                                    "needs_grad=True or a torch tensor that requires grad")
+    if arr.dtype != src.dtype or arr.shape != src.shape:
+        raise QuadrantsRuntimeError(f"{where} its {attr} (dtype {arr.dtype}, shape {arr.shape}) does not match it "
+                                    f"(dtype {src.dtype}, shape {src.shape})")
+    return g
 
 
 def convert(sig: Signature, values: list) -> tuple[tuple, list, list]:

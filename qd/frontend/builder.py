@@ -62,6 +62,9 @@ class Builder:
         self.loops: list[str] = []  # enclosing runtime loops: 'parallel' or 'serial'
         self.next_loop_serial = False  # set by qd.loop_config(serialize=True)
         self.func_depth = 0  # nesting of inlined qd.func calls
+        # `x.grad` read in the kernel for an ndarray argument x: (launch arg index of x, "grad") per hidden
+        # ndarray ArgDecl appended after the user's args, in ArgDecl order (`Kernel._run` launches them).
+        self.hidden_args: list[tuple[int, str]] = []
 
     # -------------------------------------------------------------- scope management
     @contextlib.contextmanager
@@ -126,6 +129,20 @@ class Builder:
     def add_arg(self, decl: ir.ArgDecl) -> int:
         self.args.append(decl)
         return len(self.args) - 1
+
+    def hidden_arg(self, src: ir.BufferDecl, attr: str) -> int:
+        """The buffer of the hidden ndarray argument `<name>.<attr>` (e.g. `x.grad`) of ndarray argument
+        `src`: declared once per (argument, attr), with `src`'s dtype, ndim and element shape."""
+        key = ("hidden", src.arg, attr)
+        if key in self.buffer_keys:
+            return self.buffer_keys[key]
+        ai = len(self.args)
+        name = f"{src.name}.{attr}"
+        self.add_arg(ir.ArgDecl(name=name, kind="ndarray", dtype=src.dtype, buffer=len(self.buffers)))
+        decl = ir.BufferDecl(kind="ndarray", dtype=src.dtype, ndim=src.ndim, elem_shape=src.elem_shape, arg=ai,
+                             name=name)
+        self.hidden_args.append((src.arg, attr))
+        return self.add_buffer(key, decl, None)
 
     def add_check(self, decl: ir.CheckDecl) -> int:
         self.checks.append(decl)

@@ -154,6 +154,15 @@ class ExprMixin:
                 return base.dtype
             if base.obj is not None:  # `x.grad` / `x.dual` are fields of their own: bind them too
                 return self.wrap_global(getattr(base.obj, attr), f"{base.decl.name}.{attr}")
+            if attr == "grad" and base.decl.kind == "ndarray" and base.decl.arg >= 0:
+                # A hidden ndarray argument `<name>.grad`, which the launch binds to the argument's gradient.
+                if base.decl.name.endswith(".grad"):  # parameter names have no dots: a hidden grad argument
+                    raise QuadrantsSyntaxError(f"'{base.decl.name}' has no attribute 'grad' inside kernels")
+                bi = self.b.hidden_arg(base.decl, attr)
+                return _v.GlobalTensor(bi, self.b.buffers[bi])
+            if attr == "dual":
+                raise QuadrantsSyntaxError("ndarray arguments have no attribute 'dual' inside kernels "
+                                           "(qd ndarrays have no dual; forward mode over ndarrays is not supported)")
             raise QuadrantsSyntaxError(f"ndarray arguments have no attribute '{attr}' inside kernels")
         if _e.is_matrix(base) and attr and all(c in _SWIZZLE for c in attr) and not hasattr(type(base), attr):
             idx = [_SWIZZLE[c] for c in attr]

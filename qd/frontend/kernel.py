@@ -22,7 +22,7 @@ from qd.ad.forward import forward as _forward
 from qd.ad.reverse import reverse as _reverse
 from qd.ad.validation import check_reverse_supported as _check_reverse
 from qd.ad.validation import validate_global_access as _validate
-from qd.errors import QuadrantsSyntaxError
+from qd.errors import QuadrantsRuntimeError, QuadrantsSyntaxError
 from qd.frontend import args as _args
 from qd.frontend import builder as _bm
 from qd.frontend.builder import Builder
@@ -38,6 +38,7 @@ _KERNELS: "weakref.WeakSet[Kernel]" = weakref.WeakSet()
 def _clear_caches() -> None:
     for k in list(_KERNELS):
         k._instances.clear()
+        k._hidden.clear()
 
 
 try:
@@ -58,7 +59,9 @@ class Kernel:
     def __init__(self, fn: Callable, **options: Any) -> None:
         self.fn = fn
         self.options = options
-        self._instances: dict[tuple, tuple] = {}
+        self._instances: dict[tuple, tuple] = {}  # key -> (compiled kernel, bindings per buffer)
+        # key -> the hidden args of that instance, when it has some (`Builder.hidden_args`: `x.grad` reads)
+        self._hidden: dict[tuple, tuple] = {}
         self._sig: _args.Signature | None = None
         self._last_ir: ir.KernelIR | None = None
         functools.update_wrapper(self, fn)
@@ -109,8 +112,10 @@ class Kernel:
                 launch_args = list(launch_args) + [g for _, g in grads]
         inst = self._instances.get(key)
         if inst is None:
-            inst = self._instances[key] = self._compile(values, mode, nd_grads)
+            inst = self._instances[key] = self._compile(values, mode, nd_grads, key)
         ck, bindings = inst
+        if self._hidden and key in self._hidden:  # `x.grad` read in the kernel: after the user's args
+            launch_args = list(launch_args) + _args.hidden_args(sig, values, self._hidden[key])
         self._last_ck = ck
         if mode == "validate":  # fresh zeroed checkbits for every validated launch
             bindings = [b.zeros() if isinstance(b, _Checkbits) else b for b in bindings]
@@ -132,8 +137,14 @@ class Kernel:
                     "from_cache": None}
         return ck.tier.stats
 
-    def _compile(self, values: list, mode: str = "", nd_grads: tuple = ()) -> tuple:
-        k_ir, bindings = build_kernel_ir(self, values)
+    def _compile(self, values: list, mode: str = "", nd_grads: tuple = (), key: tuple | None = None) -> tuple:
+        """(compiled kernel, bindings per buffer) of one instance. Its hidden args, the (launch arg index
+        of x, "grad") entries of the `x.grad` arrays the kernel reads, go to `_hidden[key]`; `_run`
+        launches them after the user's args."""
+        hidden: list[tuple[int, str]] = []
+        k_ir, bindings = build_kernel_ir(self, values, hidden)
+        if hidden and mode == "grad":
+            raise QuadrantsRuntimeError(_GRAD_OF_GRAD)
         if mode == "fwd":
             k_ir, bindings = _forward_instance(k_ir, bindings)
         elif mode == "grad":
@@ -142,7 +153,14 @@ class Kernel:
             k_ir, bindings = _validation_instance(k_ir, bindings)
         self._last_ir = k_ir
 
-        return _launch.compile_kernel(k_ir), bindings
+        ck = _launch.compile_kernel(k_ir)
+        if hidden:
+            self._hidden[key] = tuple(hidden)
+        return ck, bindings
+
+
+_GRAD_OF_GRAD = ("Cannot automatically differentiate through a grad tensor, if you really want to do that, pass the "
+                 "grad tensor into the kernel directly")
 
 
 def _forward_instance(k_ir: ir.KernelIR, bindings: list) -> tuple[ir.KernelIR, list]:
@@ -241,8 +259,9 @@ class _BoundKernel:
         return getattr(self._kernel, name)
 
 
-def build_kernel_ir(kernel: Kernel, values: list) -> tuple[ir.KernelIR, list]:
-    """Build the KernelIR of one instantiation; returns it with the per-buffer field bindings."""
+def build_kernel_ir(kernel: Kernel, values: list, hidden: list | None = None) -> tuple[ir.KernelIR, list]:
+    """Build the KernelIR of one instantiation; returns it with the per-buffer field bindings. `hidden`,
+    when given, receives the builder's hidden args (`Builder.hidden_args`: `x.grad` of ndarray args)."""
     src = source_of(kernel.fn)
     fence(src, is_kernel=True)
     sig = kernel.signature
@@ -259,6 +278,8 @@ def build_kernel_ir(kernel: Kernel, values: list) -> tuple[ir.KernelIR, list]:
             b.rets = ret_dtypes(sig.return_type)
         t.visit_body(src.node.body)
         k_ir = b.finish(src.loc(src.node))
+    if hidden is not None:
+        hidden.extend(b.hidden_args)
     return k_ir, list(b.bound_objects)
 
 
