@@ -199,6 +199,7 @@ class _Region:
         self.defined: set = set()
         self.adj: dict = {}
         self.snaps: dict = {}
+        self.pending: dict = {}  # (grad buffer, index key) -> [pointer, summed adjoint]: one atomic per address
 
 
 class _Reverse:
@@ -227,7 +228,15 @@ class _Reverse:
         self.replay(stmts, r, record=True)
         for s in reversed(stmts):
             self.sweep(s, r)
+        self.flush(r)
         return r.out
+
+    def flush(self, r: _Region, buffer: int | None = None) -> None:
+        """Emits the pending grad accumulations (of `buffer`, or all): loads of one address in a region
+        add their adjoints up first and reach the grad buffer with one atomic add."""
+        for key in [k for k in r.pending if buffer is None or k[0] == buffer]:
+            ptr, value = r.pending.pop(key)
+            r.out.append(ir.AtomicRMW(op=Op.ADD, ptr=ptr, value=value, dtype=ptr.dtype, loc=ptr.loc))
 
     # ---------------------------------------------------------------- replay
 
@@ -373,17 +382,31 @@ class _Reverse:
             self.acc(s.value, _emit(r.out, ir.LocalLoad(var=a, dtype=s.var.dtype, loc=s.loc)), r, s.loc)
             r.out.append(ir.LocalStore(var=a, value=em.const(0.0, s.var.dtype), loc=s.loc))
         elif isinstance(s, ir.GlobalLoad) and s.ptr.buffer in self.grad_of and ct is not ZERO:
-            r.out.append(ir.AtomicRMW(op=Op.ADD, ptr=self.grad_ptr(s.ptr, r), value=ct, dtype=s.dtype, loc=s.loc))
+            key = (s.ptr.buffer, tuple(_index_key(r.vmap.get(i, i)) for i in s.ptr.indices))
+            if key in r.pending:
+                r.pending[key][1] = rules.add(r.pending[key][1], ct, s.dtype, em)
+            else:
+                r.pending[key] = [self.grad_ptr(s.ptr, r), ct]
         elif isinstance(s, ir.GlobalStore) and s.ptr.buffer in self.grad_of and s.value.dtype.is_float:
+            # loads of this very address after the store: their adjoint goes straight to the stored value
+            same = r.pending.pop((s.ptr.buffer, tuple(_index_key(r.vmap.get(i, i)) for i in s.ptr.indices)), None)
+            self.flush(r, s.ptr.buffer)
             gp = self.grad_ptr(s.ptr, r)
-            self.acc(s.value, _emit(r.out, ir.GlobalLoad(ptr=gp, dtype=s.ptr.dtype, loc=s.loc)), r, s.loc)
+            g = _emit(r.out, ir.GlobalLoad(ptr=gp, dtype=s.ptr.dtype, loc=s.loc))
+            self.acc(s.value, g if same is None else rules.add(g, same[1], g.dtype, em), r, s.loc)
             # the overwritten value does not reach the outputs: its adjoint is cleared (as Quadrants does)
             r.out.append(ir.GlobalStore(ptr=gp, value=em.const(0.0, s.ptr.dtype), loc=s.loc))
         elif (isinstance(s, ir.AtomicRMW) and s.ptr.buffer in self.grad_of and s.op in (Op.ADD, Op.SUB)
               and s.value.dtype.is_float):
+            self.flush(r, s.ptr.buffer)
             g = _emit(r.out, ir.GlobalLoad(ptr=self.grad_ptr(s.ptr, r), dtype=s.ptr.dtype, loc=s.loc))
             self.acc(s.value, g if s.op is Op.ADD else em.op(Op.NEG, (g,), g.dtype), r, s.loc)
-        elif isinstance(s, ir.If):
+        elif isinstance(s, (ir.If, ir.RangeFor, ir.While)):
+            self.flush(r)  # nested regions may read these grads
+            self.sweep_nested(s, r)
+
+    def sweep_nested(self, s: ir.Stmt, r: _Region) -> None:
+        if isinstance(s, ir.If):
             self.sweep_if(s, r)
         elif isinstance(s, ir.RangeFor) and s.parallel:
             self.sweep_parallel(s, r)
@@ -559,6 +582,11 @@ def _check_cross_iteration(s: ir.RangeFor, grad_of: dict) -> None:
                     f"loop{_where(s.loc)} writes it{_where(stt.loc)} and reads it at another iteration's "
                     f"index{_where(ld.loc)}; its iterations run in any order, so the gradient is undefined. Nest "
                     f"the loop in an outer loop (it then runs serially with adstacks) or split it into kernels.")
+
+
+def _index_key(v: ir.Value) -> object:
+    """Equal for two index values that are the same address component: the same value, or equal constants."""
+    return ("const", v.dtype.name, v.value) if isinstance(v, ir.Const) else v
 
 
 def _carried_locals(s: ir.RangeFor) -> list[ir.Alloca]:
