@@ -304,6 +304,8 @@ def eval_max_parallel(const int64_t[::1] code, list arrays, const int64_t[::1] a
         _raise(&s0, GUARD)
         if total == 0:
             return 0
+        if total < 16384:  # starting threads would cost more than the walk
+            nth = 1
         bests = <int64_t*>calloc(nth, sizeof(int64_t))
         errs = <int*>calloc(nth, sizeof(int))
         infos = <int64_t(*)[4]>calloc(nth, 4 * sizeof(int64_t))

@@ -180,13 +180,26 @@ def _subtree(stmts: Sequence[ir.Stmt]) -> tuple[set, set]:
     return defined, used
 
 
-def _stored_locals(stmts: Sequence[ir.Stmt]) -> list[ir.Alloca]:
-    defined, _ = _subtree(stmts)
+def _outer_locals(stmts: Sequence[ir.Stmt], kinds: tuple) -> list[ir.Alloca]:
+    """Locals defined outside `stmts` that a statement of class `kinds` in them touches, in order."""
+    body = ir.Block(tuple(stmts))
+    inside = {s for s in ir.walk(body) if isinstance(s, ir.Alloca)}
     seen: dict = {}
-    for s in defined:
-        if isinstance(s, ir.LocalStore) and s.var not in defined:
+    for s in ir.walk(body):
+        if isinstance(s, kinds) and s.var not in inside:
             seen[s.var] = None
     return list(seen)
+
+
+def _stored_locals(stmts: Sequence[ir.Stmt]) -> list[ir.Alloca]:
+    return _outer_locals(stmts, (ir.LocalStore,))
+
+
+def _read_only_locals(s: ir.Stmt) -> list[ir.Alloca]:
+    """Locals defined before loop `s` that its body reads but never writes: constant during the loop,
+    but possibly rewritten after it, so its sweep restores them from a snapshot."""
+    stored = set(_stored_locals(s.body.stmts))
+    return [v for v in _outer_locals(s.body.stmts, (ir.LocalLoad,)) if v not in stored]
 
 
 class _Region:
@@ -270,14 +283,8 @@ class _Reverse:
             em(ir.LocalStore(var=a, value=_emit(r.out, ir.Const(dtype=s.dtype, value=0.0, loc=s.loc)), loc=s.loc))
 
     def replay_if(self, s: ir.If, r: _Region, record: bool) -> None:
-        if record:
-            snaps = []
-            for var in _stored_locals(s.then.stmts + s.else_.stmts):
-                snap = _emit(r.out, ir.Alloca(dtype=var.dtype, loc=s.loc))
-                val = _emit(r.out, ir.LocalLoad(var=r.vmap[var], dtype=var.dtype, loc=s.loc))
-                r.out.append(ir.LocalStore(var=snap, value=val, loc=s.loc))
-                snaps.append((var, snap))
-            r.snaps[s] = snaps
+        if record:  # the branches' replay in the sweep needs every local they touch as it is here
+            self.snapshot(s, _outer_locals(s.then.stmts + s.else_.stmts, (ir.LocalStore, ir.LocalLoad)), r)
         kids = {}
         for name, blk in (("then", s.then), ("else_", s.else_)):
             sub = _Region(ChainMap({}, r.vmap), {}, [])
@@ -285,12 +292,28 @@ class _Reverse:
             kids[name] = ir.Block(tuple(sub.out))
         r.out.append(replace(s, cond=r.vmap[s.cond], **kids))
 
+    def snapshot(self, s: ir.Stmt, local_vars: Sequence[ir.Alloca], r: _Region) -> None:
+        """Saves `local_vars` before `s` in the replay; `restore` puts them back before its sweep."""
+        snaps = []
+        for var in local_vars:
+            snap = _emit(r.out, ir.Alloca(dtype=var.dtype, loc=s.loc))
+            val = _emit(r.out, ir.LocalLoad(var=r.vmap[var], dtype=var.dtype, loc=s.loc))
+            r.out.append(ir.LocalStore(var=snap, value=val, loc=s.loc))
+            snaps.append((var, snap))
+        r.snaps[s] = snaps
+
+    def restore(self, s: ir.Stmt, r: _Region) -> None:
+        for var, snap in r.snaps.get(s, ()):
+            val = _emit(r.out, ir.LocalLoad(var=snap, dtype=var.dtype, loc=s.loc))
+            r.out.append(ir.LocalStore(var=r.vmap[var], value=val, loc=s.loc))
+
     def replay_loop(self, s: ir.RangeFor, r: _Region, record: bool) -> None:
         """A serial loop with a dynamic trip count. Recorded: each iteration first pushes the locals
         it carries (written in the body, defined before it, read in it) on one adstack per local."""
         var = ir.LoopVar(dtype=s.var.dtype, name=s.var.name)
         sub = _Region(ChainMap({s.var: var}, r.vmap), {}, [])
         if record:
+            self.snapshot(s, _read_only_locals(s), r)
             ids = self.loop_stacks[s] = [(v, self.new_stack(v, s)) for v in _carried_locals(s)]
             for v, k in ids:
                 r.out.append(ir.AdStackAlloc(stack=k, loc=s.loc))
@@ -307,6 +330,7 @@ class _Reverse:
         sub = _Region(ChainMap({}, r.vmap), {}, [])
         ids: list[tuple[ir.Alloca, int]] = []
         if record:
+            self.snapshot(s, _read_only_locals(s), r)
             ids = self.loop_stacks[s] = [(v, self.new_stack(v, s)) for v in _carried_locals(s)]
             cnt = self.while_count[s] = _emit(r.out, ir.Alloca(dtype=i32, loc=s.loc))
             r.out.append(ir.LocalStore(var=cnt, value=_emit(r.out, ir.Const(dtype=i32, value=0, loc=s.loc)), loc=s.loc))
@@ -443,9 +467,7 @@ class _Reverse:
         """Restores the locals the branches write, then each branch replays and sweeps itself; values
         of this region used inside get an adjoint alloca around the `if`."""
         ext = self.ext_allocas(s.then.stmts + s.else_.stmts, r, s.loc)
-        for var, snap in r.snaps[s]:
-            val = _emit(r.out, ir.LocalLoad(var=snap, dtype=var.dtype, loc=s.loc))
-            r.out.append(ir.LocalStore(var=r.vmap[var], value=val, loc=s.loc))
+        self.restore(s, r)
         self.context.append((s.cond, True))
         then = self.region(s.then.stmts, r.vmap, ext)
         self.context[-1] = (s.cond, False)
@@ -458,6 +480,7 @@ class _Reverse:
         """Iterations in reverse: each pops the locals it started with, then replays and sweeps
         its body (the body's own loops record and drain their stacks inside)."""
         ext = self.ext_allocas(s.body.stmts, r, s.loc)
+        self.restore(s, r)
         begin, end = r.vmap[s.begin], r.vmap[s.end]
         t = ir.LoopVar(dtype=s.var.dtype, name=s.var.name)
         out: list[ir.Stmt] = []
@@ -481,6 +504,7 @@ class _Reverse:
         head, _, rest = split_while(s)
         stmts = head + rest
         ext = self.ext_allocas(stmts, r, s.loc)
+        self.restore(s, r)
         n = _emit(r.out, ir.LocalLoad(var=self.while_count[s], dtype=i32, loc=s.loc))
         zero = _emit(r.out, ir.Const(dtype=i32, value=0, loc=s.loc))
         out: list[ir.Stmt] = []

@@ -47,6 +47,10 @@ class AdStackPlan:
         self.arrays: dict[int, np.ndarray] = {}
         self.sizing_runs = 0  # how often the sizer ran (tests check that unchanged inputs reuse sizes)
         self.spec_cache: dict = {}  # (size code, node) -> (inputs key, value) of recognized MaxOverRanges
+        self.first_round: dict[tuple, list[Spec]] = {}  # size code -> its recognized specs
+        self.arrays_of: dict[tuple, np.ndarray] = {}  # code words as the int64 arrays the sizer reads
+        self.layout: Any = None  # (sizes, threads) the meta words and heaps were laid out for
+        self.meta_words: np.ndarray | None = None
         self.nthreads = 1
 
     # -------------------------------------------------------------- sizes
@@ -69,13 +73,23 @@ class AdStackPlan:
         return [value[code] for code in self.codes]
 
     def size_of(self, code: tuple, bound: list, ints: np.ndarray, owners: Sequence[Any] | None) -> int:
+        if code not in self.first_round:  # recognition depends on the code only: done once per plan
+            self.first_round[code] = recognize(code)
+        specs = self.first_round[code]
+        if not specs:
+            return int(_sizer.eval_size(self.array_of(code), bound, ints, _sizer.GUARD, self.counts))
         words = list(code)
-        specs = recognize(words)
         while specs:  # rounds: a spec whose bounds held another spec is recognized once that one is a Const
             for sp in specs:
                 substitute(words, sp.node, self.spec_value(code, sp, bound, ints, owners))
             specs = recognize(words)
         return int(_sizer.eval_size(np.array(words, dtype=np.int64), bound, ints, _sizer.GUARD, self.counts))
+
+    def array_of(self, code: tuple) -> np.ndarray:
+        arr = self.arrays_of.get(code)
+        if arr is None:
+            arr = self.arrays_of[code] = np.array(code, dtype=np.int64)
+        return arr
 
     def spec_value(self, code: tuple, sp: Spec, bound: list, ints: np.ndarray, owners: Sequence[Any] | None) -> int:
         inputs = None if owners is None else _inputs_key(sorted(sp.buffers), owners)
@@ -86,7 +100,7 @@ class AdStackPlan:
                 return hit[1]
         global _dispatches
         _dispatches += 1
-        value = int(_sizer.eval_max_parallel(np.array(sp.code, dtype=np.int64), bound, ints, self.nthreads))
+        value = int(_sizer.eval_max_parallel(self.array_of(sp.code), bound, ints, self.nthreads))
         if inputs is not None:
             self.spec_cache[(code, sp.node, sp.code)] = (inputs, value)
         return value
@@ -103,9 +117,19 @@ class AdStackPlan:
     # -------------------------------------------------------------- heap
 
     def bind(self, arrays: list, owners: Sequence[Any], args: Sequence[Any], nthreads: int, forced: int) -> None:
-        """Fills `arrays` (by buffer index) with the meta buffer and the heaps for this launch."""
+        """Fills `arrays` (by buffer index) with the meta buffer and the heaps for this launch; the
+        layout of the previous launch is reused as it is when the sizes and threads are the same."""
         self.nthreads = max(1, nthreads)
         sizes = self.sizes_for(owners, arrays, args, forced)
+        layout = (tuple(sizes), self.nthreads)
+        if layout != self.layout:
+            self.lay_out(sizes, self.nthreads)
+            self.layout = layout
+        arrays[self.meta] = self.meta_words
+        for b, heap in self.arrays.items():
+            arrays[b] = heap
+
+    def lay_out(self, sizes: Sequence[int], nthreads: int) -> None:
         meta = np.zeros(max(1, len(sizes) * META_WORDS), dtype=np.int64)
         stride: dict = {}
         for k, (st, n) in enumerate(zip(self.k.stacks, sizes)):
@@ -115,14 +139,12 @@ class AdStackPlan:
             stride[st.dtype] = stride.get(st.dtype, 0) + cap
         for k, st in enumerate(self.k.stacks):
             meta[k * META_WORDS + 2] = stride[st.dtype]
-        arrays[self.meta] = meta
-        for dt, b in self.heap_of.items():
-            need = max(1, nthreads) * stride[dt]
+        self.meta_words = meta
+        for dt, b in self.heap_of.items():  # grown on demand, never shrunk
+            need = nthreads * stride[dt]
             heap = self.arrays.get(b)
             if heap is None or heap.shape[0] < need:
-                heap = self.arrays[b] = np.empty(max(need, 2 * (0 if heap is None else heap.shape[0])),
-                                                 dtype=dt.np_dtype)
-            arrays[b] = heap
+                self.arrays[b] = np.empty(max(need, 2 * (0 if heap is None else heap.shape[0])), dtype=dt.np_dtype)
 
     # -------------------------------------------------------------- overflow
 
