@@ -248,3 +248,65 @@ def test_else_branch_gate_and_ungateable_condition(arch: object) -> None:
     k.grad()
     assert sorted(_plan(k).sizes) == [3, 9]
     np.testing.assert_allclose(x.grad.to_numpy(), [1.0, 0.25, 1.0, 0.125], rtol=1e-12)
+
+
+# ------------------------------------------------------------------ the generated-kernel path (GPU tiers' design)
+
+
+@pytest.mark.parametrize("wide", [True, False])
+def test_spec_as_a_qd_kernel_matches_the_cython_reduction(arch: object, monkeypatch: pytest.MonkeyPatch,
+                                                          wide: bool) -> None:
+    from qd.runtime import adstack_heap
+
+    x = qd.field(qd.f64, shape=(3, 5), needs_grad=True)
+    y = qd.field(qd.f64, shape=(), needs_grad=True)
+    n = qd.ndarray(qd.i64, shape=(3, 5))
+    sel = qd.field(qd.f32, shape=(3, 5))
+    counts = (np.arange(15, dtype=np.int64).reshape(3, 5) * 7) % 11
+    n.from_numpy(counts)
+    sel.from_numpy((counts % 2).astype(np.float32))
+
+    @qd.kernel
+    def k(n: qd.types.ndarray(dtype=qd.i64, ndim=2), lo: qd.i32):
+        for i, j in qd.ndrange(3, 5):
+            v = x[i, j]
+            if sel[i, j] > 0.5:
+                for _ in range(lo, n[i, j] + lo):
+                    v = v * 0.5 + 0.25
+            y[None] += v
+
+    y.grad[None] = 1.0
+    k.grad(n, 2)
+    cython_sizes = list(_plan(k).sizes)
+    monkeypatch.setattr(adstack_heap, "MAXREDUCER_TASKS", True)
+    monkeypatch.setattr(adstack_heap, "MAXREDUCER_WIDE", wide)
+    n[0, 1] = 9  # a host write (to a gated-in cell): sized again, now by the generated kernel
+    x.grad.fill(0.0)
+    k.grad(n, 2)
+    plan = _plan(k)
+    assert len(plan.task_kernels) == 1
+    gate = counts % 2 == 1  # sel was set from the first counts
+    want = int(np.max(np.where(gate, n.to_numpy(), 0)))
+    assert cython_sizes == [int(np.max(np.where(gate, counts, 0)))] and plan.sizes == [want]
+    np.testing.assert_allclose(x.grad.to_numpy(), np.where(gate, 0.5 ** n.to_numpy(), 1.0), rtol=1e-12)
+
+
+def test_32_bit_reducer_refuses_a_value_it_cannot_hold(arch: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    from qd.runtime import adstack_heap
+
+    monkeypatch.setattr(adstack_heap, "MAXREDUCER_TASKS", True)
+    monkeypatch.setattr(adstack_heap, "MAXREDUCER_WIDE", False)
+    x = qd.field(qd.f64, shape=4, needs_grad=True)
+    y = qd.field(qd.f64, shape=(), needs_grad=True)
+
+    @qd.kernel
+    def k(a: qd.types.ndarray(dtype=qd.i64, ndim=1)):
+        for i in range(a.shape[0]):
+            v = x[i % 4]
+            for _ in range(a[i]):
+                v = v * 0.5
+            y[None] += v
+
+    a = np.array([1, 2, (1 << 33) + 5, 3], dtype=np.int64)
+    with pytest.raises(RuntimeError, match="does not fit the 32-bit max-reducer"):
+        k.grad(a)

@@ -15,6 +15,7 @@ launch. An overflow drops the cached sizes.
 
 from __future__ import annotations
 
+import os
 import weakref
 from typing import Any, Sequence
 
@@ -23,6 +24,7 @@ import numpy as np
 from qd import _sizer, ir
 from qd.ad.adstack import META_WORDS
 from qd.ad.maxreducer import Spec, recognize, substitute
+from qd.ad.reducer_task import spec_kernel
 from qd.ad.sizing import buffers_read, counted_ids, reads_data
 from qd.errors import QuadrantsAssertionError
 
@@ -48,6 +50,8 @@ class AdStackPlan:
         self.sizing_runs = 0  # how often the sizer ran (tests check that unchanged inputs reuse sizes)
         self.spec_cache: dict = {}  # (size code, node) -> (inputs key, value) of recognized MaxOverRanges
         self.first_round: dict[tuple, list[Spec]] = {}  # size code -> its recognized specs
+        self.task_kernels: dict[tuple, Any] = {}  # spec code -> its compiled reducer kernel (QD_MAXREDUCER=task)
+        self.launch_args: Sequence[Any] = ()
         self.arrays_of: dict[tuple, np.ndarray] = {}  # code words as the int64 arrays the sizer reads
         self.layout: Any = None  # (sizes, threads) the meta words and heaps were laid out for
         self.meta_words: np.ndarray | None = None
@@ -69,6 +73,7 @@ class AdStackPlan:
             ints[i] = int(args[i])
         bound = [a if b in self.reads else None for b, a in enumerate(arrays)]
         self.sizing_runs += 1
+        self.launch_args = args
         value = {code: self.size_of(code, bound, ints, owners) for code in self.distinct}
         return [value[code] for code in self.codes]
 
@@ -85,6 +90,22 @@ class AdStackPlan:
             specs = recognize(words)
         return int(_sizer.eval_size(np.array(words, dtype=np.int64), bound, ints, _sizer.GUARD, self.counts))
 
+    def task_value(self, sp: Spec, bound: list) -> int:
+        """The spec evaluated by its generated qd kernel (`qd/ad/reducer_task.py`) on the launch's tier:
+        the GPU tiers' path, selectable on the CPU tiers with QD_MAXREDUCER=task (tests compare both)."""
+        from qd.runtime.launch import compile_kernel, launch
+
+        ck = self.task_kernels.get(sp.code)
+        if ck is None:
+            ck = self.task_kernels[sp.code] = compile_kernel(spec_kernel(self.k, sp.code, wide=MAXREDUCER_WIDE))
+            ck.counts = np.zeros(2, dtype=np.int64 if MAXREDUCER_WIDE else np.uint32)
+        ck.counts[:] = 0
+        launch(ck, bound, self.launch_args)
+        if int(ck.counts[1]):
+            raise RuntimeError("adstack sizing: a trip count does not fit the 32-bit max-reducer; qd refuses to "
+                               "truncate it")
+        return int(ck.counts[0])
+
     def array_of(self, code: tuple) -> np.ndarray:
         arr = self.arrays_of.get(code)
         if arr is None:
@@ -100,7 +121,10 @@ class AdStackPlan:
                 return hit[1]
         global _dispatches
         _dispatches += 1
-        value = int(_sizer.eval_max_parallel(self.array_of(sp.code), bound, ints, self.nthreads))
+        if MAXREDUCER_TASKS:
+            value = self.task_value(sp, bound)
+        else:
+            value = int(_sizer.eval_max_parallel(self.array_of(sp.code), bound, ints, self.nthreads))
         if inputs is not None:
             self.spec_cache[(code, sp.node, sp.code)] = (inputs, value)
         return value
@@ -185,6 +209,11 @@ def _inputs_key(buffers: Sequence[int], owners: Sequence[Any]) -> tuple | None:
             return None
     return tuple(parts)
 
+
+# QD_MAXREDUCER=task runs recognized specs as generated qd kernels (the GPU tiers' path) instead of the
+# Cython reduction; QD_MAXREDUCER=task32 uses the 32-bit atomic variant. Read at import (tests set them).
+MAXREDUCER_TASKS = os.environ.get("QD_MAXREDUCER", "") in ("task", "task32")
+MAXREDUCER_WIDE = os.environ.get("QD_MAXREDUCER", "") != "task32"
 
 _dispatches = 0  # parallel max-reducer evaluations (Quadrants' test hook: the program's dispatch count)
 

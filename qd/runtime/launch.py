@@ -130,6 +130,8 @@ def _arrays(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any], nt
             out.append(np.zeros(decl.shape, dtype=decl.dtype.np_dtype))
     if ck.adstack is not None:
         ck.adstack.bind(out, owners, args, nthreads, int(config.current().ad_stack_size or 0))
+    else:  # a kernel generated from a reverse kernel (max-reducer) keeps its buffers but not its stacks
+        out = [np.zeros(1, d.dtype.np_dtype) if a is None else a for a, d in zip(out, ck.ir.buffers)]
     return out
 
 
