@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from qd import ir
 from qd.ad.counting import COUNTS_KIND
-from qd.ad.sizing import (K_ADD, K_ARG, K_CMP, K_CONST, K_DIV, K_FCMP, K_FCONST, K_FLOAD, K_GATE, K_INDEX, K_LOAD,
+from qd.ad.sizing import (K_ADD, K_ARG, K_CMP, K_CONST, K_DIV, K_FCMP, K_FCONST, K_FLOAD, K_GATE, K_LOAD,
                           K_MAX, K_MIN, K_MOD, K_MOR, K_MUL, K_SHAPE, K_SUB, K_VAR, WORDS)
 from qd.ops import Op
 from qd.types.dtypes import f64, i32, i64, u1, u32
