@@ -594,3 +594,24 @@ def test_sibling_components_of_one_iteration_are_not_cross_iteration(arch: objec
     out.grad.from_numpy(np.array([[1.0, 0.0]] * 4))
     k.grad()
     assert x.grad[None] == pytest.approx(8.0, rel=1e-12)
+
+
+def test_block_local_hint_is_accepted_and_checked(arch: object) -> None:
+    x, loss = _fields()
+
+    @qd.kernel
+    def k():
+        qd.block_local(x)
+        for i in x:
+            loss[None] += x[i] * x[i]
+
+    x.from_numpy(XS)
+    k()
+    assert loss[None] == pytest.approx(float(np.sum(XS * XS)), rel=1e-12)
+
+    @qd.kernel
+    def bad():
+        qd.block_local(3)
+
+    with pytest.raises(Exception, match="block_local takes fields"):
+        bad()

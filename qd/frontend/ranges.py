@@ -95,3 +95,15 @@ def loop_config(*args: Any, serialize: bool = False, **kwargs: Any) -> None:
     b = _b.current()
     if b is not None and serialize:
         b.next_loop_serial = True
+
+
+def block_local(*fields: Any) -> None:
+    """Quadrants' hint to cache `fields` in GPU block-local storage for the next loop: a performance hint
+    only, with no effect on results; the CPU tiers have nothing to cache it in, so it is accepted and
+    ignored (the GPU tiers may use it later)."""
+    from qd.frontend.values import GlobalTensor
+    from qd.runtime.fields import Field
+
+    for f in fields:
+        if not isinstance(f, (Field, GlobalTensor)):
+            raise TypeError(f"qd.block_local takes fields, got {type(f).__name__}")
