@@ -43,11 +43,9 @@ class _Counter:
             return
         else:
             new = ir.remap_operands(s, self.sub)
-            for f in fields(s):
-                v = getattr(s, f.name)
-                if isinstance(v, ir.LoopVar):  # a fresh loop variable for the copy
-                    nv = self.sub[v] = ir.LoopVar(dtype=v.dtype, name=v.name)
-                    new = replace(new, **{f.name: nv})
+            if isinstance(s, ir.RangeFor):  # a fresh variable for the copy of the loop (uses follow `sub`)
+                nv = self.sub[s.var] = ir.LoopVar(dtype=s.var.dtype, name=s.var.name)
+                new = replace(new, var=nv)
             kids = {f.name: self.block(getattr(s, f.name)) for f in fields(s)
                     if isinstance(getattr(s, f.name), ir.Block)}
             new = replace(new, **kids) if (kids or new is s) else new
