@@ -24,10 +24,16 @@ from qd.types.dtypes import DataType, i32, i64
 
 @dataclass(frozen=True)
 class SrcLoc:
+    """A source position. `stack` (the call sites of the inlined `@qd.func`s it lies in, outermost
+    first) and `var` (the source name of the local an `Alloca` holds, `v[1]` for a vector component)
+    are debugger metadata (`qd/debug/`): never compared, not part of the IR text."""
+
     file: str
     line: int
     col: int = 0
     func: str = ""
+    stack: tuple["SrcLoc", ...] = field(default=(), compare=False)
+    var: str = field(default="", compare=False)
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}:{self.col}"

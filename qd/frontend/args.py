@@ -3,11 +3,14 @@
 Parameter kinds: 'template' (`qd.template()`: compile-time, keyed by identity for objects and by
 value for hashable Python values), 'scalar' (qd dtypes, `int`, `float`), 'matrix' (a vector/matrix
 type: unrolled into scalar args), 'ndarray' (`qd.types.ndarray(...)`: a qd Ndarray, numpy array or
-CPU torch tensor; keyed by dtype, ndim and element shape).
+CPU torch tensor; keyed by dtype, ndim and element shape), 'view' (`BufferView[dtype]` or bare
+`BufferView`: a `qd.BufferView`; launched as its ndarray plus two i32 args, offset and size, so only the
+ndarray's dtype, ndim and element shape are in the key).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from typing import Any, Callable
 
@@ -17,7 +20,8 @@ from qd import ir
 from qd.errors import QuadrantsRuntimeError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError
 from qd.frontend import values as _v
 from qd.types import dtypes
-from qd.types.annotations import NdarrayType, Template
+from qd.lang.buffer_view import BufferView
+from qd.types.annotations import BufferViewType, NdarrayType, Template
 from qd.types.dtypes import DataType, MatrixType
 
 
@@ -47,6 +51,8 @@ def _kind(name: str, ann: Any, index: int, is_kernel: bool) -> str:
         return "template"
     if ann is NdarrayType or isinstance(ann, NdarrayType):
         return "ndarray"
+    if isinstance(ann, BufferViewType):
+        return "view"
     if isinstance(ann, MatrixType):
         return "matrix"
     if isinstance(ann, DataType) or ann in (int, float, bool):
@@ -69,6 +75,8 @@ class Signature:
             ann = _resolve(p.annotation, fn)
             if ann is NdarrayType:
                 ann = NdarrayType()
+            elif ann is BufferView:
+                ann = BufferViewType()
             self.params.append(Param(p.name, _kind(p.name, ann, i, is_kernel), ann, p.default))
         rt = _resolve(sig.return_annotation, fn)
         self.return_type = None if rt in (inspect.Signature.empty, None) else _norm_ret(rt)
@@ -139,6 +147,10 @@ def _type_error(p: Param, needed: str, got: Any) -> QuadrantsRuntimeTypeError:
 def _template_key(v: Any) -> Any:
     if isinstance(v, (int, float, bool, str, type(None), np.number)):
         return ("v", type(v), v)
+    if isinstance(v, BufferView):  # baked into the instance (`views.from_host`): keyed by value, never by id
+        return ("view", _template_key(v.arr), v.offset, v.size)
+    if dataclasses.is_dataclass(v) and not isinstance(v, type) and v.__dataclass_params__.frozen:
+        return ("dc", type(v)) + tuple(_template_key(getattr(v, f.name)) for f in dataclasses.fields(v))
     if _v.global_kind(v) is not None:
         return ("id", id(v))
     if hasattr(v, "entries") and hasattr(v, "_map"):
@@ -230,6 +242,17 @@ def ndarray_spec(p: Param, v: Any) -> tuple[DataType, int, tuple, Any, Callable 
     return dt, ndim, tuple(es), obj, post
 
 
+def view_spec(p: Param, v: Any) -> tuple[DataType, int, tuple, Any, Callable | None]:
+    """`ndarray_spec` of the ndarray behind BufferView argument `v` (QuadrantsRuntimeTypeError when `v` is no
+    BufferView: a plain ndarray where a view is declared is refused)."""
+    if not isinstance(v, BufferView):
+        raise QuadrantsRuntimeTypeError(f"Argument {p.name} expects a BufferView, got {type(v).__name__}")
+    nd = getattr(p, "_ndarray_param", None)
+    if nd is None:
+        nd = p._ndarray_param = Param(p.name, "ndarray", p.ann.ndarray_type, None)
+    return ndarray_spec(nd, v.arr)
+
+
 def _as_numpy(p: Param, v: Any) -> tuple[np.ndarray, Any, Callable | None]:
     mod = type(v).__module__
     if mod.startswith("torch"):
@@ -266,6 +289,8 @@ def _launch_arity(p: Param) -> int:
     if p.kind == "matrix":
         t: MatrixType = p.ann
         return t.n * (t.m if t.ndim == 2 else 1)
+    if p.kind == "view":
+        return 3
     return 1
 
 
@@ -304,7 +329,7 @@ def grad_args(sig: Signature, values: list) -> list[tuple[int, Any]]:
     out: list[tuple[int, Any]] = []
     i = 0
     for p, v in zip(sig.params, values):
-        if p.kind not in ("template", "scalar", "matrix"):
+        if p.kind == "ndarray":
             g = _grad_of(p, v)
             if g is not None:
                 out.append((i, g))
@@ -372,6 +397,12 @@ def convert(sig: Signature, values: list) -> tuple[tuple, list, list]:
             args.append(_scalar(p, v))
         elif p.kind == "matrix":
             args.extend(_matrix_args(p, v))
+        elif p.kind == "view":
+            dt, ndim, es, obj, cb = view_spec(p, v)
+            key.append((dt, ndim, es))
+            args.extend((obj, v.offset, v.size))
+            if cb is not None:
+                post.append(cb)
         else:
             dt, ndim, es, obj, cb = ndarray_spec(p, v)
             key.append((dt, ndim, es))
@@ -391,22 +422,49 @@ def bind_kernel_params(t: Any, sig: Signature, values: list, assigned: set) -> N
             dt = dtypes.to_dtype(p.ann)
             i = b.add_arg(ir.ArgDecl(name=p.name, kind="scalar", dtype=dt))
             ref = _v.ParamRef(i, dt)
-            t.ctx.bind(p.name, t.init_var(_v.read(ref)) if p.name in assigned else ref)
+            t.ctx.bind(p.name, t.init_var(_v.read(ref), name=p.name) if p.name in assigned else ref)
         elif p.kind == "matrix":
             mt: MatrixType = p.ann
             dt = mt.dtype or _cfg_fp()
             n = mt.n * (mt.m if mt.ndim == 2 else 1)
             idx = [b.add_arg(ir.ArgDecl(name=f"{p.name}_{k}", kind="scalar", dtype=dt)) for k in range(n)]
             ref = _v.MatrixParamRef(idx, dt, mt.shape)
-            t.ctx.bind(p.name, t.init_var(_v.read(ref)) if p.name in assigned else ref)
+            t.ctx.bind(p.name, t.init_var(_v.read(ref), name=p.name) if p.name in assigned else ref)
         else:
-            dt, ndim, es, _, _ = ndarray_spec(p, v)
-            ai = len(b.args)
-            bi = len(b.buffers)
-            b.add_arg(ir.ArgDecl(name=p.name, kind="ndarray", dtype=dt, buffer=bi))
-            decl = ir.BufferDecl(kind="ndarray", dtype=dt, ndim=ndim, elem_shape=es, arg=ai, name=p.name)
-            b.add_buffer(("arg", ai), decl, None)
-            t.ctx.bind(p.name, _v.GlobalTensor(bi, decl))
+            spec = view_spec(p, v) if p.kind == "view" else ndarray_spec(p, v)
+            tensor = _bind_ndarray(b, p.name, *spec[:3])
+            t.ctx.bind(p.name, _view_param(b, p.name, tensor) if p.kind == "view" else tensor)
+
+
+def _bind_ndarray(b: Any, name: str, dt: DataType, ndim: int, es: tuple) -> _v.GlobalTensor:
+    """Declares an ndarray launch arg and its buffer; its GlobalTensor."""
+    ai = len(b.args)
+    bi = len(b.buffers)
+    b.add_arg(ir.ArgDecl(name=name, kind="ndarray", dtype=dt, buffer=bi))
+    decl = ir.BufferDecl(kind="ndarray", dtype=dt, ndim=ndim, elem_shape=es, arg=ai, name=name)
+    b.add_buffer(("arg", ai), decl, None)
+    return _v.GlobalTensor(bi, decl)
+
+
+def _view_param(b: Any, name: str, tensor: _v.GlobalTensor) -> Any:
+    """A BufferView parameter after its ndarray: declares the i32 launch args offset and size."""
+    from qd.frontend.views import bind_param
+
+    oi = b.add_arg(ir.ArgDecl(name=f"{name}.offset", kind="scalar", dtype=dtypes.i32))
+    si = b.add_arg(ir.ArgDecl(name=f"{name}.size", kind="scalar", dtype=dtypes.i32))
+    return bind_param(tensor, oi, si)
+
+
+def _func_view(p: Param, v: Any) -> Any:
+    """The view passed to a func parameter annotated BufferView (by reference)."""
+    from qd.frontend.views import ViewValue
+
+    if not isinstance(v, ViewValue):
+        raise QuadrantsSyntaxError(f"Argument {p.name} expects a BufferView, got {type(v).__name__}")
+    want = p.ann.dtype
+    if want is not None and not isinstance(want, MatrixType) and v.dtype is not want:
+        raise QuadrantsSyntaxError(f"Argument {p.name} expects a BufferView of {want}, got one of {v.dtype}")
+    return v
 
 
 def _cfg_fp() -> DataType:
@@ -420,9 +478,11 @@ def bind_func_params(t: Any, sig: Signature, values: list) -> None:
     for p, v in zip(sig.params, values):
         if p.kind in ("template", "ndarray"):
             t.ctx.bind(p.name, t.wrap_global(v, p.name))
+        elif p.kind == "view":
+            t.ctx.bind(p.name, _func_view(p, t.wrap_global(v, p.name)))
         elif p.kind == "matrix":
-            t.ctx.bind(p.name, t.init_var(v, p.ann))
+            t.ctx.bind(p.name, t.init_var(v, p.ann, p.name))
         elif p.kind == "scalar":
-            t.ctx.bind(p.name, t.init_var(v, dtypes.to_dtype(p.ann)))
+            t.ctx.bind(p.name, t.init_var(v, dtypes.to_dtype(p.ann), p.name))
         else:
-            t.ctx.bind(p.name, t.init_var(v))
+            t.ctx.bind(p.name, t.init_var(v, name=p.name))

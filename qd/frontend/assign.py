@@ -13,6 +13,7 @@ from qd.frontend import builtins as _qb
 from qd.frontend import expr as _e
 from qd.frontend import values as _v
 from qd.frontend.expr import Expr
+from qd.frontend.views import ViewValue
 from qd.ops import Op
 from qd.types import dtypes
 from qd.types.dtypes import MatrixType
@@ -75,7 +76,7 @@ class AssignMixin:
             raise QuadrantsSyntaxError("annotated assignment is only supported on simple names")
         ann = self.visit(node.annotation)
         value = self.visit(node.value) if node.value is not None else 0
-        self.ctx.bind(node.target.id, self.init_var(value, ann))
+        self.ctx.bind(node.target.id, self.init_var(value, ann, node.target.id))
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         from qd.frontend.exprs import op_of_aug
@@ -155,7 +156,7 @@ class AssignMixin:
     def assign_name(self, name: str, value: Any) -> None:
         found, binding = self.ctx.find_local(name)
         if not found:
-            self.ctx.bind(name, self.init_var(value))
+            self.ctx.bind(name, self.init_var(value, name=name))
             return
         lv = self._binding_lv(binding)
         if lv is None:
@@ -164,7 +165,7 @@ class AssignMixin:
                                            f"change its value, please create a new variable.")
             # a loop index or another read-only value: the name now denotes a new local (Python semantics
             # for the rest of the body; Quadrants' ndrange indices are locals too)
-            self.ctx.bind(name, self.init_var(value))
+            self.ctx.bind(name, self.init_var(value, name=name))
             return
         self.store(lv, value)
 
@@ -182,16 +183,18 @@ class AssignMixin:
             return SeqLV(items) if all(i is not None for i in items) else None
         return None
 
-    def init_var(self, value: Any, ann: Any = None) -> Any:
-        """A fresh local holding `value` (numbers, Exprs and matrices get Allocas; objects bind as-is)."""
+    def init_var(self, value: Any, ann: Any = None, name: str = "") -> Any:
+        """A fresh local holding `value` (numbers, Exprs and matrices get Allocas; objects bind as-is).
+        `name` is the source name, recorded on the Allocas for the debugger (`v[i]` per component)."""
         b = self.b
         if isinstance(ann, MatrixType) or (ann is None and _e.is_matrix(value)):
             if not _e.is_matrix(value):
                 value = _v.make_matrix([value] * (ann.n * (ann.m if ann.ndim == 2 else 1)), ann.shape)
             dt = ann.dtype if isinstance(ann, MatrixType) and ann.dtype is not None else _v.matrix_dtype(value)
             allocas = []
-            for e in value.entries:
-                a = b.alloca(dt)
+            names = _component_names(name, _v.shape_of(value))
+            for e, nm in zip(value.entries, names):
+                a = b.alloca(dt, nm)
                 b.store(a, _e.as_expr(e).value)
                 allocas.append(a)
             return _v.MatrixVar(allocas, _v.shape_of(value))
@@ -207,7 +210,7 @@ class AssignMixin:
             return type(value)(self.init_var(x) for x in value)
         else:
             return value
-        a = b.alloca(dt)
+        a = b.alloca(dt, name)
         b.store(a, _e.cast_expr(_e.as_expr(value), dt).value)
         return _v.Var(a)
 
@@ -222,6 +225,8 @@ class AssignMixin:
             return self.wrap_global(self.ctx.lookup(node.id), node.id)
         if isinstance(node, ast.Subscript):
             base = self.lvalue(node.value)
+            if isinstance(base, ViewValue) and isinstance(node.slice, ast.Slice):
+                return self.view_slice(base, node.slice)
             return self._lv_subscript(base, self.visit(node.slice))
         if isinstance(node, ast.Attribute):
             base = self.lvalue(node.value)
@@ -229,7 +234,7 @@ class AssignMixin:
         return self.visit(node)
 
     def _lv_subscript(self, base: Any, idx: Any) -> Any:
-        if isinstance(base, _v.GlobalTensor):
+        if isinstance(base, (_v.GlobalTensor, ViewValue)):
             refs = base.ptrs(self.index_list(idx))
             return LV(refs, tuple(base.elem_shape) or None)
         if isinstance(base, SeqLV):
@@ -345,3 +350,12 @@ class AssignMixin:
 
 
 __all__ = ["AssignMixin", "LV", "DynLV", "SeqLV"]
+
+
+def _component_names(name: str, shape: tuple) -> list[str]:
+    """`v[0]`, `v[1]`... (or `m[0, 1]`...) for the components of a vector or matrix local named `name`."""
+    if not name:
+        return [""] * (shape[0] * (shape[1] if len(shape) == 2 else 1))
+    if len(shape) == 1:
+        return [f"{name}[{i}]" for i in range(shape[0])]
+    return [f"{name}[{i}, {j}]" for i in range(shape[0]) for j in range(shape[1])]

@@ -8,6 +8,7 @@ Every emitted statement gets the builder's current `SrcLoc` (set by the transfor
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import Any, Iterator
 
 import numpy as np
@@ -62,6 +63,7 @@ class Builder:
         self.loops: list[str] = []  # enclosing runtime loops: 'parallel' or 'serial'
         self.next_loop_serial = False  # set by qd.loop_config(serialize=True)
         self.func_depth = 0  # nesting of inlined qd.func calls
+        self.call_stack: tuple[ir.SrcLoc, ...] = ()  # call sites of the inlined funcs (debugger: SrcLoc.stack)
         # `x.grad` read in the kernel for an ndarray argument x: (launch arg index of x, "grad") per hidden
         # ndarray ArgDecl appended after the user's args, in ArgDecl order (`Kernel._run` launches them).
         self.hidden_args: list[tuple[int, str]] = []
@@ -91,7 +93,10 @@ class Builder:
 
     # -------------------------------------------------------------- emission
     def emit(self, cls: type, **kw: Any) -> Any:
-        s = cls(loc=self.loc, **kw)
+        loc = self.loc
+        if self.call_stack and loc is not None and loc.stack is not self.call_stack:
+            loc = self.loc = dataclasses.replace(loc, stack=self.call_stack)
+        s = cls(loc=loc, **kw)
         self.stack[-1].append(s)
         return s
 
@@ -108,7 +113,11 @@ class Builder:
             return self.const(dtype, v.value)
         return self.op(Op.CAST, (v,), dtype)
 
-    def alloca(self, dtype: DataType) -> ir.Alloca:
+    def alloca(self, dtype: DataType, name: str = "") -> ir.Alloca:
+        """A local; `name` (its source name, for the debugger) goes on its location as `SrcLoc.var`."""
+        if name and self.loc is not None:
+            with self.at(dataclasses.replace(self.loc, var=name)):
+                return self.emit(ir.Alloca, dtype=dtype)
         return self.emit(ir.Alloca, dtype=dtype)
 
     def load(self, var: ir.Alloca) -> ir.LocalLoad:

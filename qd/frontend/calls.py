@@ -15,6 +15,7 @@ from qd.frontend import expr as _e
 from qd.types import dtypes as _dt
 from qd.frontend import values as _v
 from qd.frontend.expr import Expr
+from qd.frontend.views import ViewValue
 from qd.types import dtypes
 from qd.types.dtypes import MatrixType
 
@@ -94,6 +95,8 @@ class CallMixin:
     def _len(self, x: Any) -> Any:
         if isinstance(x, _v.GlobalTensor):
             return x.shape[0]
+        if isinstance(x, ViewValue):
+            return x.size
         if _e.is_matrix(x):
             return _v.shape_of(x)[0]
         if isinstance(x, Expr):

@@ -13,6 +13,8 @@ from qd.frontend import builtins as _qb
 from qd.frontend import expr as _e
 from qd.frontend import values as _v
 from qd.frontend.expr import Expr
+from qd.frontend.views import ViewValue
+from qd.lang.buffer_view import BufferView
 from qd.types import dtypes
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
@@ -101,6 +103,10 @@ class ExprMixin:
             return obj
         if _v.global_kind(obj) is not None:
             return _v.bind_global_object(obj, name)
+        if isinstance(obj, BufferView):  # a compile-time view (template, captured global)
+            from qd.frontend.views import from_host
+
+            return from_host(obj, self.wrap_global(obj.arr, name))
         return obj
 
     def visit_Tuple(self, node: ast.Tuple) -> tuple:
@@ -176,8 +182,17 @@ class ExprMixin:
 
     def visit_Subscript(self, node: ast.Subscript) -> Any:
         base = self.visit(node.value)
+        if isinstance(base, ViewValue) and isinstance(node.slice, ast.Slice):
+            return self.view_slice(base, node.slice)
         idx = self.visit(node.slice)
         return self.subscript(base, idx)
+
+    def view_slice(self, view: ViewValue, node: ast.Slice) -> ViewValue:
+        """`view[a:b]` in a kernel: a subview; bounds may be runtime values, a step is refused."""
+        if node.step is not None:
+            raise QuadrantsSyntaxError("BufferView slice does not support an explicit step in kernels")
+        lower, upper = (self.visit(x) if x is not None else None for x in (node.lower, node.upper))
+        return view.slice(lower, upper)
 
     def index_list(self, idx: Any) -> list:
         if idx is None:
@@ -185,7 +200,7 @@ class ExprMixin:
         return list(idx) if isinstance(idx, tuple) else [idx]
 
     def subscript(self, base: Any, idx: Any) -> Any:
-        if isinstance(base, _v.GlobalTensor):
+        if isinstance(base, (_v.GlobalTensor, ViewValue)):
             return base.load(self.index_list(idx))
         if _e.is_matrix(base):
             return self.matrix_index(base, idx)

@@ -322,15 +322,17 @@ def inline_func(func: Func, b: Builder, args: tuple, kwargs: dict) -> Any:
     ctx = FuncContext(src, is_kernel=False, entry_depth=b.depth, fn=func.fn)
     ctx.return_type = sig.return_type
     t = Transformer(b, ctx)
-    old_loc = b.loc
+    old_loc, old_stack = b.loc, b.call_stack
     b.func_depth += 1
+    if old_loc is not None:
+        b.call_stack = old_stack + (dataclasses.replace(old_loc, stack=()),)
     try:
         b.loc = src.loc(src.node)
         _args.bind_func_params(t, sig, values)
         t.visit_body(src.node.body)
     finally:
         b.func_depth -= 1
-        b.loc = old_loc
+        b.loc, b.call_stack = old_loc, old_stack
     return ctx.return_value
 
 

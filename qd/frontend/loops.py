@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import ast
 import builtins
-from typing import Any, Callable
+import dataclasses
+from typing import Any, Callable, Sequence
 
 from qd import ir
 from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError
@@ -167,7 +168,7 @@ class LoopMixin:
                                        f"{nd} dimension(s))")
 
         def bind(k: Expr) -> None:
-            idx = self._unflatten(k, begins, extents)
+            idx = self._unflatten(k, begins, extents, [] if grouped_ else names)
             if grouped_:
                 self.ctx.bind(names[0], _v.make_matrix(idx, (nd,)))
             else:
@@ -190,7 +191,9 @@ class LoopMixin:
             total = _e.binary("mul", total, e)
         self._emit_loop(node, 0, total, "_".join(names), bind)
 
-    def _unflatten(self, k: Expr, begins: list, extents: list) -> list:
+    def _unflatten(self, k: Expr, begins: list, extents: list, names: Sequence[str] = ()) -> list:
+        """The indices of flat index `k`; `names` (the loop targets) are recorded for the debugger on the
+        statements computing them (`SrcLoc.var`)."""
         out = []
         stride: Any = 1
         strides = []
@@ -199,10 +202,13 @@ class LoopMixin:
             stride = _e.binary("mul", stride, e)
         strides.reverse()
         for d, (b0, e, s) in enumerate(zip(begins, extents, strides)):
-            v = k if (isinstance(s, int) and s == 1) else _e.binary("floordiv", k, s)
-            if d > 0:
-                v = _e.binary("mod", v, e)
-            out.append(_e.binary("add", v, b0) if not (isinstance(b0, int) and b0 == 0) else v)
+            loc = self.b.loc
+            named = loc is not None and d < len(names)
+            with self.b.at(dataclasses.replace(loc, var=names[d]) if named else None):
+                v = k if (isinstance(s, int) and s == 1) else _e.binary("floordiv", k, s)
+                if d > 0:
+                    v = _e.binary("mod", v, e)
+                out.append(_e.binary("add", v, b0) if not (isinstance(b0, int) and b0 == 0) else v)
         return out
 
     # -------------------------------------------------------------- while

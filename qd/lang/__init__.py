@@ -1,3 +1,3 @@
 """`qd.lang`: the `quadrants.lang` package path, kept so Quadrants code that reaches into it runs (re-exports only)."""
 
-from qd.lang import exception, impl, misc, util  # noqa: F401
+from qd.lang import buffer_view, exception, impl, misc, util  # noqa: F401

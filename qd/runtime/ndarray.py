@@ -17,6 +17,7 @@ from qd.runtime._hostdata import HostData, normalize_shape
 from qd.types.dtypes import DataType, MatrixType, to_dtype
 
 _ndarrays: "weakref.WeakSet[Ndarray]" = weakref.WeakSet()
+_slice_of: Any = None  # qd.lang.buffer_view.slice_of, imported on the first slice (qd.lang imports this module)
 
 
 class Ndarray(HostData):
@@ -105,17 +106,13 @@ class Ndarray(HostData):
         return super().__getitem__(key)
 
     def _slice(self, key: slice) -> Any:
-        """A 1-D slice is a `BufferView`, once `qd.lang.buffer_view` exists."""
-        try:
-            from qd.lang.buffer_view import BufferView
-        except ImportError:
-            raise TypeError("qd.ndarray: slicing is not supported yet") from None
-        if len(self.shape) != 1:
-            raise TypeError(f"ndarray slice to BufferView requires a 1D array, got shape {self.shape}")
-        start, stop, step = key.indices(self.shape[0])
-        if step != 1:
-            raise ValueError(f"BufferView slice requires step=1, got step={step}")
-        return BufferView(self, start, max(stop - start, 0))
+        """`nd[a:b]` of a 1-D ndarray: a `qd.BufferView` (zero-copy; `qd/lang/buffer_view.py`)."""
+        global _slice_of
+        if _slice_of is None:
+            from qd.lang.buffer_view import slice_of
+
+            _slice_of = slice_of
+        return _slice_of(self, key)
 
     def __deepcopy__(self, memo: Any = None) -> "Ndarray":
         out = type(self)._from_elem(self.dtype, self.shape, self.elem_shape)

@@ -53,3 +53,18 @@ class NdarrayType:
 
 ndarray = NdarrayType
 NDArray = NdarrayType
+
+
+class BufferViewType:
+    """`BufferView[dtype]`: a kernel/func parameter taking a `qd.BufferView` (a 1-D sub-range of an ndarray).
+
+    `dtype` None (a bare `BufferView` annotation) takes the dtype of the ndarray passed. A kernel receives
+    the view as its ndarray plus two i32 launch arguments, offset and size (`qd/frontend/views.py`).
+    """
+
+    def __init__(self, dtype: Any = None, boundary: str = "unsafe") -> None:
+        self.ndarray_type = NdarrayType(dtype=dtype, ndim=1, boundary=boundary)
+        self.dtype = self.ndarray_type.dtype
+
+    def __repr__(self) -> str:
+        return f"BufferViewType(dtype={self.dtype}, boundary={self.ndarray_type.boundary})"
