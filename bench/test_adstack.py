@@ -7,7 +7,8 @@
              loss[None] += v
 
 over N = 2^20 f32 elements (`x` uniform in [-2, 2), `x` and `loss` with grads) and an i32 field `a` with
-`a[i] = i % 16` (0 to 15 iterations, 7.5 on average: 7.5 * 2^20 inner iterations in all). The inner
+`a[i] = i % 32` (the issue's 0..31 iterations, deterministic; 15.5 on average: 15.5 * 2^20 inner iterations
+in all). The inner
 loop's trip count is data, so the reverse kernel keeps it a loop and checkpoints `v` on an adstack
 sized from `a` before the launch. Timed separately:
 
@@ -30,9 +31,16 @@ measured on this 2-core machine", CPU, f32, medians, fwd + bwd):
     W3         51 + 161 ms       57 + 74 ms (manual stack size) 62 + 70 ms
     W3n        181 + 394 ms      175 + 336 ms                  wrong gradient
 
-That table does not say what `a[]` held, so the comparison with this suite's `a[i] = i % 16` is
-indicative only. `extra_info["peer_quadrants_ms"]` (and `peer_taichi_ms`) holds the figure of the same
-phase.
+That table does not say what `a[]` held, so it is indicative only; `extra_info["peer_quadrants_ms"]` (and
+`peer_taichi_ms`) holds its figure of the same phase. Quadrants itself runs side by side in the same
+pytest session when it can be installed: `bench/_peers.py` builds a bench-only venv `.venv-peers`
+(python3.11, `pip install quadrants`, git-ignored) once, and `bench/_quadrants_w3.py` runs there as a
+subprocess: the same kernels, fields and data on `quadrants.cpu` with `ad_stack_experimental_enabled=True`
+and qd's thread count; it checks its gradient against the same float64 closed form, then times the forward
+and `kernel.grad()` (median of `PEER_ROUNDS` after a warm-up). The qd benchmarks of W3/W3n put its medians
+in `extra_info` (`quadrants_fwd_ms`, `quadrants_bwd_ms`, with `quadrants_*_min_max_ms`) and in the summary
+table's `quadrants` column; when the venv cannot be built they say why in `extra_info["quadrants_skipped"]`
+and in a warning, and time qd alone.
 
 Sizing overhead: a tiny kernel (N = 64, the W3 body) timed as repeated `k.grad()` launches. With the
 bound in a field, the adstack plan reuses its sizes while the field's generation counter is unchanged
@@ -44,6 +52,10 @@ size, so there a 64-element launch also pays the threads' fork and join, which o
 machine costs tens of us and varies more than the sizing does. `extra_info` has `us_per_call` and
 `sizing_runs_per_launch`.
 
+The grad benchmarks also record qd's heap: `adstack_sizes` (the plan's sizes: capacity per stack, here 31),
+`heap_threads`, `heap_used_bytes` (threads x per-thread stride, summed over dtypes) and
+`heap_allocated_bytes` (the heap arrays, grown on demand).
+
 `extra_info` of the big workloads has `ms` (median), `ns_per_elem`, `ns_per_iter` (per inner
 iteration), `threads`, `max_rel_err` of the gradient (or `loss_rel_err`), the tier (with `compile_ms`
 on `qd.cpu`) and the peers' figures. The run ends with the summary table of medians (bench/conftest.py).
@@ -52,17 +64,21 @@ on `qd.cpu`) and the peers' figures. The run ends with the summary table of medi
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 import pytest
 
 import qd
 from _bench import ensure_native, record
+from _peers import run_peer
 
 N = 1 << 20
-MAX_TRIPS = 16  # a[i] = i % MAX_TRIPS
+MAX_TRIPS = 32  # a[i] = i % MAX_TRIPS: 0..31 iterations (the issue's W3)
 ROUNDS = 40  # timed rounds per benchmark (one warm-up round first); the machine is noisy
 INTERP_ROUNDS = 8  # the interpreter's reverse kernel takes 0.5-2 s a launch on 2 cores (load-dependent)
+PEER_ROUNDS = 20  # Quadrants' timed rounds (bench/_quadrants_w3.py), after one warm-up
+PEER_TIMEOUT_S = 300
 GRAD_TOL = 1e-4  # relative, against the float64 closed form
 LOSS_TOL = 1e-2  # relative; the loss is an f32 sum of 2^20 terms (error depends on the order of adds)
 
@@ -89,7 +105,11 @@ def _a_data(n: int = N) -> np.ndarray:
 
 
 def _ref(work: str, xn: np.ndarray, an: np.ndarray) -> tuple[float, np.ndarray]:
-    """(loss, dloss/dx) in float64: the recurrence run per element, its derivative multiplied along."""
+    """(loss, dloss/dx) in float64: the recurrence run per element, its derivative multiplied along
+    (W3's is linear: v_n = 0.95^n x + 2 (1 - 0.95^n), dv_n/dx = 0.95^n, in closed form)."""
+    if work == "W3":
+        p = 0.95 ** an.astype(np.float64)
+        return float(np.sum(p * xn.astype(np.float64) + 2.0 * (1.0 - p))), p
     v = xn.astype(np.float64)
     d = np.ones_like(v)
     for k in range(int(an.max()) + 1):
@@ -130,6 +150,45 @@ def _time(benchmark, fn, workload: str, impl: str, rounds: int, trips: int) -> N
 def _peers(benchmark, work: str, phase: int) -> None:
     benchmark.extra_info["peer_quadrants_ms"] = PEER_QUADRANTS_MS[work][phase]
     benchmark.extra_info["peer_taichi_ms"] = PEER_TAICHI_MS[work][phase]
+
+
+_quadrants: dict = {}  # (work, n) -> (the peer's JSON or None, why not)
+
+
+def quadrants_peer(work: str, n: int = N, rounds: int = PEER_ROUNDS, timeout: float = PEER_TIMEOUT_S):
+    """Quadrants' W3/W3n run once per (work, n) in this session, by `.venv-peers`: (its JSON, "") or
+    (None, why not)."""
+    key = (work, n)
+    if key not in _quadrants:
+        _quadrants[key] = run_peer("_quadrants_w3.py", [work, str(n), str(_threads()), str(rounds), str(MAX_TRIPS)],
+                                   timeout)
+    return _quadrants[key]
+
+
+def _quadrants_info(benchmark, work: str, workload: str, phase: str, n: int = N, **kw) -> None:
+    """Puts Quadrants' medians (both phases) in `extra_info` and its `phase` median in the summary table."""
+    res, why = quadrants_peer(work, n, **kw)
+    if res is None:
+        benchmark.extra_info["quadrants_skipped"] = why
+        warnings.warn(f"{workload}: Quadrants not run side by side: {why}", stacklevel=2)
+        return
+    for ph in ("fwd", "bwd"):
+        benchmark.extra_info[f"quadrants_{ph}_ms"] = res[f"{ph}_ms"]
+        benchmark.extra_info[f"quadrants_{ph}_min_max_ms"] = res[f"{ph}_min_max_ms"]
+    benchmark.extra_info["quadrants_max_rel_err"] = res["max_rel_err"]
+    benchmark.extra_info["quadrants_rounds"] = res["rounds"]
+    record(workload, "quadrants", res[f"{phase}_ms"])
+
+
+def heap_info(benchmark, plan) -> None:
+    """qd's adstack heap for the last launch: sizes, threads, bytes used (threads x stride) and allocated."""
+    stride: dict = {}
+    for k, st in enumerate(plan.k.stacks):
+        stride[np.dtype(st.dtype.np_dtype)] = int(plan.meta_words[k * 3 + 2])
+    benchmark.extra_info["adstack_sizes"] = [int(s) for s in plan.sizes]
+    benchmark.extra_info["heap_threads"] = plan.nthreads
+    benchmark.extra_info["heap_used_bytes"] = sum(plan.nthreads * s * dt.itemsize for dt, s in stride.items())
+    benchmark.extra_info["heap_allocated_bytes"] = sum(int(a.nbytes) for a in plan.arrays.values())
 
 
 def _setup(work: str, n: int = N):
@@ -182,6 +241,7 @@ def test_adstack_fwd_qd(benchmark, cpu_program, work):
     _check(benchmark, work, xn, an, loss=float(loss[None]))
     _peers(benchmark, work, 0)
     _time(benchmark, k, f"{work} fwd 2^20 (ms)", "qd-cpu", ROUNDS, int(an.sum()))
+    _quadrants_info(benchmark, work, f"{work} fwd 2^20 (ms)", "fwd")
 
 
 @pytest.mark.parametrize("tier", ["cpu", "interp"])
@@ -200,6 +260,9 @@ def test_adstack_grad_qd(benchmark, request, work, tier):
     # Timed launches keep accumulating into x.grad, as repeated `kernel.grad()` calls do.
     _time(benchmark, k.grad, f"{work} grad 2^20 (ms)", f"qd-{tier}",
           ROUNDS if tier == "cpu" else INTERP_ROUNDS, int(an.sum()))
+    heap_info(benchmark, _plan(k))
+    if tier == "cpu":
+        _quadrants_info(benchmark, work, f"{work} grad 2^20 (ms)", "bwd")
 
 
 # ---- sizing overhead: a tiny kernel, sizes cached (field bound) or re-read (numpy bound) -----------------
