@@ -42,6 +42,13 @@ DEF K_FCMP = 17
 DEF K_FLOAD = 18
 DEF K_FCONST = 19
 
+DEF INT64_MIN_ = -9223372036854775807 - 1
+
+
+cdef inline int64_t max_i64(int64_t a, int64_t b) noexcept nogil:
+    return a if a > b else b
+
+
 ctypedef union Bits:
     int64_t i
     double d
@@ -276,12 +283,70 @@ def eval_size(const int64_t[::1] code, list arrays, const int64_t[::1] args, int
     return out
 
 
+cdef int64_t _plain_read(const int64_t[::1] code, int64_t node, int64_t slot, int64_t* buf, int64_t* shift) noexcept:
+    """Whether node `node` is `read(b, [var]) + c` (or `- c`, clamped, or the bare read) of a 1-D buffer
+    indexed by bound variable `slot` itself; sets the buffer and the constant (negative: subtracted)."""
+    cdef int64_t k = code[node * 5], x = node, c = 0, lin
+    if k == K_SUB or k == K_ADD:
+        if code[code[node * 5 + 2] * 5] != K_CONST:
+            return 0
+        c = code[code[node * 5 + 2] * 5 + 1]
+        c = -c if k == K_SUB else c
+        x = code[node * 5 + 1]
+    if code[x * 5] != K_LOAD:
+        return 0
+    lin = code[x * 5 + 2]
+    if lin < 0 or code[lin * 5] != K_INDEX or code[lin * 5 + 2] != 0 or code[lin * 5 + 4] >= 0:
+        return 0
+    if code[code[lin * 5 + 3] * 5] != K_VAR or code[code[lin * 5 + 3] * 5 + 1] != slot:
+        return 0
+    buf[0] = code[x * 5 + 1]
+    shift[0] = c
+    return 1
+
+
+cdef inline int64_t _max_run(Buf* b, int64_t lo, int64_t hi) noexcept nogil:
+    """max over b[lo:hi] (serial; typed loops the compiler vectorises)."""
+    cdef int64_t i, m = INT64_MIN_
+    cdef int32_t* p32 = <int32_t*>b.data
+    cdef int64_t* p64 = <int64_t*>b.data
+    cdef int32_t m32 = -2147483647 - 1
+    if b.code == 2:  # an i32 accumulator: one SIMD max per lane
+        for i in range(lo, hi):
+            m32 = p32[i] if p32[i] > m32 else m32
+        m = m32
+    elif b.code == 3:
+        for i in range(lo, hi):
+            m = max_i64(m, p64[i])
+    else:
+        for i in range(lo, hi):
+            m = max_i64(m, _read(b, i))
+    return m
+
+
+cdef int64_t _max_slice(Buf* b, int64_t lo, int64_t hi, int nth) noexcept nogil:
+    """max over b[lo:hi] of a 1-D integer buffer: one contiguous run per chunk, on `nth` threads."""
+    cdef int64_t best = INT64_MIN_, c, n = hi - lo, chunk, c0, c1, m
+    cdef int64_t nchunks = nth * 4 if n > nth * 4 else 1
+    cdef int64_t* out = <int64_t*>malloc(nchunks * sizeof(int64_t))
+    chunk = (n + nchunks - 1) // nchunks
+    for c in prange(nchunks, num_threads=nth, schedule="static"):
+        c0 = lo + c * chunk
+        c1 = c0 + chunk if c0 + chunk < hi else hi
+        m = _max_run(b, c0, c1) if c0 < c1 else INT64_MIN_
+        out[c] = m
+    for c in range(nchunks):
+        best = max_i64(best, out[c])
+    free(out)
+    return best
+
+
 def eval_max_parallel(const int64_t[::1] code, list arrays, const int64_t[::1] args, int nthreads=0) -> int:
     """The value of a recognized `MaxOverRange` spec (`qd/ad/maxreducer.py`; root last, a K_MOR whose
     chain of nested K_MORs with closed bounds forms the axes), reduced over `nthreads` OpenMP threads
     (0: all cores), at any extent: no guard applies. An empty range gives 0."""
     cdef State s0, s
-    cdef int64_t root = code.shape[0] // 5 - 1, node, total = 1, idx, rem, v, best = 0
+    cdef int64_t root = code.shape[0] // 5 - 1, node, total = 1, idx, rem, v, best = 0, fbuf = 0, fshift = 0, kind
     cdef int64_t lo[8], ext[8], slot[8]
     cdef int nax = 0, a, t, nth = nthreads if nthreads > 0 else (os.cpu_count() or 1)
     cdef int64_t* bests
@@ -306,6 +371,15 @@ def eval_max_parallel(const int64_t[::1] code, list arrays, const int64_t[::1] a
             return 0
         if total < 16384:  # starting threads would cost more than the walk
             nth = 1
+        kind = _plain_read(code, node, slot[0], &fbuf, &fshift) if nax == 1 else 0
+        if kind and fbuf < s0.nbufs and bufs[fbuf].code >= 0 and bufs[fbuf].ndim == 1:
+            if lo[0] < 0 or lo[0] + ext[0] > bufs[fbuf].shape[0]:  # the walk would report this read
+                s0.err = 2
+                s0.info[0], s0.info[1], s0.info[2] = fbuf, 0, (lo[0] if lo[0] < 0 else lo[0] + ext[0] - 1)
+                s0.info[3] = bufs[fbuf].shape[0]
+                _raise(&s0, GUARD)
+            best = _max_slice(&bufs[fbuf], lo[0], lo[0] + ext[0], nth) + fshift
+            return best if best > 0 else 0
         bests = <int64_t*>calloc(nth, sizeof(int64_t))
         errs = <int*>calloc(nth, sizeof(int))
         infos = <int64_t(*)[4]>calloc(nth, 4 * sizeof(int64_t))
@@ -314,10 +388,13 @@ def eval_max_parallel(const int64_t[::1] code, list arrays, const int64_t[::1] a
             for idx in prange(total, schedule="static"):
                 if s.err:
                     continue
-                rem = idx
-                for a in range(nax - 1, -1, -1):
-                    s.vars[slot[a]] = lo[a] + rem % ext[a]
-                    rem = rem // ext[a]
+                if nax == 1:
+                    s.vars[slot[0]] = lo[0] + idx
+                else:
+                    rem = idx
+                    for a in range(nax - 1, -1, -1):
+                        s.vars[slot[a]] = lo[a] + rem % ext[a]
+                        rem = rem // ext[a]
                 v = _ev(&s, node, 0)
                 if v > bests[threadid()]:
                     bests[threadid()] = v

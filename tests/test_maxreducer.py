@@ -310,3 +310,23 @@ def test_32_bit_reducer_refuses_a_value_it_cannot_hold(arch: object, monkeypatch
     a = np.array([1, 2, (1 << 33) + 5, 3], dtype=np.int64)
     with pytest.raises(RuntimeError, match="does not fit the 32-bit max-reducer"):
         k.grad(a)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint16])
+@pytest.mark.parametrize("shift", [("Sub", 3), ("Add", 2), (None, 0)])
+def test_plain_read_fast_path_matches_the_walk(dtype: type, shift: tuple) -> None:
+    from qd import _sizer
+
+    rng = np.random.default_rng(7)
+    arr = rng.integers(0, 100, size=50_000).astype(dtype)
+    i = sizing.SizeExpr("BoundVariable", var="i")
+    read = sizing.SizeExpr("ExternalTensorRead", (i,), value=0)
+    body = read if shift[0] is None else sizing.SizeExpr(shift[0], (read, sizing.const(shift[1])))
+    for lo, hi in [(0, 50_000), (123, 40_000), (7, 7)]:
+        e = sizing.SizeExpr("MaxOverRange", (sizing.const(lo), sizing.const(hi), body), var="i")
+        code = np.array(sizing.serialise(e), dtype=np.int64)
+        args = np.zeros(1, np.int64)
+        assert _sizer.eval_max_parallel(code, [arr], args, 2) == _sizer.eval_size(code, [arr], args)
+    e = sizing.SizeExpr("MaxOverRange", (sizing.const(0), sizing.const(50_001), body), var="i")
+    with pytest.raises(RuntimeError, match="out of range"):
+        _sizer.eval_max_parallel(np.array(sizing.serialise(e), dtype=np.int64), [arr], np.zeros(1, np.int64), 2)
