@@ -228,6 +228,29 @@ cdef class Launch:
         free(R)
         return rc
 
+    def run_range_window(self, const int32_t[::1] prologue, const int32_t[::1] body, uint64_t[::1] template,
+                         int var, int begin, int end, int task_id, int64_t wlo, int64_t whi):
+        """`run_range` restricted to the indices of [begin, end) that lie in the window [wlo, whi), on one
+        thread (the debugger runs the threads it does not follow this way). Returns (rc, begin, end)."""
+        cdef int64_t n = template.shape[0]
+        cdef qd_reg* R = <qd_reg*>malloc((n + 1) * sizeof(qd_reg))
+        cdef int rc
+        cdef int64_t lo, hi, blo, bhi
+        memcpy(R, &template[0], n * sizeof(qd_reg))
+        self.ctx.tid = 0
+        self.ctx.rng_base = qd_rng_key(self.seed, self.launch_id, task_id, 0)
+        self.ctx.rng_ctr = 0
+        with nogil:
+            rc = run(&prologue[0], R, &self.ctx)
+        blo = R[begin].i
+        bhi = R[end].i
+        lo = blo if blo > wlo else wlo
+        hi = bhi if bhi < whi else whi
+        if rc == 0 and hi > lo:
+            rc = self._parallel(&body[0], R, n, var, lo, hi, 1 << 62)
+        free(R)
+        return rc, blo, bhi
+
     cdef int _parallel(self, const int32_t* body, qd_reg* R0, int64_t nregs, int var, int64_t lo,
                        int64_t hi, int64_t min_parallel) noexcept:
         cdef int64_t total = hi - lo

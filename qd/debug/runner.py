@@ -1,0 +1,81 @@
+"""A debugged launch: `qd.runtime.launch.launch` with the followed threads walked in Python.
+
+Same compiled instance, same buffers, same register template, same status/print/return buffers.
+Serial tasks are walked. A range task runs its unfollowed indices in the interpreter
+(`Launch.run_range_window`, in index order, one thread) and walks each followed index in between,
+so the memory effects happen in the order of a one-thread run and results equal an undebugged
+launch (float atomics aside, whose order is unspecified anyway).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from qd.debug.walker import LaunchEnv, Thread, Tracer
+from qd.errors import QuadrantsRuntimeError
+from qd.runtime import config
+from qd.runtime import launch as L
+from qd.runtime.status import flush_prints
+
+
+class Policy(Tracer):
+    """What the debugger decides per launch: which threads of a range task to walk."""
+
+    def followed(self, task_id: int, begin: int, end: int, after: int) -> int | None:
+        """The smallest followed index in [max(begin, after), end), or None."""
+        ...
+
+
+def debug_launch(ck: L.CompiledKernel, bindings: Sequence[Any], args: Sequence[Any], policy: Policy) -> Any:
+    """Runs one launch of `ck` with `policy` walking the threads it follows; returns like `launch`."""
+    cfg = config.current()
+    sc = L._Scratch(ck)
+    nthreads = int(cfg.cpu_max_num_threads or 1)
+    if ck.adstack is not None and ck.adstack.counter is not None and not cfg.ad_stack_size:
+        L._count_while_loops(ck.adstack, bindings, args)
+    arrays = L._arrays(ck, bindings, args, nthreads)
+    seed, launch_id = int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, next(L._launch_ids)
+    st = sc.launch
+    st.start(arrays, seed, launch_id, nthreads)
+    tpl = L._template(ck, sc, args)
+    env = LaunchEnv.make(ck.ir, arrays=arrays, args=list(args), status=sc.status, printbuf=sc.printbuf,
+                         printlen=sc.printlen, rets=sc.rets, seed=seed, launch_id=launch_id)
+    rc = _run_tasks(ck, st, tpl, env, policy)
+    L._bump_written(ck, bindings, args)
+    if sc.printlen[0] or sc.status[8]:
+        flush_prints(ck.ir, ck.code.prints, sc.printbuf, int(sc.printlen[0]), int(sc.status[8]))
+    if rc == 1 or sc.status[0]:
+        raise L._failure(ck, ck.code.check_args, sc.status, arrays, args)
+    if rc < 0:
+        raise QuadrantsRuntimeError(f"kernel {ck.ir.name}: interpreter hit an invalid opcode")
+    return L.decode_returns(ck.ir.rets, sc.rets) if ck.ir.rets else None
+
+
+def _run_tasks(ck: L.CompiledKernel, st: Any, tpl: Any, env: LaunchEnv, policy: Policy) -> int:
+    rc = 0
+    for task_id, t in enumerate(ck.code.tasks):
+        if t.kind == "serial":
+            rc = Thread(env, task_id, 0, policy).run()
+        else:
+            rc = _run_range(st, tpl, t, task_id, env, policy)
+        if rc != 0:
+            break
+    return rc
+
+
+def _run_range(st: Any, tpl: Any, t: Any, task_id: int, env: LaunchEnv, policy: Policy) -> int:
+    args = (t.prologue, t.code, tpl, t.var, t.begin, t.end, task_id)
+    rc, begin, end = st.run_range_window(*args, 0, 0)  # the prologue alone: [begin, end)
+    cur = begin
+    while rc == 0 and cur < end:
+        nxt = policy.followed(task_id, begin, end, cur)
+        stop = end if nxt is None else nxt
+        if stop > cur:
+            rc = st.run_range_window(*args, cur, stop)[0]
+        if rc != 0 or nxt is None:
+            break
+        th = Thread(env, task_id, nxt, policy)
+        rc = th.run_prologue() or th.run()
+        rc = 1 if rc == 1 else 0  # `return` is serial-only; a finished thread goes on
+        cur = nxt + 1
+    return rc

@@ -1,0 +1,246 @@
+"""The debugger: breakpoints, followed threads, stepping modes, and attaching to kernel launches.
+
+A `Debugger` attaches by swapping `qd.runtime.launch.launch` (the one name the frontend calls) for
+a wrapper while it is active, so an undebugged program runs no debugger code at all. A launch
+whose kernel has a breakpoint (or that a step or `set_trace` is waiting for) runs through
+`qd.debug.runner.debug_launch`; every other launch runs normally.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from qd import ir
+from qd.debug.frame import Frame
+from qd.debug.runner import Policy, debug_launch
+from qd.debug.walker import Thread
+from qd.runtime import launch as _launch_mod
+from qd.runtime.status import decode
+
+_TID_EQ = re.compile(r"\btid\s*==\s*(\d+)\b")
+
+
+class Quit(Exception):
+    """Raised out of an `on_stop` callback to stop debugging (the launch then finishes normally)."""
+
+
+@dataclass
+class Breakpoint:
+    file: str
+    line: int
+    cond: str | None = None
+    hits: int = 0
+    number: int = 0
+
+    def matches(self, loc: ir.SrcLoc) -> bool:
+        if loc.line != self.line:
+            return False
+        return not self.file or loc.file == self.file or os.path.basename(loc.file) == self.file \
+            or os.path.abspath(loc.file) == os.path.abspath(self.file)
+
+    def __str__(self) -> str:
+        tail = f" if {self.cond}" if self.cond else ""
+        return f"breakpoint {self.number} at {self.file}:{self.line}{tail}"
+
+
+@dataclass
+class Stop:
+    """A recorded line event of a walked thread (the `visited` trace)."""
+
+    file: str
+    line: int
+    tid: int
+    task: int
+    func: str
+    depth: int
+
+
+class Debugger(Policy):
+    """Steps through kernel launches on the interpreter.
+
+    `on_stop(dbg, frame, reason)` is called at every stop and returns one of `"step"`, `"next"`,
+    `"finish"`, `"continue"`, `"quit"` (the terminal front end, `qd.debug.console`, is one such
+    callback). `threads` are the indices of range tasks to follow (default: each task's first index;
+    `"all"` walks every thread). `stop_at_start` stops at the first line of the first debugged launch."""
+
+    def __init__(self, on_stop: Callable[["Debugger", Frame, str], str] | None = None,
+                 threads: Iterable[int] | str | None = None, stop_at_start: bool = False,
+                 kernels: Iterable[str] | None = None) -> None:
+        self.on_stop = on_stop or (lambda dbg, frame, reason: "continue")
+        self.breakpoints: list[Breakpoint] = []
+        self.follow_all = threads == "all"
+        self.threads: set[int] = set() if threads in (None, "all") else set(threads)
+        self.default_first = threads is None
+        self.kernels = set(kernels) if kernels else None
+        self.mode = "step" if stop_at_start else "continue"
+        self.mode_depth = 0
+        self.mode_thread: tuple[int, int] | None = None
+        self.visited: list[Stop] = []
+        self.frame: Frame | None = None
+        self.failure: str | None = None
+        self._next_bp = 1
+        self._saved: Any = None
+        self._inside = False
+        self._pending_thread: int | None = None
+        self._lines: dict[int, tuple] = {}
+        self.once = False  # detach after the next debugged launch (`set_trace`)
+        self.result: Any = None
+
+    # -------------------------------------------------------------- configuration
+    def break_at(self, where: str, cond: str | None = None) -> Breakpoint:
+        """A breakpoint at `file:line` (a basename is enough) or `line` (any file), optionally when
+        `cond` (a Python expression over locals, `tid` and globals) is true. `tid == N` in the
+        condition makes the debugger follow thread N."""
+        file, _, line = where.rpartition(":")
+        bp = Breakpoint(file, int(line), cond, number=self._next_bp)
+        self._next_bp += 1
+        self.breakpoints.append(bp)
+        for m in _TID_EQ.finditer(cond or ""):
+            self.threads.add(int(m.group(1)))
+        return bp
+
+    def clear(self, number: int | None = None) -> None:
+        self.breakpoints = [b for b in self.breakpoints if number is not None and b.number != number]
+
+    def follow(self, tid: int) -> None:
+        """Follow thread `tid` of the range tasks from now on and stop at its first line."""
+        self.threads.add(tid)
+        self._pending_thread = tid
+
+    # -------------------------------------------------------------- attaching
+    def __enter__(self) -> "Debugger":
+        self.attach()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.detach()
+
+    def attach(self) -> None:
+        if self._saved is None:
+            self._saved = _launch_mod.launch
+            _launch_mod.launch = self._launch
+
+    def detach(self) -> None:
+        if self._saved is not None:
+            _launch_mod.launch = self._saved
+            self._saved = None
+
+    def _launch(self, ck: Any, bindings: Any, args: Any) -> Any:
+        original = self._saved
+        if self._inside:  # launches made inside a launch (counting and max-reducer kernels) run normally
+            return original(ck, bindings, args)
+        self._inside = True
+        try:
+            if not self._wants(ck):
+                return original(ck, bindings, args)
+            return debug_launch(ck, bindings, args, self)
+        finally:
+            self._inside = False
+            if self.once:
+                self.detach()
+
+    def _wants(self, ck: Any) -> bool:
+        if self.mode == "quit" or ck.ir.tasks is None:
+            return False
+        if self.kernels is not None and ck.ir.name not in self.kernels:
+            return False
+        if self.mode != "continue" or self._pending_thread is not None or self.threads or self.follow_all:
+            return True
+        lines = self._lines_of(ck)
+        return any((os.path.basename(b.file), b.line) in lines if b.file else b.line in {ln for _, ln in lines}
+                   for b in self.breakpoints)
+
+    def _lines_of(self, ck: Any) -> set:
+        """(basename, line) of every statement of an instance and of its call sites (cached per instance)."""
+        lines = self._lines.get(id(ck))
+        if lines is None or lines[0] is not ck:
+            locs = [loc for s in ir.walk_kernel(ck.ir) if s.loc is not None for loc in s.loc.stack + (s.loc,)]
+            lines = self._lines[id(ck)] = (ck, {(os.path.basename(loc.file), loc.line) for loc in locs})
+        return lines[1]
+
+    # -------------------------------------------------------------- policy (called by the runner)
+    def followed(self, task_id: int, begin: int, end: int, after: int) -> int | None:
+        if self.mode == "quit":
+            return None
+        if self.follow_all:
+            return after if after < end else None
+        cands = [t for t in self.threads if max(begin, after) <= t < end]
+        if self.default_first and begin >= after and begin < end:
+            cands.append(begin)
+        return min(cands) if cands else None
+
+    def line(self, thread: Thread, stmt: ir.Stmt) -> None:
+        loc = stmt.loc
+        depth = len(loc.stack)
+        self.visited.append(Stop(loc.file, loc.line, thread.tid, thread.task_id, loc.func, depth))
+        reason = self._should_stop(thread, stmt, depth)
+        if reason is not None:
+            self._interact(Frame(thread, stmt), reason)
+
+    def failed(self, thread: Thread, stmt: ir.Check) -> None:
+        k = thread.env.kernel
+        decl = k.checks[stmt.check]
+        vals = [decode(a.dtype, thread.vals[a]) for a in stmt.args]
+        try:
+            msg = decl.message.format(*vals, kernel=k.name, tid=thread.tid)
+        except (IndexError, KeyError, ValueError):
+            msg = decl.message
+        self.failure = f"check failed ({decl.kind}): {msg}"
+        if self.mode != "quit":
+            self._interact(Frame(thread, stmt), self.failure)
+
+    def _should_stop(self, thread: Thread, stmt: ir.Stmt, depth: int) -> str | None:
+        mode = self.mode
+        if mode == "quit":
+            return None
+        if self._pending_thread is not None and thread.tid == self._pending_thread:
+            self._pending_thread = None
+            return f"thread {thread.tid}"
+        here = (thread.task_id, thread.tid)
+        if thread.resumed:  # the rest of a call's line: only `finish` stops there
+            return "finish" if mode == "finish" and (here != self.mode_thread or depth < self.mode_depth) else None
+        if mode == "step":
+            return "step"
+        if mode == "next" and (here != self.mode_thread or depth <= self.mode_depth):
+            return "next"
+        if mode == "finish" and (here != self.mode_thread or depth < self.mode_depth):
+            return "finish"
+        return self._breakpoint_hit(thread, stmt)
+
+    def _breakpoint_hit(self, thread: Thread, stmt: ir.Stmt) -> str | None:
+        for bp in self.breakpoints:
+            if not bp.matches(stmt.loc):
+                continue
+            if bp.cond:
+                try:
+                    if not Frame(thread, stmt).eval(bp.cond):
+                        continue
+                except Exception:  # a condition over a name not yet defined is false
+                    continue
+            bp.hits += 1
+            return str(bp)
+        return None
+
+    def _interact(self, frame: Frame, reason: str) -> None:
+        self.frame = frame
+        try:
+            cmd = self.on_stop(self, frame, reason)
+        except Quit:
+            cmd = "quit"
+        self.resume(cmd or "continue", frame)
+
+    def resume(self, cmd: str, frame: Frame) -> None:
+        if cmd not in ("step", "next", "finish", "continue", "quit"):
+            raise ValueError(f"unknown resume command {cmd!r}")
+        self.mode = cmd
+        self.mode_depth = len(frame.loc.stack) - frame.level
+        self.mode_thread = (frame.thread.task_id, frame.tid)
+        self.frame = None
+
+
+def session(on_stop: Callable[[Debugger, Frame, str], str] | None = None, **kw: Any) -> Debugger:
+    """`with qd.debug.session(...) as dbg:` debugs the kernel launches made inside the block."""
+    return Debugger(on_stop, **kw)
