@@ -41,7 +41,7 @@ def debug_launch(ck: L.CompiledKernel, bindings: Sequence[Any], args: Sequence[A
     env = LaunchEnv.make(ck.ir, arrays=arrays, args=list(args), status=sc.status, printbuf=sc.printbuf,
                          printlen=sc.printlen, rets=sc.rets, seed=seed, launch_id=launch_id)
     rc = _run_tasks(ck, st, tpl, env, policy)
-    L._bump_written(ck, bindings, args)
+    L._bump_written(ck, L._owners(ck, bindings, args))
     if sc.printlen[0] or sc.status[8]:
         flush_prints(ck.ir, ck.code.prints, sc.printbuf, int(sc.printlen[0]), int(sc.status[8]))
     if rc == 1 or sc.status[0]:

@@ -115,9 +115,11 @@ def _owners(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) ->
             for b, d in enumerate(ck.ir.buffers)]
 
 
-def _arrays(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any], nthreads: int = 1) -> list:
+def _arrays(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any], nthreads: int = 1,
+            owners: Sequence[Any] | None = None) -> list:
     """The array behind every buffer of the kernel, by buffer index (adstack heaps for `nthreads`)."""
-    owners = _owners(ck, bindings, args)
+    if owners is None:
+        owners = _owners(ck, bindings, args)
     out = []
     for decl, owner in zip(ck.ir.buffers, owners):
         if owner is not None:
@@ -125,13 +127,13 @@ def _arrays(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any], nt
         elif decl.kind == COUNTS_KIND:
             out.append(ck.counts)
         elif decl.kind.startswith("adstack"):
-            out.append(None)  # filled by the adstack plan below
+            # filled by the adstack plan below; a kernel generated from a reverse kernel (the max-reducer's)
+            # keeps its buffers but has no stacks: a placeholder
+            out.append(None if ck.adstack is not None else np.zeros(1, decl.dtype.np_dtype))
         else:
             out.append(np.zeros(decl.shape, dtype=decl.dtype.np_dtype))
     if ck.adstack is not None:
         ck.adstack.bind(out, owners, args, nthreads, int(config.current().ad_stack_size or 0))
-    else:  # a kernel generated from a reverse kernel (max-reducer) keeps its buffers but not its stacks
-        out = [np.zeros(1, d.dtype.np_dtype) if a is None else a for a, d in zip(out, ck.ir.buffers)]
     return out
 
 
@@ -146,7 +148,8 @@ def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> 
         nthreads = int(cfg.cpu_max_num_threads or 1)
         if ck.adstack is not None and ck.adstack.counter is not None and not cfg.ad_stack_size:
             _count_while_loops(ck.adstack, bindings, args)
-        arrays = _arrays(ck, bindings, args, nthreads)
+        owners = _owners(ck, bindings, args)
+        arrays = _arrays(ck, bindings, args, nthreads, owners)
         native = tiering.native_for(ck, arrays)
         st = sc.launch
         st.start(arrays, int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, next(_launch_ids), nthreads)
@@ -158,7 +161,7 @@ def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> 
         else:
             rc = _run_tasks(ck, st, _template(ck, sc, args))
             prints, check_args = ck.code.prints, ck.code.check_args
-        _bump_written(ck, bindings, args)
+        _bump_written(ck, owners)
         if sc.printlen[0] or sc.status[8]:
             flush_prints(ck.ir, prints, sc.printbuf, int(sc.printlen[0]), int(sc.status[8]))
         if rc == 1 or sc.status[0]:
@@ -220,8 +223,7 @@ def _run_tasks(ck: CompiledKernel, st: Any, tpl: np.ndarray) -> int:
     return rc
 
 
-def _bump_written(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> None:
-    owners = _owners(ck, bindings, args)
+def _bump_written(ck: CompiledKernel, owners: Sequence[Any]) -> None:
     for b in ck.written:
         bump = getattr(owners[b], "_bump", None)
         if bump is not None:
