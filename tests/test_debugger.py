@@ -296,7 +296,7 @@ SCRIPT = '''
 import numpy as np
 import qd
 
-qd.init(arch=qd.cpu, debug=True)
+qd.init(arch=qd.cpu, debug=True, cpu_max_num_threads=1)  # one thread: the first failing index is 3
 
 
 @qd.func
