@@ -254,8 +254,9 @@ class _Reverse:
     # ---------------------------------------------------------------- replay
 
     def replay(self, stmts: Sequence[ir.Stmt], r: _Region, record: bool) -> None:
-        """Recomputes `stmts`. With `record` (a region's own statements, swept next) an `if`
-        snapshots the locals it writes and a serial loop pushes its carried locals on adstacks."""
+        """Recomputes `stmts`. With `record` (a region's own statements, swept next) an `if` snapshots
+        the locals it reads or writes, and a loop the locals it only reads and pushes its carried ones
+        on adstacks."""
         for s in stmts:
             self.replay_one(s, r, record)
 
