@@ -228,6 +228,7 @@ class _Reverse:
         self.context: list = []  # enclosing loops and (if condition, branch taken), outermost first (sizing)
         self.whiles: list[ir.While] = []  # while loops with stacks, sized by the counting kernel (`counting.py`)
         self.while_count: dict[ir.While, ir.Alloca] = {}
+        self.exclusive: set[int] = set()  # buffers whose cells the current parallel iteration owns alone
         self.stores: dict[ir.Alloca, list[ir.LocalStore]] = {}
         for st in ir.walk(body):
             if isinstance(st, ir.LocalStore):
@@ -249,7 +250,12 @@ class _Reverse:
         add their adjoints up first and reach the grad buffer with one atomic add."""
         for key in [k for k in r.pending if buffer is None or k[0] == buffer]:
             ptr, value = r.pending.pop(key)
-            r.out.append(ir.AtomicRMW(op=Op.ADD, ptr=ptr, value=value, dtype=ptr.dtype, loc=ptr.loc))
+            if key[0] in self.exclusive:  # only this iteration touches this cell: no atomic needed
+                old = _emit(r.out, ir.GlobalLoad(ptr=ptr, dtype=ptr.dtype, loc=ptr.loc))
+                new = _emit(r.out, ir.OpStmt(op=Op.ADD, args=(old, value), dtype=ptr.dtype, loc=ptr.loc))
+                r.out.append(ir.GlobalStore(ptr=ptr, value=new, loc=ptr.loc))
+            else:
+                r.out.append(ir.AtomicRMW(op=Op.ADD, ptr=ptr, value=value, dtype=ptr.dtype, loc=ptr.loc))
 
     # ---------------------------------------------------------------- replay
 
@@ -523,7 +529,9 @@ class _Reverse:
         _check_cross_iteration(s, self.grad_of)
         var = ir.LoopVar(dtype=s.var.dtype, name=s.var.name)
         self.enter(s)
+        self.exclusive = _owned_buffers(s, self.grad_of)
         body = self.region(s.body.stmts, ChainMap({s.var: var}, r.vmap), {})
+        self.exclusive = set()
         self.leave()
         r.out.append(ir.RangeFor(var=var, begin=r.vmap[s.begin], end=r.vmap[s.end], body=ir.Block(tuple(body)),
                                  parallel=True, loc=s.loc))
@@ -566,6 +574,20 @@ class _Activity:
             out = False
         self.memo[v] = out
         return out
+
+
+def _owned_buffers(s: ir.RangeFor, grad_of: dict) -> set[int]:
+    """Buffers with a grad that parallel loop `s` reaches only at one index tuple containing its own
+    variable (`x[i]`, `x[i, 2]`): iteration i alone touches those cells, so their grads accumulate
+    without atomics."""
+    seen: dict[int, tuple] = {}
+    mixed: set[int] = set()
+    for st in ir.walk(s.body):
+        if isinstance(st, (ir.GlobalLoad, ir.GlobalStore, ir.AtomicRMW)) and st.ptr.buffer in grad_of:
+            key = tuple(_index_key(i) for i in st.ptr.indices)
+            if s.var not in key or seen.setdefault(st.ptr.buffer, key) != key:
+                mixed.add(st.ptr.buffer)
+    return set(seen) - mixed
 
 
 def _depends_on(v: ir.Value, var: ir.LoopVar, memo: dict) -> bool:
