@@ -9,7 +9,7 @@ from qd.types.dtypes import (f16, f32, f64, float16, float32, float64, i8, i16, 
 from qd.runtime.api import *  # noqa: F403  (init, reset, sync, archs, cfg, field, ndarray, root, ...)
 from qd.frontend.api import *  # noqa: F403  (kernel, func, static, ndrange, atomics, math builtins, ...)
 from qd.lang.api import *  # noqa: F403  (Vector, Matrix, BufferView, ...)
-from qd import types, math, extension, lang, ad, debug  # noqa: E402,F401
+from qd import types, math, extension, lang, ad  # noqa: E402,F401
 
 # The compile pipeline is loaded with qd, not at the first kernel call: a first call pays for its own
 # work only. (LLVM itself is initialised in the background by qd.init on qd.cpu.)
@@ -17,3 +17,12 @@ import qd.runtime.launch  # noqa: E402,F401
 import qd.passes.runner  # noqa: E402,F401
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    """`qd.debug` is imported on first use: a program that never debugs never loads it."""
+    if name == "debug":
+        import importlib
+
+        return importlib.import_module("qd.debug")
+    raise AttributeError(f"module 'qd' has no attribute {name!r}")
