@@ -615,3 +615,34 @@ def test_block_local_hint_is_accepted_and_checked(arch: object) -> None:
 
     with pytest.raises(Exception, match="block_local takes fields"):
         bad()
+
+
+def test_grad_accumulation_owned_and_shared_cells(arch: object) -> None:
+    """`x.grad[i]` touched only by iteration i is updated without atomics; a buffer reached at two
+    indices (`x[i]`, `x[i - 1]`) keeps them: both must be exact over many threads' iterations."""
+    n = 1 << 16
+    x = qd.field(qd.f64, shape=n, needs_grad=True)
+    y = qd.field(qd.f64, shape=n, needs_grad=True)
+    xs = np.random.default_rng(5).uniform(0.5, 1.5, n)
+    x.from_numpy(xs)
+
+    @qd.kernel
+    def owned():
+        for i in x:
+            y[i] = x[i] * x[i] + qd.sin(x[i])
+
+    @qd.kernel
+    def shared():
+        for i in range(1, n):
+            y[i] = x[i] * x[i - 1]
+
+    y.grad.fill(1.0)
+    owned.grad()
+    np.testing.assert_allclose(x.grad.to_numpy(), 2 * xs + np.cos(xs), rtol=1e-14)
+    x.grad.fill(0.0)
+    y.grad.fill(1.0)
+    shared.grad()
+    want = np.zeros(n)
+    want[1:] += xs[:-1]
+    want[:-1] += xs[1:]
+    np.testing.assert_allclose(x.grad.to_numpy(), want, rtol=1e-14)
