@@ -12,10 +12,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from qd.debug.walker import LaunchEnv, Thread, Tracer
-from qd.errors import QuadrantsRuntimeError
 from qd.runtime import config
 from qd.runtime import launch as L
-from qd.runtime.status import flush_prints
 
 
 class Policy(Tracer):
@@ -30,10 +28,7 @@ def debug_launch(ck: L.CompiledKernel, bindings: Sequence[Any], args: Sequence[A
     """Runs one launch of `ck` with `policy` walking the threads it follows; returns like `launch`."""
     cfg = config.current()
     sc = L._Scratch(ck)
-    nthreads = int(cfg.cpu_max_num_threads or 1)
-    if ck.adstack is not None and ck.adstack.counter is not None and not cfg.ad_stack_size:
-        L._count_while_loops(ck.adstack, bindings, args)
-    arrays = L._arrays(ck, bindings, args, nthreads)
+    nthreads, owners, arrays = L.prepare(ck, bindings, args)
     seed, launch_id = int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, next(L._launch_ids)
     st = sc.launch
     st.start(arrays, seed, launch_id, nthreads)
@@ -41,14 +36,7 @@ def debug_launch(ck: L.CompiledKernel, bindings: Sequence[Any], args: Sequence[A
     env = LaunchEnv.make(ck.ir, arrays=arrays, args=list(args), status=sc.status, printbuf=sc.printbuf,
                          printlen=sc.printlen, rets=sc.rets, seed=seed, launch_id=launch_id)
     rc = _run_tasks(ck, st, tpl, env, policy)
-    L._bump_written(ck, L._owners(ck, bindings, args))
-    if sc.printlen[0] or sc.status[8]:
-        flush_prints(ck.ir, ck.code.prints, sc.printbuf, int(sc.printlen[0]), int(sc.status[8]))
-    if rc == 1 or sc.status[0]:
-        raise L._failure(ck, ck.code.check_args, sc.status, arrays, args)
-    if rc < 0:
-        raise QuadrantsRuntimeError(f"kernel {ck.ir.name}: interpreter hit an invalid opcode")
-    return L.decode_returns(ck.ir.rets, sc.rets) if ck.ir.rets else None
+    return L.finish(ck, sc, rc, owners, arrays, args, ck.code.prints, ck.code.check_args)
 
 
 def _run_tasks(ck: L.CompiledKernel, st: Any, tpl: Any, env: LaunchEnv, policy: Policy) -> int:

@@ -145,11 +145,7 @@ def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> 
     ck.scratch = sc
     sc.busy = True
     try:
-        nthreads = int(cfg.cpu_max_num_threads or 1)
-        if ck.adstack is not None and ck.adstack.counter is not None and not cfg.ad_stack_size:
-            _count_while_loops(ck.adstack, bindings, args)
-        owners = _owners(ck, bindings, args)
-        arrays = _arrays(ck, bindings, args, nthreads, owners)
+        nthreads, owners, arrays = prepare(ck, bindings, args)
         native = tiering.native_for(ck, arrays)
         st = sc.launch
         st.start(arrays, int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, next(_launch_ids), nthreads)
@@ -161,16 +157,34 @@ def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> 
         else:
             rc = _run_tasks(ck, st, _template(ck, sc, args))
             prints, check_args = ck.code.prints, ck.code.check_args
-        _bump_written(ck, owners)
-        if sc.printlen[0] or sc.status[8]:
-            flush_prints(ck.ir, prints, sc.printbuf, int(sc.printlen[0]), int(sc.status[8]))
-        if rc == 1 or sc.status[0]:
-            raise _failure(ck, check_args, sc.status, arrays, args)
-        if rc < 0:
-            raise QuadrantsRuntimeError(f"kernel {ck.ir.name}: interpreter hit an invalid opcode")
-        return decode_returns(ck.ir.rets, sc.rets) if ck.ir.rets else None
+        return finish(ck, sc, rc, owners, arrays, args, prints, check_args)
     finally:
         sc.busy = False
+
+
+def prepare(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> tuple[int, list, list]:
+    """Before a launch runs (shared with the debugger's launch): (threads, buffer owners, buffer arrays),
+    with the while-loop counts and adstack heap in place."""
+    cfg = config.current()
+    nthreads = int(cfg.cpu_max_num_threads or 1)
+    if ck.adstack is not None and ck.adstack.counter is not None and not cfg.ad_stack_size:
+        _count_while_loops(ck.adstack, bindings, args)
+    owners = _owners(ck, bindings, args)
+    return nthreads, owners, _arrays(ck, bindings, args, nthreads, owners)
+
+
+def finish(ck: CompiledKernel, sc: _Scratch, rc: int, owners: list, arrays: list, args: Sequence[Any],
+           prints: list, check_args: list) -> Any:
+    """After a launch ran (shared with the debugger's launch): generation bumps, prints, the error a
+    check recorded, the return values."""
+    _bump_written(ck, owners)
+    if sc.printlen[0] or sc.status[8]:
+        flush_prints(ck.ir, prints, sc.printbuf, int(sc.printlen[0]), int(sc.status[8]))
+    if rc == 1 or sc.status[0]:
+        raise _failure(ck, check_args, sc.status, arrays, args)
+    if rc < 0:
+        raise QuadrantsRuntimeError(f"kernel {ck.ir.name}: interpreter hit an invalid opcode")
+    return decode_returns(ck.ir.rets, sc.rets) if ck.ir.rets else None
 
 
 def _count_while_loops(plan: AdStackPlan, bindings: Sequence[Any], args: Sequence[Any]) -> None:
