@@ -3,6 +3,7 @@
 #
 #   tools/quadrants_compat/run.sh                      # the files listed in foundation.txt
 #   tools/quadrants_compat/run.sh test_types.py while  # chosen files (test_ prefix and .py optional)
+#   tools/quadrants_compat/run.sh @autodiff            # the files listed in autodiff.txt
 #   tools/quadrants_compat/run.sh test_types.py -- -k dtype -x   # after --: extra pytest arguments
 #
 # Environment: QD_QUADRANTS_MIRROR (the bare Quadrants git repo), QD_QUADRANTS_REV (default HEAD),
@@ -24,20 +25,23 @@ if ! git -C "$MIRROR" rev-parse --verify -q "$REV^{commit}" >/dev/null; then
 fi
 
 files=()
+lists=()
 extra=()
 seen_sep=0
 for a in "$@"; do
   if [[ $seen_sep == 1 ]]; then extra+=("$a"); continue; fi
   if [[ $a == "--" ]]; then seen_sep=1; continue; fi
+  if [[ $a == @* ]]; then lists+=("$HERE/${a#@}.txt"); continue; fi
   a="$(basename "$a")"; a="${a%.py}"; [[ $a == test_* ]] || a="test_$a"
   files+=("$a.py")
 done
-if [[ ${#files[@]} == 0 ]]; then
+if [[ ${#files[@]} == 0 && ${#lists[@]} == 0 ]]; then lists=("$HERE/foundation.txt"); fi
+for list in "${lists[@]}"; do
   while read -r line; do
     line="${line%%#*}"; line="${line//[[:space:]]/}"
     [[ -n $line ]] && files+=("$line")
-  done < "$HERE/foundation.txt"
-fi
+  done < "$list"
+done
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/qd_quadrants_compat.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
