@@ -8,7 +8,7 @@ threads, each thread with a private copy of the register file. Failures (checks)
 the status buffer; the host turns them into exceptions after the launch.
 """
 
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport INT64_MIN, INT64_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, malloc, free
 from libc.string cimport memcpy, memset
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS
@@ -211,6 +211,22 @@ cdef class Launch:
                   int var, int begin, int end, int task_id, int64_t min_parallel=4096):
         """Runs a range task: the prologue once, then the body for every index in [begin, end);
         on several threads when there are at least `min_parallel` indices."""
+        cdef int64_t be[2]
+        return self._range(prologue, body, template, var, begin, end, task_id, INT64_MIN, INT64_MAX,
+                           min_parallel, be)
+
+    def run_range_window(self, const int32_t[::1] prologue, const int32_t[::1] body, uint64_t[::1] template,
+                         int var, int begin, int end, int task_id, int64_t wlo, int64_t whi):
+        """`run_range` restricted to the indices of [begin, end) that lie in the window [wlo, whi), on one
+        thread (the debugger runs the threads it does not follow this way). Returns (rc, begin, end)."""
+        cdef int64_t be[2]
+        cdef int rc = self._range(prologue, body, template, var, begin, end, task_id, wlo, whi, 1 << 62, be)
+        return rc, be[0], be[1]
+
+    cdef int _range(self, const int32_t[::1] prologue, const int32_t[::1] body, uint64_t[::1] template,
+                    int var, int begin, int end, int task_id, int64_t wlo, int64_t whi, int64_t min_parallel,
+                    int64_t* be):
+        """The prologue once (its bounds go to `be`), then the body over [begin, end) ∩ [wlo, whi)."""
         cdef int64_t n = template.shape[0]
         cdef qd_reg* R = <qd_reg*>malloc((n + 1) * sizeof(qd_reg))
         cdef int rc
@@ -221,35 +237,13 @@ cdef class Launch:
         self.ctx.rng_ctr = 0
         with nogil:
             rc = run(&prologue[0], R, &self.ctx)
-        lo = R[begin].i
-        hi = R[end].i
+        be[0], be[1] = R[begin].i, R[end].i
+        lo = be[0] if be[0] > wlo else wlo
+        hi = be[1] if be[1] < whi else whi
         if rc == 0 and hi > lo:
             rc = self._parallel(&body[0], R, n, var, lo, hi, min_parallel)
         free(R)
         return rc
-
-    def run_range_window(self, const int32_t[::1] prologue, const int32_t[::1] body, uint64_t[::1] template,
-                         int var, int begin, int end, int task_id, int64_t wlo, int64_t whi):
-        """`run_range` restricted to the indices of [begin, end) that lie in the window [wlo, whi), on one
-        thread (the debugger runs the threads it does not follow this way). Returns (rc, begin, end)."""
-        cdef int64_t n = template.shape[0]
-        cdef qd_reg* R = <qd_reg*>malloc((n + 1) * sizeof(qd_reg))
-        cdef int rc
-        cdef int64_t lo, hi, blo, bhi
-        memcpy(R, &template[0], n * sizeof(qd_reg))
-        self.ctx.tid = 0
-        self.ctx.rng_base = qd_rng_key(self.seed, self.launch_id, task_id, 0)
-        self.ctx.rng_ctr = 0
-        with nogil:
-            rc = run(&prologue[0], R, &self.ctx)
-        blo = R[begin].i
-        bhi = R[end].i
-        lo = blo if blo > wlo else wlo
-        hi = bhi if bhi < whi else whi
-        if rc == 0 and hi > lo:
-            rc = self._parallel(&body[0], R, n, var, lo, hi, 1 << 62)
-        free(R)
-        return rc, blo, bhi
 
     cdef int _parallel(self, const int32_t* body, qd_reg* R0, int64_t nregs, int var, int64_t lo,
                        int64_t hi, int64_t min_parallel) noexcept:
