@@ -85,6 +85,8 @@ static inline float qd_round_f16_d(double d) { return (float)(_Float16)d; }
 #define QD_ID(x) (x)
 #define QD_MIN(a, b) ((b) < (a) ? (b) : (a))
 #define QD_MAX(a, b) ((b) > (a) ? (b) : (a))
+/* two's-complement product at T's width, with no signed overflow (64-bit unsigned arithmetic wraps) */
+#define QD_WRAP_MUL(T, UT, a, b) ((T)((uint64_t)(UT)(a) * (uint64_t)(UT)(b)))
 
 #define QD_INT_ATOMICS(N, T, UT)                                                   \
     QD_ATOMIC_FETCH(qd_atomic_add_##N, T, __atomic_fetch_add)                      \
@@ -92,6 +94,7 @@ static inline float qd_round_f16_d(double d) { return (float)(_Float16)d; }
     QD_ATOMIC_FETCH(qd_atomic_bit_and_##N, T, __atomic_fetch_and)                  \
     QD_ATOMIC_FETCH(qd_atomic_bit_or_##N, T, __atomic_fetch_or)                    \
     QD_ATOMIC_FETCH(qd_atomic_bit_xor_##N, T, __atomic_fetch_xor)                  \
+    QD_ATOMIC_CAS(qd_atomic_mul_##N, T, UT, T, QD_ID, QD_ID, QD_WRAP_MUL(T, UT, old, v)) \
     QD_ATOMIC_CAS(qd_atomic_min_##N, T, UT, T, QD_ID, QD_ID, QD_MIN(old, v))       \
     QD_ATOMIC_CAS(qd_atomic_max_##N, T, UT, T, QD_ID, QD_ID, QD_MAX(old, v))
 
@@ -107,6 +110,7 @@ QD_INT_ATOMICS(u64, uint64_t, uint64_t)
 #define QD_FLOAT_ATOMICS(N, T, UT, VT, LOAD, STORE, S)                                 \
     QD_ATOMIC_CAS(qd_atomic_add_##N, T, UT, VT, LOAD, STORE, (VT)(old + v))            \
     QD_ATOMIC_CAS(qd_atomic_sub_##N, T, UT, VT, LOAD, STORE, (VT)(old - v))            \
+    QD_ATOMIC_CAS(qd_atomic_mul_##N, T, UT, VT, LOAD, STORE, (VT)(old * v))            \
     QD_ATOMIC_CAS(qd_atomic_min_##N, T, UT, VT, LOAD, STORE, fmin##S(old, v))          \
     QD_ATOMIC_CAS(qd_atomic_max_##N, T, UT, VT, LOAD, STORE, fmax##S(old, v))
 

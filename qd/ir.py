@@ -148,6 +148,22 @@ class AtomicRMW(Stmt, Value):
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
+class LocalAtomic(Stmt, Value):
+    """Atomically `var = op(var, value)` on a kernel-scope local, inside a parallel loop; yields the old value.
+
+    The frontend emits it for an augmented assignment (`s += v`, `-= *= &= |= ^=`) or a `qd.atomic_*` call
+    on a local defined outside the parallel loop it runs in: Quadrants makes those atomic, so `s` is a
+    reduction, not a race. It exists only before offloading: `offload` turns it into an `AtomicRMW` on the
+    local's temp slot (the local is shared between tasks) or into load/op/store (the local moved into one
+    task). `op` is one of `ops.ATOMIC`."""
+
+    op: Op
+    var: Alloca
+    value: Value
+    dtype: DataType
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
 class ExternalShape(Stmt, Value):
     """Extent of axis `axis` of an ndarray buffer, read at launch time."""
 

@@ -270,6 +270,14 @@ def _p_atomic(p: _Parser, ln: _Line) -> ir.AtomicRMW:
     return ir.AtomicRMW(op=op, ptr=ptr, value=v, dtype=p.typed(ln), loc=ln.loc)
 
 
+def _p_local_atomic(p: _Parser, ln: _Line) -> ir.LocalAtomic:
+    op = _OPS[ln.take("ident")]
+    var = p.val(ln)
+    ln.take(text=",")
+    v = p.val(ln)
+    return ir.LocalAtomic(op=op, var=var, value=v, dtype=p.typed(ln), loc=ln.loc)
+
+
 def _p_external_shape(p: _Parser, ln: _Line) -> ir.ExternalShape:
     buf = int(ln.take("buf")[1:])
     ln.take(text=",")
@@ -299,6 +307,7 @@ _VALUE_PARSERS = {
     "global_ptr": _p_global_ptr,
     "global_load": lambda p, ln: ir.GlobalLoad(ptr=p.val(ln), dtype=p.typed(ln), loc=ln.loc),
     "atomic": _p_atomic,
+    "local_atomic": _p_local_atomic,
     "external_shape": _p_external_shape,
     "random": lambda p, ln: ir.RandomValue(dtype=ln.dtype(), loc=ln.loc),
     "thread_slot": lambda p, ln: ir.ThreadSlot(dtype=p.typed(ln), loc=ln.loc),

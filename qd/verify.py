@@ -47,6 +47,7 @@ class _Ctx:
 class _Verifier:
     def __init__(self, k: ir.KernelIR) -> None:
         self.k = k
+        self.in_tasks = False  # verifying the offloaded tasks (not the structured body)
         self.namer = Namer()
         self.scope: set[ir.Value] = set()
         self.seen: set[int] = set()
@@ -174,6 +175,15 @@ def _v_local_store(vf: _Verifier, s: ir.LocalStore, ctx: _Ctx) -> None:
     vf.need(s.value.dtype is s.var.dtype, f"stores {s.value.dtype} into a {s.var.dtype} alloca")
 
 
+def _v_local_atomic(vf: _Verifier, s: ir.LocalAtomic, ctx: _Ctx) -> None:
+    vf.need(not vf.in_tasks, "local_atomic in a task (offload lowers every one)")
+    vf.need(ctx.par, "local_atomic outside a parallel loop")
+    vf.need(isinstance(s.var, ir.Alloca), "local_atomic on a non-alloca")
+    vf.need(s.op in ATOMIC, f"{s.op.value} is not an atomic op")
+    vf.need(s.dtype is s.var.dtype and s.value.dtype is s.dtype,
+            f"local_atomic {s.dtype} with a {s.value.dtype} value on a {s.var.dtype} alloca")
+
+
 def _v_global_ptr(vf: _Verifier, s: ir.GlobalPtr, ctx: _Ctx) -> None:
     vf.need(0 <= s.buffer < len(vf.k.buffers), f"buffer index @{s.buffer} out of range")
     b = vf.k.buffers[s.buffer]
@@ -278,6 +288,7 @@ _RULES = {
     ir.Alloca: _v_nothing,
     ir.LocalLoad: _v_local_load,
     ir.LocalStore: _v_local_store,
+    ir.LocalAtomic: _v_local_atomic,
     ir.GlobalPtr: _v_global_ptr,
     ir.GlobalLoad: _v_ptr_user,
     ir.GlobalStore: _v_ptr_user,
@@ -360,6 +371,7 @@ def verify_kernel(k: ir.KernelIR) -> None:
     _verify_header(vf)
     vf.block(k.body, _Ctx(top=True))
     if k.tasks is not None:
+        vf.in_tasks = True
         for i, t in enumerate(k.tasks):
             vf.scope.clear()
             vf.seen.clear()

@@ -30,6 +30,7 @@ from typing import Sequence
 from qd import ir
 from qd.ad import rules
 from qd.ad.rules import ZERO
+from qd.errors import QuadrantsCompilationError
 from qd.ops import Op
 
 
@@ -63,6 +64,8 @@ class _Dual:
             self.tan[s] = _emit(out, ir.LocalLoad(var=self.twin[s.var], dtype=s.dtype, loc=s.loc))
         elif isinstance(s, ir.LocalStore) and s.var in self.twin:
             _emit(out, ir.LocalStore(var=self.twin[s.var], value=self._value(s.value, em), loc=s.loc))
+        elif isinstance(s, ir.LocalAtomic) and s.var in self.twin:
+            self.local_atomic(s, out, em)
         elif isinstance(s, ir.GlobalPtr) and s.buffer in self.dual_of:
             dp = ir.GlobalPtr(buffer=self.dual_of[s.buffer], indices=s.indices, dtype=s.dtype, loc=s.loc)
             self.dptr[s] = _emit(out, dp)
@@ -75,10 +78,28 @@ class _Dual:
                              loc=s.loc)
             self.tan[s] = _emit(out, d)  # the old dual is the old value's tangent
 
+    def local_atomic(self, s: ir.LocalAtomic, out: list[ir.Stmt], em: rules.BlockEmitter) -> None:
+        """A float kernel-scope local reduced in a parallel loop: its tangent is reduced alongside
+        (`+=`/`-=` add the value's tangent; `*= v` with a constant-tangent `v` scales it by `v`)."""
+        tv = self.t(s.value)
+        if s.op in (Op.ADD, Op.SUB):
+            op, value = s.op, self._value(s.value, em)
+        elif s.op is Op.MUL and tv is ZERO:
+            op, value = Op.MUL, s.value
+        else:
+            raise QuadrantsCompilationError(
+                f"forward mode: the {s.op.value} reduction of a float local in a parallel loop{_at(s.loc)} has no "
+                f"tangent qd can reduce atomically; reduce into a field with a dual instead")
+        self.tan[s] = _emit(out, ir.LocalAtomic(op=op, var=self.twin[s.var], value=value, dtype=s.dtype, loc=s.loc))
+
     def _value(self, v: ir.Value, em: rules.BlockEmitter) -> ir.Value:
         """The tangent of `v` as a value (a zero constant where it is symbolically ZERO)."""
         t = self.t(v)
         return em.const(0.0, v.dtype) if t is ZERO else t
+
+
+def _at(loc: ir.SrcLoc | None) -> str:
+    return f" (at {loc.file}:{loc.line})" if loc is not None else ""
 
 
 def _emit(out: list[ir.Stmt], s: ir.Stmt) -> ir.Stmt:

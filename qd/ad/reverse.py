@@ -229,9 +229,10 @@ class _Reverse:
         self.whiles: list[ir.While] = []  # while loops with stacks, sized by the counting kernel (`counting.py`)
         self.while_count: dict[ir.While, ir.Alloca] = {}
         self.exclusive: set[int] = set()  # buffers whose cells the current parallel iteration owns alone
-        self.stores: dict[ir.Alloca, list[ir.LocalStore]] = {}
+        # every write of a local: stores, and the atomic updates of kernel-scope locals in parallel loops
+        self.stores: dict[ir.Alloca, list[ir.LocalStore | ir.LocalAtomic]] = {}
         for st in ir.walk(body):
-            if isinstance(st, ir.LocalStore):
+            if isinstance(st, (ir.LocalStore, ir.LocalAtomic)):
                 self.stores.setdefault(st.var, []).append(st)
         self.deriver = sizing.Deriver(k.buffers, self.stores, lambda v: any(lp.var is v for lp in self.loops))
         self.active = _Activity(self.stores, set(grad_of))
@@ -545,6 +546,11 @@ class _Reverse:
                 hot = v.dtype.is_float and any(self.active(st.value) for st in self.stores.get(v, ()))
             else:
                 hot = isinstance(v, ir.Stmt) and v.dtype.is_float and self.active(v)
+            if hot and v in r.defined and any(isinstance(st, ir.LocalAtomic) for st in self.stores.get(v, ())):
+                raise QuadrantsCompilationError(
+                    f"kernel.grad: the local{_where(v.loc)} is reduced by the parallel loop{_where(s.loc)} from "
+                    f"data with a gradient; qd cannot carry the gradient of a kernel-scope local across the loop's "
+                    f"threads. Accumulate into a field or ndarray with a gradient instead (loss[None] += ...).")
             if hot and v in r.defined:
                 raise QuadrantsCompilationError(
                     f"kernel.grad: a value computed outside the parallel loop{_where(v.loc)} is read inside "

@@ -52,7 +52,7 @@ def render_externs() -> str:
     """Cython declarations of the C helpers the dispatch chain calls (atomics, libm)."""
     lines = [HEADER, 'cdef extern from "_interp_support.h" nogil:']
     for name, (ptr_t, val_t) in _ATOMIC_TYPES.items():
-        ops = ("add", "sub", "min", "max") + (() if name[0] == "f" else ("bit_and", "bit_or", "bit_xor"))
+        ops = ("add", "sub", "mul", "min", "max") + (() if name[0] == "f" else ("bit_and", "bit_or", "bit_xor"))
         for op in ops:
             lines.append(f"    {val_t} qd_atomic_{op}_{name}({ptr_t}* p, {val_t} v)")
     lines.append("    int __builtin_popcountll(unsigned long long x)")

@@ -13,7 +13,7 @@ every op) lives in `f`, f64 in `d`. Narrow ints compute in the 32-bit class and 
 
 from __future__ import annotations
 
-from qd.ops import BINARY, Op
+from qd.ops import ATOMIC, BINARY, Op
 from qd.types import dtypes as T
 
 # Arithmetic classes: which union member holds the value and how it computes.
@@ -219,7 +219,7 @@ def _memory() -> list[tuple[str, str]]:
         out.append((f"ST_{n.upper()}", f"{ptr} = {store}"))
         if dt is T.u1:
             continue
-        for op in (Op.ADD, Op.SUB, Op.MIN, Op.MAX, Op.BIT_AND, Op.BIT_OR, Op.BIT_XOR):
+        for op in ATOMIC:
             if dt.is_float and op in (Op.BIT_AND, Op.BIT_OR, Op.BIT_XOR):
                 continue
             fn = f"qd_atomic_{op.name.lower()}_{n}"

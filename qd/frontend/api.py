@@ -5,8 +5,8 @@ remainder; `qd.loop_config(serialize=True)` makes the next top-level loop serial
 ignored.
 """
 
-from qd.frontend.builtins import (acos, asin, atan2, atomic_add, atomic_and, atomic_max, atomic_min, atomic_or,
-                                  atomic_sub, atomic_xor, bit_cast, bit_shr, cast, clz, cos, exp, is_expr, log,
+from qd.frontend.builtins import (acos, asin, atan2, atomic_add, atomic_and, atomic_max, atomic_min, atomic_mul,
+                                  atomic_or, atomic_sub, atomic_xor, bit_cast, bit_shr, cast, clz, cos, exp, is_expr, log,
                                   popcnt, random, raw_div, raw_mod, rsqrt, select, sin, sqrt, stop_grad, tan,
                                   tanh)
 from qd.frontend.builtins import abs_ as abs  # noqa: A001
@@ -22,7 +22,7 @@ from qd.types.annotations import template
 
 __all__ = [
     "kernel", "func", "real_func", "pyfunc", "Kernel", "Func", "template", "static", "static_assert",
-    "static_print", "ndrange", "grouped", "loop_config", "block_local", "atomic_add", "atomic_sub", "atomic_min", "atomic_max",
+    "static_print", "ndrange", "grouped", "loop_config", "block_local", "atomic_add", "atomic_sub", "atomic_mul", "atomic_min", "atomic_max",
     "atomic_and", "atomic_or", "atomic_xor", "random", "select", "cast", "bit_cast", "stop_grad", "sqrt",
     "rsqrt", "sin", "cos", "tan", "asin", "acos", "atan2", "exp", "log", "tanh", "floor", "ceil", "round", "abs",
     "min", "max", "pow", "popcnt", "clz", "bit_shr", "raw_div", "raw_mod", "is_expr",

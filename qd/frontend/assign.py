@@ -20,6 +20,9 @@ from qd.types.dtypes import MatrixType
 
 _ATOMIC_AUG = {ast.Add: Op.ADD, ast.Sub: Op.SUB, ast.BitAnd: Op.BIT_AND, ast.BitOr: Op.BIT_OR,
                ast.BitXor: Op.BIT_XOR}
+# On a kernel-scope local inside a parallel loop `*=` is atomic too (Quadrants leaves it a racy
+# load-multiply-store; qd gives the product, which is the only result a user can want).
+_ATOMIC_LOCAL_AUG = {**_ATOMIC_AUG, ast.Mult: Op.MUL}
 
 
 @dataclass
@@ -86,6 +89,8 @@ class AssignMixin:
         if isinstance(node.target, ast.Name):
             from qd.frontend.exprs import _PYOPS, is_runtime
 
+            if self._shared_local_aug(node.target.id, node.op, rhs):
+                return
             cur = self.visit(ast.copy_location(ast.Name(id=node.target.id, ctx=ast.Load()), node.target))
             if isinstance(node.op, ast.MatMult):
                 new = cur @ rhs
@@ -97,6 +102,22 @@ class AssignMixin:
             return
         lv = self.lvalue(node.target)
         self._aug_store(lv, node.op, name, rhs)
+
+    def _shared_local_aug(self, name: str, op: ast.operator, rhs: Any) -> bool:
+        """`s op= rhs` on a local declared outside the enclosing parallel loop: an atomic update
+        (`LocalAtomic`), so every iteration's contribution lands (Quadrants: `+= -= &= |= ^=` are atomic;
+        qd adds `*=`). False, with nothing emitted, for any other target or operator."""
+        if type(op) not in _ATOMIC_LOCAL_AUG:
+            return False
+        found, binding = self.ctx.find_local(name)
+        lv = self._binding_lv(binding) if found else None
+        if not isinstance(lv, LV) or not all(isinstance(r, ir.Alloca) and self.b.shared_local(r) for r in lv.refs):
+            return False
+        if type(op) in (ast.BitAnd, ast.BitOr, ast.BitXor) and not all(r.dtype.is_int for r in lv.refs):
+            raise QuadrantsTypeError(f"bitwise augmented assignment on a {lv.refs[0].dtype} variable")
+        for ref, v in zip(lv.refs, self._entries_for(lv, rhs)):
+            self.b.local_atomic(_ATOMIC_LOCAL_AUG[type(op)], ref, _e.as_expr(v).value)
+        return True
 
     def _aug_store(self, lv: Any, op: ast.operator, name: str, rhs: Any) -> None:
         if isinstance(lv, SeqLV):

@@ -61,6 +61,7 @@ class Builder:
         self.rets: tuple[DataType, ...] = ()
         self.depth = 0  # runtime control-flow nesting (If / loops); 0 = kernel top level
         self.loops: list[str] = []  # enclosing runtime loops: 'parallel' or 'serial'
+        self.loop_allocas: set[ir.Alloca] = set()  # locals declared inside a parallel loop (private to an iteration)
         self.next_loop_serial = False  # set by qd.loop_config(serialize=True)
         self.func_depth = 0  # nesting of inlined qd.func calls
         self.call_stack: tuple[ir.SrcLoc, ...] = ()  # call sites of the inlined funcs (debugger: SrcLoc.stack)
@@ -117,8 +118,21 @@ class Builder:
         """A local; `name` (its source name, for the debugger) goes on its location as `SrcLoc.var`."""
         if name and self.loc is not None:
             with self.at(dataclasses.replace(self.loc, var=name)):
-                return self.emit(ir.Alloca, dtype=dtype)
-        return self.emit(ir.Alloca, dtype=dtype)
+                a = self.emit(ir.Alloca, dtype=dtype)
+        else:
+            a = self.emit(ir.Alloca, dtype=dtype)
+        if "parallel" in self.loops:
+            self.loop_allocas.add(a)
+        return a
+
+    def shared_local(self, var: ir.Alloca) -> bool:
+        """Whether `var` is a kernel-scope local seen from inside a parallel loop: every iteration updates
+        the same variable, so an augmented assignment to it must be atomic (Quadrants' rule)."""
+        return "parallel" in self.loops and var not in self.loop_allocas
+
+    def local_atomic(self, op: Op, var: ir.Alloca, value: ir.Value) -> ir.LocalAtomic:
+        """`var = op(var, value)` atomically on a shared local (`value` is cast to the local's dtype)."""
+        return self.emit(ir.LocalAtomic, op=op, var=var, value=self.cast(value, var.dtype), dtype=var.dtype)
 
     def load(self, var: ir.Alloca) -> ir.LocalLoad:
         return self.emit(ir.LocalLoad, var=var, dtype=var.dtype)

@@ -193,7 +193,7 @@ def _atomic(op: Op, name: str) -> Callable[[Any, Any], Any]:
     return fn
 
 
-_BIN_NAME = {Op.ADD: "add", Op.SUB: "sub", Op.MIN: "min", Op.MAX: "max", Op.BIT_AND: "and",
+_BIN_NAME = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul", Op.MIN: "min", Op.MAX: "max", Op.BIT_AND: "and",
              Op.BIT_OR: "or", Op.BIT_XOR: "xor"}
 
 
@@ -206,6 +206,8 @@ def atomic_rmw(op: Op, target: Expr, value: Any) -> Expr:
         raise QuadrantsTypeError(f"atomic bit operation on a {target.dtype} value")
     if isinstance(ptr, ir.GlobalPtr):
         return Expr(b.emit(ir.AtomicRMW, op=op, ptr=ptr, value=v.value, dtype=target.dtype))
+    if b.shared_local(ptr):  # a kernel-scope local updated by every iteration of a parallel loop
+        return Expr(b.local_atomic(op, ptr, v.value))
     old = Expr(b.load(ptr))
     new = _e.binary(_BIN_NAME[op], old, v)
     b.store(ptr, new.value)
@@ -214,6 +216,7 @@ def atomic_rmw(op: Op, target: Expr, value: Any) -> Expr:
 
 atomic_add = _atomic(Op.ADD, "atomic_add")
 atomic_sub = _atomic(Op.SUB, "atomic_sub")
+atomic_mul = _atomic(Op.MUL, "atomic_mul")
 atomic_min = _atomic(Op.MIN, "atomic_min")
 atomic_max = _atomic(Op.MAX, "atomic_max")
 atomic_and = _atomic(Op.BIT_AND, "atomic_and")

@@ -247,6 +247,9 @@ class FnLowering:
             from qd.errors import QuadrantsTypeError
 
             raise QuadrantsTypeError(f"atomic {op.value} is not supported on {dt}")
+        if op is Op.MUL:  # no atomicrmw for it: a CAS loop, wrapping for ints
+            return self.cas_loop(dt, ptr, lambda old: self.c.round_f16(b.fmul(old, v)) if dt is T.f16
+                                 else (b.fmul if dt.is_float else b.mul)(old, v))
         if dt.is_int:
             name = _INT_RMW.get(op) or {Op.MIN: "min", Op.MAX: "max"}[op]
             if not dt.is_signed and op in (Op.MIN, Op.MAX):
@@ -264,7 +267,7 @@ class FnLowering:
         return self.cas_loop(dt, ptr, update)
 
     def cas_loop(self, dt: T.DataType, ptr: L.Value, update: Callable[[L.Value], L.Value]) -> L.Value:
-        """A compare-and-swap loop on the bits of `*ptr` (floats and f16); returns the old value."""
+        """A compare-and-swap loop on the bits of `*ptr` (floats, f16, int mul); returns the old value."""
         b = self.b
         ity = L.IntType(8 * dt.itemsize)
         init = b.load_atomic(ptr, "monotonic", dt.itemsize, typ=ity)

@@ -4,7 +4,8 @@ accumulators applied with one atomic after the chunk.
 An `AtomicRMW` of a range task's body qualifies when its old value is unused, its pointer's indices
 are loop-invariant (constants, arguments, shapes, prologue values and pure ops over those), and every
 access to its buffer in the task is such an atomic with the same op (several pointers may then share
-the buffer: the updates commute, whichever of them alias at run time). u1 buffers never qualify.
+the buffer: the updates commute, whichever of them alias at run time); a buffer reached only through
+constant indices (temp slots) is judged per cell. u1 buffers never qualify.
 
 Before (per index):  atomic_add @0[c0] += x[i]*x[i]
 After  (per chunk):  acc = -0.0 ; for i in [lo, hi): acc += x[i]*x[i] ; atomic_add @0[c0] += acc
@@ -95,7 +96,7 @@ def find_reductions(t: ir.Task) -> list[Reduction]:
             by_buffer.setdefault(s.ptr.buffer, []).append(s)
     memo: dict = {}
     out: list[Reduction] = []
-    for accesses in by_buffer.values():
+    for accesses in _by_cell(by_buffer):
         first = accesses[0]
         if not all(_qualifies(s, first, used, prologue, memo) for s in accesses):
             continue
@@ -106,6 +107,21 @@ def find_reductions(t: ir.Task) -> list[Reduction]:
                 groups[key] = Reduction(s.op, s.dtype, s.ptr, [])
                 out.append(groups[key])
             groups[key].atomics.append(s)
+    return out
+
+
+def _by_cell(by_buffer: dict[int, list]) -> list[list]:
+    """Accesses that may alias: a buffer's, split per cell when every access names its cell by constants
+    (the offload pass's temp slots: one local reduced into a slot, another read from the next slot)."""
+    out: list[list] = []
+    for accesses in by_buffer.values():
+        if all(isinstance(i, ir.Const) for s in accesses for i in s.ptr.indices):
+            cells: dict = {}
+            for s in accesses:
+                cells.setdefault(tuple(int(i.value) for i in s.ptr.indices), []).append(s)
+            out += cells.values()
+        else:
+            out.append(accesses)
     return out
 
 

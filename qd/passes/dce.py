@@ -59,7 +59,7 @@ class _Liveness:
             live.discard(s.var)
         elif isinstance(s, ir.Alloca):
             live.discard(s)  # zero-initialised here: a definition
-        elif isinstance(s, ir.LocalLoad):
+        elif isinstance(s, (ir.LocalLoad, ir.LocalAtomic)):  # an atomic update reads the local first
             live.add(s.var)
         elif isinstance(s, (ir.Break, ir.Continue)):
             return set(self.every)

@@ -11,7 +11,10 @@ Values that cross tasks:
   used by several it becomes a temp slot: zero-initialised where it was declared, and every
   `LocalLoad`/`LocalStore` turns into `GlobalLoad`/`GlobalStore` through the slot;
 - any other value used by another task is stored to a temp slot right after its definition and
-  loaded once at the start of each using task (range tasks: in the prologue).
+  loaded once at the start of each using task (range tasks: in the prologue);
+- a `LocalAtomic` (a kernel-scope local's `+=` & co. in a parallel loop) becomes an `AtomicRMW` on the
+  local's slot; a kernel-scope local that a parallel loop reads and then stores without an atomic gets
+  a race warning (DESIGN §4).
 
 Temp layout: one `BufferDecl(kind='temp', dtype=D, shape=(n,), ndim=1, name='offload_temp_D')` per dtype D
 that needs slots (so every slot keeps its exact dtype and no casts are needed), appended to
@@ -40,10 +43,12 @@ Before:                                  After (tasks):
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, fields, replace
 
 from qd import ir
 from qd.ir import remap_operands
+from qd.errors import QuadrantsWarning
 from qd.types.dtypes import DataType, i32
 
 
@@ -173,6 +178,9 @@ class _Offloader:
         """`block` renamed through `mapping`, shared allocas turned into temp-slot accesses."""
         out: list[ir.Stmt] = []
         for s in block.stmts:
+            if isinstance(s, ir.LocalAtomic):
+                out += self._local_atomic(s, mapping)
+                continue
             if isinstance(s, (ir.LocalLoad, ir.LocalStore)) and s.var in self.shared:
                 ptr = self.slots.ptr(s.var, s.loc)
                 if isinstance(s, ir.LocalLoad):
@@ -189,6 +197,29 @@ class _Offloader:
                 mapping[s] = ns
             out.append(ns)
         return ir.Block(tuple(out))
+
+    def _local_atomic(self, s: ir.LocalAtomic, mapping: dict) -> list[ir.Stmt]:
+        """A shared local's atomic update is an `AtomicRMW` on its temp slot (a reduction the backends
+        recognise); a local that moved into this task alone is updated by load, op, store."""
+        value = mapping.get(s.value, s.value)
+        if s.var in self.shared:
+            ptr = self.slots.ptr(s.var, s.loc)
+            ns = ir.AtomicRMW(op=s.op, ptr=ptr[-1], value=value, dtype=s.dtype, loc=s.loc)
+            mapping[s] = ns
+            return ptr + [ns]
+        old = ir.LocalLoad(var=s.var, dtype=s.dtype, loc=s.loc)
+        new = ir.OpStmt(op=s.op, args=(old, value), dtype=s.dtype, loc=s.loc)
+        mapping[s] = old
+        return [old, new, ir.LocalStore(var=s.var, value=new, loc=s.loc)]
+
+    def warn_races(self, loop: ir.RangeFor) -> None:
+        """A kernel-scope local that a parallel loop both reads and stores without an atomic (`s = s + x`,
+        `if x > m: m = x`) is a data race, as in Quadrants: qd compiles it the same way and says so."""
+        loads = {s.var for s in ir.walk(loop.body) if isinstance(s, ir.LocalLoad) and s.var in self.shared}
+        for st in ir.walk(loop.body):
+            if isinstance(st, ir.LocalStore) and st.var in loads:
+                loads.discard(st.var)
+                _warn_race(st, loop)
 
     def _serial_stmt(self, s: ir.Stmt, mapping: dict) -> list[ir.Stmt]:
         if isinstance(s, ir.Alloca):
@@ -216,6 +247,7 @@ class _Offloader:
 
     def range_task(self, j: int) -> ir.Task:
         loop = self.segs[j].loop
+        self.warn_races(loop)
         mapping: dict = {}
         prologue = self._imports(j, mapping)
         body = self._locals(j) + list(self.rewrite(loop.body, mapping).stmts)
@@ -230,6 +262,21 @@ class _Offloader:
             if t is not None:
                 out.append(t)
         return tuple(out)
+
+
+_RACE_WARNINGS: dict = {}  # warnings' registry: one warning per source line, however often it is compiled
+
+
+def _warn_race(store: ir.LocalStore, loop: ir.RangeFor) -> None:
+    name = (store.var.loc.var if store.var.loc is not None else "") or "a local"
+    at = store.loc if store.loc is not None else loop.loc
+    file, line = (at.file, at.line) if at is not None else ("<kernel>", 0)
+    loop_line = f" (line {loop.loc.line})" if loop.loc is not None else ""
+    warnings.warn_explicit(
+        f"kernel-scope local '{name}' is read and then stored by every iteration of the parallel loop{loop_line} "
+        f"without an atomic: the iterations race and the result depends on their timing. Use an augmented "
+        f"assignment ('{name} += ...', atomic in a parallel loop), qd.atomic_min/atomic_max, or a local "
+        f"declared inside the loop.", QuadrantsWarning, file, line, registry=_RACE_WARNINGS)
 
 
 def offload(k: ir.KernelIR) -> ir.KernelIR:

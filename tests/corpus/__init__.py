@@ -96,4 +96,4 @@ def compare(case: Case, got: Outputs, want: Outputs, what: str) -> None:
             assert same_sign.all(), f"{msg}: the sign of zero differs at {where}"
 
 
-from . import data, scalar  # noqa: E402,F401  (register the cases)
+from . import data, locals, scalar  # noqa: E402,F401  (register the cases)
