@@ -175,6 +175,16 @@ def dtype_call(dtype: Any, value: Any) -> Any:
     return _e.host_cast(value, dt)
 
 
+def zero(x: Any) -> Any:
+    """`qd.zero(x)`: zeros of `x`'s type and shape (a scalar for a scalar), as Quadrants' `x * 0`."""
+    return x * 0
+
+
+def one(x: Any) -> Any:
+    """`qd.one(x)`: ones of `x`'s type and shape."""
+    return zero(x) + 1
+
+
 # ---------------------------------------------------------------- atomics
 
 def _atomic(op: Op, name: str) -> Callable[[Any, Any], Any]:
@@ -185,8 +195,8 @@ def _atomic(op: Op, name: str) -> Callable[[Any, Any], Any]:
             it = iter(out)
             return x._map(lambda _: next(it))
         if not is_expr(x) or x.ptr is None:
-            raise QuadrantsSyntaxError(f"qd.{name} needs an addressable target (a field/ndarray element "
-                                       "or a local variable) as its first argument")
+            raise QuadrantsSyntaxError(f"cannot use a non-writable target as the first operand of '{name}': "
+                                       f"qd.{name} needs a field/ndarray element or a local variable")
         return atomic_rmw(op, x, y)
     fn.__name__ = name
     fn.__doc__ = f"`{name}(x, y)`: atomically update `x` with `y`; returns the old value."
