@@ -1,0 +1,93 @@
+"""The differential fuzzer (`tests/fuzz`) in CI: a fixed, bounded set of seeds on `interp` and `cpu`
+against the serial reference, a longer run behind the `slow` marker, and checks that the comparison
+and the shrinker do catch a planted wrong result (a fuzzer that cannot fail proves nothing).
+
+Run it by hand for longer: `python -m tests.fuzz --seconds 600 --seed 100000`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from tests.fuzz import runner
+from tests.fuzz.generator import GenOptions, generate
+
+CI_SEEDS = int(os.environ.get("QD_FUZZ_CI_SEEDS", "160"))
+
+
+@pytest.fixture(autouse=True)
+def _release_qd():
+    yield
+    runner.release()
+
+
+def _fail_report(failures) -> str:
+    return "\n\n".join(v.report() if v.ref_error is None else f"reference raised {v.ref_error}"
+                       for v in failures)
+
+
+def test_fuzz_fixed_seeds():
+    count, failures = runner.fuzz(seconds=1e9, seed=0, max_cases=CI_SEEDS, do_shrink=True,
+                                  shrink_budget_s=30.0, log=lambda m: None)
+    assert count == CI_SEEDS
+    assert not failures, _fail_report(failures)
+
+
+@pytest.mark.slow
+def test_fuzz_long():
+    seconds = float(os.environ.get("QD_FUZZ_SECONDS", "900"))
+    count, failures = runner.fuzz(seconds=seconds, seed=100_000, repeat=2, log=lambda m: None)
+    assert count > 0
+    assert not failures, _fail_report(failures)
+
+
+def _first_program_with_output(seed0: int = 0, needs_plain_store: bool = False):
+    """A generated program whose reference writes some `oa` element (to plant a bug in); with
+    `needs_plain_store`, one whose kernel also stores `oa[i] = ...` plainly."""
+    for s in range(seed0, seed0 + 200):
+        p = generate(s, GenOptions())
+        if needs_plain_store and "oa[i] = " not in p.qd_source():
+            continue
+        arrays, _ = runner.run_reference(p.ref_source(), p.inputs())
+        if np.any(arrays["oa"] != p.inputs()["oa"]):
+            return p
+    raise AssertionError("no generated program writes oa in 200 seeds")
+
+
+def test_compare_catches_one_wrong_element():
+    p = _first_program_with_output()
+    arrays, ret = runner.run_reference(p.ref_source(), p.inputs())
+    ref = runner.Outcome(arrays, ret)
+    assert runner.compare(p, ref, runner.Outcome({k: v.copy() for k, v in arrays.items()}, ret)) == []
+    bad = {k: v.copy() for k, v in arrays.items()}
+    k = int(np.nonzero(arrays["oa"] != p.inputs()["oa"])[0][0])
+    bad["oa"][k] ^= 1
+    diffs = runner.compare(p, ref, runner.Outcome(bad, ret))
+    assert len(diffs) == 1 and diffs[0].startswith(f"oa[[{k}]]")
+    exact_f = np.nonzero(~p.fuzzy["oy"])[0]
+    if len(exact_f):
+        bad = {k: v.copy() for k, v in arrays.items()}
+        bad["oy"][exact_f[0]] = np.nextafter(bad["oy"][exact_f[0]], np.inf)
+        assert runner.compare(p, ref, runner.Outcome(bad, ret)), "an exact f64 one ulp off must differ"
+
+
+def test_planted_bug_is_found_and_shrunk(monkeypatch):
+    """Plant a wrong result in the `cpu` tier (every plain `oa[i] = e` store becomes `1 + e`): `check`
+    flags `cpu` alone, and `shrink` keeps that signature while making the program smaller."""
+    p = _first_program_with_output(needs_plain_store=True)
+    real_run_tier = runner.run_tier
+
+    def run_tier(tier, src, arrays, repeat=1):
+        if tier == "cpu":
+            src = src.replace("oa[i] = ", "oa[i] = 1 + ")
+        return real_run_tier(tier, src, arrays, repeat)
+
+    monkeypatch.setattr(runner, "run_tier", run_tier)
+    v = runner.check(p)
+    assert not v.ok and set(v.diffs) == {"cpu"}, v.diffs
+    small = runner.shrink(v, repeat=1, budget_s=60.0)
+    assert small.signature == v.signature
+    assert len(small.program.qd_source()) < len(p.qd_source())
