@@ -345,7 +345,7 @@ class AssignMixin:
 
     def _load_ref(self, ref: Any) -> Expr:
         if isinstance(ref, ir.GlobalPtr):
-            return Expr(self.b.emit(ir.GlobalLoad, ptr=ref, dtype=ref.dtype), ptr=ref)
+            return Expr(self.b.global_load(ref), ptr=ref)
         return Expr(self.b.load(ref), ptr=ref)
 
     def _store_ref(self, ref: Any, value: Any) -> None:

@@ -52,6 +52,8 @@ class Builder:
     def __init__(self, name: str) -> None:
         self.name = name
         self.stack: list[list[ir.Stmt]] = [[]]
+        # per open block: buffers whose gradient `qd.stop_grad(tensor)` stopped in it (and its nested blocks)
+        self.stopped: list[set[int]] = [set()]
         self.loc: ir.SrcLoc | None = None
         self.args: list[ir.ArgDecl] = []
         self.buffers: list[ir.BufferDecl] = []
@@ -80,9 +82,32 @@ class Builder:
 
     def push(self) -> None:
         self.stack.append([])
+        self.stopped.append(set())
 
     def pop(self) -> ir.Block:
+        self.stopped.pop()
         return ir.Block(tuple(self.stack.pop()))
+
+    # -------------------------------------------------------------- qd.stop_grad(tensor)
+    def stop_grad(self, buffer: int) -> None:
+        """`qd.stop_grad(x)` as a statement (Quadrants' block-scoped form): every float load of buffer
+        `buffer` in the current block and the blocks nested in it, before the statement or after it, is a
+        constant to both AD modes. Loads already emitted are wrapped now; later ones by `global_load`."""
+        if self.grad_stopped(buffer):
+            return
+        self.stopped[-1].add(buffer)
+        mapping: dict = {}
+        self.stack[-1][:] = _stop_loads(self.stack[-1], buffer, mapping)
+
+    def grad_stopped(self, buffer: int) -> bool:
+        return any(buffer in s for s in self.stopped)
+
+    def global_load(self, ptr: ir.GlobalPtr) -> ir.Value:
+        """A load of `*ptr`, through `Op.STOP_GRAD` where `qd.stop_grad` stopped its buffer's gradient."""
+        v = self.emit(ir.GlobalLoad, ptr=ptr, dtype=ptr.dtype)
+        if ptr.dtype.is_float and self.grad_stopped(ptr.buffer):
+            v = self.op(Op.STOP_GRAD, (v,), ptr.dtype)
+        return v
 
     @contextlib.contextmanager
     def at(self, loc: ir.SrcLoc | None) -> Iterator[None]:
@@ -176,3 +201,23 @@ class Builder:
         return ir.KernelIR(name=self.name, args=tuple(self.args), buffers=tuple(self.buffers),
                            rets=tuple(self.rets), checks=tuple(self.checks),
                            body=ir.Block(tuple(self.stack[0])), loc=loc)
+
+
+def _stop_loads(stmts: list[ir.Stmt], buffer: int, mapping: dict) -> list[ir.Stmt]:
+    """`stmts` with each float `GlobalLoad` of `buffer` (nested blocks included) followed by a
+    `STOP_GRAD` of it that every later use reads instead (`mapping` renames old values to new ones)."""
+    out: list[ir.Stmt] = []
+    for s in stmts:
+        ns = ir.remap_operands(s, mapping)
+        kids = {f.name: ir.Block(tuple(_stop_loads(list(getattr(ns, f.name).stmts), buffer, mapping)))
+                for f in dataclasses.fields(ns) if isinstance(getattr(ns, f.name), ir.Block)}
+        if kids:
+            ns = dataclasses.replace(ns, **kids)
+        if ns is not s:
+            mapping[s] = ns
+        out.append(ns)
+        if isinstance(ns, ir.GlobalLoad) and ns.ptr.buffer == buffer and ns.dtype.is_float:
+            sg = ir.OpStmt(op=Op.STOP_GRAD, args=(ns,), dtype=ns.dtype, loc=ns.loc)
+            out.append(sg)
+            mapping[s] = mapping[ns] = sg
+    return out

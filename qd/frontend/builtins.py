@@ -14,6 +14,7 @@ from qd import ir
 from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError
 from qd.frontend import builder as _b
 from qd.frontend import expr as _e
+from qd.frontend import values as _v
 from qd.frontend.expr import Expr, is_expr  # noqa: F401  (re-exported)
 from qd.ops import Op
 from qd.types import dtypes
@@ -159,7 +160,16 @@ def bit_cast(x: Any, dtype: Any) -> Any:
 
 def stop_grad(x: Any) -> Any:
     """The value of `x` with its gradient stopped (`Op.STOP_GRAD`: an identity that the op table
-    marks non-differentiable, so both AD modes see a constant)."""
+    marks non-differentiable, so both AD modes see a constant).
+
+    On a field or ndarray, `qd.stop_grad(x)` is a statement (Quadrants' form): every load of `x` in the
+    enclosing block and its nested blocks reads a constant, so no gradient flows into `x.grad` there."""
+    if isinstance(x, _v.GlobalTensor):
+        _b.current().stop_grad(x.buffer)
+        return None
+    if _v.global_kind(x) is not None and _b.current() is not None:
+        raise QuadrantsSyntaxError("qd.stop_grad(x) on a field or ndarray that this kernel does not reach "
+                                   "by name: pass the field itself (qd.stop_grad(x), then read x[i])")
     if _e.is_matrix(x):
         return x._map(stop_grad)
     if isinstance(x, Expr) and x.dtype.is_float:

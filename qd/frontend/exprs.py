@@ -368,7 +368,8 @@ class ExprMixin:
         vars_ = [b.alloca(dt) for _ in ea]
         blocks = []
         for blk, vals in ((blk_a, ea), (blk_c, ec)):
-            b.stack.append(list(blk.stmts))
+            b.push()
+            b.stack[-1].extend(blk.stmts)
             b.depth += 1
             for var, v in zip(vars_, vals):
                 b.store(var, _e.as_expr(v).value)

@@ -176,7 +176,7 @@ class GlobalTensor:
 
     def load(self, indices: list) -> Any:
         b = _e.bld()
-        vals = [Expr(b.emit(ir.GlobalLoad, ptr=p, dtype=self.dtype), ptr=p) for p in self.ptrs(indices)]
+        vals = [Expr(b.global_load(p), ptr=p) for p in self.ptrs(indices)]
         return vals[0] if not self.elem_shape else make_matrix(vals, self.elem_shape)
 
 
