@@ -344,6 +344,20 @@ def test_terminal_front_end(tmp_path):
     assert "(qd-dbg) p i\n3\n" in out
 
 
+def test_terminal_bare_line_before_the_run_means_the_main_script(tmp_path):
+    """`b 19` typed before the program runs is line 19 of the script (as in pdb), not of any file."""
+    script = tmp_path / "demo.py"
+    script.write_text(SCRIPT)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    res = subprocess.run([sys.executable, "-m", "qd.debug", str(script)], input="b 19 if tid == 2\nb x\nc\np i\nq\n",
+                         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    out = res.stdout
+    assert f"breakpoint 1 at {script}:19 if tid == 2" in out, out + res.stderr
+    assert "*** ValueError: give file:line or a line number, not 'x'" in out
+    assert "demo.py:19 in blur (thread 2, task 0)  [breakpoint 1" in out
+    assert "(qd-dbg) p i\n2\n" in out
+
+
 def test_control_flow_matrices_and_ndrange_identical_when_all_threads_walked():
     out = qd.field(qd.f32, shape=(3, 4))
     cnt = qd.field(qd.i32, shape=3)

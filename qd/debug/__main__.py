@@ -1,6 +1,6 @@
 """`python -m qd.debug script.py [args]`: run a script with the kernel debugger on the terminal.
 
-Before the script starts, set breakpoints (`b file:line [if cond]`) and type `c` (or `s` to stop at
+Before the script starts, set breakpoints (`b file:line [if cond]`, or `b line` in the script itself) and type `c` (or `s` to stop at
 the first line of the first kernel launch). A failed kernel check (bounds, assert, adstack overflow)
 opens the post-mortem debugger at the failing thread and line.
 """
@@ -23,7 +23,7 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(_USAGE)
         return 2
-    console = Console()
+    console = Console(main_file=argv[0])
     dbg = Debugger(console)
     if not console.setup(dbg):
         return 0

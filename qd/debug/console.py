@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Callable, Iterable, TextIO
 
@@ -44,7 +45,8 @@ class Console:
     prompt = "(qd-dbg) "
 
     def __init__(self, commands: Iterable[str] | None = None, stdin: TextIO | None = None,
-                 stdout: TextIO | None = None) -> None:
+                 stdout: TextIO | None = None, main_file: str | None = None) -> None:
+        self.main_file = main_file  # the script `python -m qd.debug` runs: where `b LINE` points before a stop
         self.commands = list(commands) if commands is not None else None
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stdout
@@ -138,10 +140,13 @@ def _break(c: Console, dbg: Debugger, frame: Frame | None, rest: str) -> None:
         return
     where, _, cond = rest.partition(" if ")
     where = where.strip()
-    if ":" not in where:
-        if frame is None:
+    if ":" not in where:  # a bare line: the current file at a stop, the main script before (as pdb)
+        if not where.isdigit():
+            raise ValueError(f"give file:line or a line number, not {where!r}")
+        file = frame.here().file if frame is not None else c.main_file
+        if file is None:
             raise ValueError("give file:line before the program runs")
-        where = f"{frame.here().file}:{where}"
+        where = f"{os.path.abspath(file)}:{where}"
     c.out(f"{dbg.break_at(where, cond.strip() or None)}")
 
 
