@@ -6,12 +6,19 @@ type: unrolled into scalar args), 'ndarray' (`qd.types.ndarray(...)`: a qd Ndarr
 CPU torch tensor; keyed by dtype, ndim and element shape), 'view' (`BufferView[dtype]` or bare
 `BufferView`: a `qd.BufferView`; launched as its ndarray plus two i32 args, offset and size, so only the
 ndarray's dtype, ndim and element shape are in the key).
+
+A kernel parameter annotated with a dataclass type (`s: State`, Quadrants' typed-dataclass argument) is
+flattened: `Signature.params` holds one leaf parameter per member (`s.a`, `s.b`, nested dataclasses
+recursively) with the member's annotation as its kind, and `Signature.bind` expands a call's dataclass
+argument into its members' values, so conversion, keys and gradients see plain parameters. In the kernel
+body, `s` is a `values.StructRef` whose attributes are the leaves' bindings.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import sys
 from typing import Any, Callable
 
 import numpy as np
@@ -31,6 +38,8 @@ class Param:
         self.kind = kind
         self.ann = ann
         self.default = default
+        self.leaves: list[Param] = []  # kind "struct": the member leaves (see the module docstring)
+        self.path: tuple = ()  # a leaf of a dataclass parameter: its member names from the argument
 
 
 def _resolve(ann: Any, fn: Callable) -> Any:
@@ -40,6 +49,66 @@ def _resolve(ann: Any, fn: Callable) -> Any:
         except Exception as e:  # noqa: BLE001
             raise QuadrantsSyntaxError(f"cannot resolve annotation {ann!r} of {fn.__name__}: {e}") from None
     return ann
+
+
+def _norm_ann(ann: Any) -> Any:
+    if ann is NdarrayType:
+        return NdarrayType()
+    if ann is BufferView:
+        return BufferViewType()
+    return ann
+
+
+def _is_dataclass_type(ann: Any) -> bool:
+    return isinstance(ann, type) and dataclasses.is_dataclass(ann)
+
+
+def _leaves(p: Param, fn: Callable, path: tuple = ()) -> list[Param]:
+    """The leaf parameters of dataclass parameter `p`: one per member, nested dataclasses flattened;
+    each leaf's `path` is its chain of member names from the argument."""
+    out: list[Param] = []
+    hints = _member_annotations(p.ann, fn)
+    for f in dataclasses.fields(p.ann):
+        ann = _norm_ann(hints.get(f.name, f.type))
+        name = f"{p.name}.{f.name}"
+        if _is_dataclass_type(ann):
+            out.extend(_leaves(Param(name, "struct", ann, inspect.Parameter.empty), fn, path + (f.name,)))
+            continue
+        leaf = Param(name, _kind(name, ann, 1, True), ann, inspect.Parameter.empty)
+        leaf.path = path + (f.name,)
+        out.append(leaf)
+    return out
+
+
+def _member_annotations(cls: type, fn: Callable) -> dict:
+    """`cls`'s member annotations, resolved where written as strings (`from __future__ import annotations`)
+    in the class's module, then in the kernel's globals."""
+    mod = sys.modules.get(cls.__module__)
+    out = {}
+    for f in dataclasses.fields(cls):
+        ann = f.type
+        if isinstance(ann, str):
+            try:
+                ann = eval(ann, {**fn.__globals__, **(vars(mod) if mod else {})})  # noqa: S307 - the user's own class
+            except Exception as e:  # noqa: BLE001
+                raise QuadrantsSyntaxError(f"cannot resolve annotation {ann!r} of {cls.__name__}.{f.name}: {e}") \
+                    from None
+        out[f.name] = ann
+    return out
+
+
+def _struct_values(p: Param, v: Any) -> list:
+    """The values of dataclass parameter `p`'s leaves in argument `v` (in `_leaves` order)."""
+    if not isinstance(v, p.ann):
+        raise QuadrantsRuntimeTypeError(f"Argument '{p.name}' (type={type(v).__name__}) cannot be converted into "
+                                        f"required type {p.ann.__name__} (a dataclass)")
+    out = []
+    for leaf in p.leaves:
+        x = v
+        for attr in leaf.path:
+            x = getattr(x, attr)
+        out.append(x)
+    return out
 
 
 def _kind(name: str, ann: Any, index: int, is_kernel: bool) -> str:
@@ -68,27 +137,35 @@ class Signature:
     def __init__(self, fn: Callable, is_kernel: bool) -> None:
         sig = inspect.signature(fn)
         self.fn = fn
-        self.params: list[Param] = []
+        self.user_params: list[Param] = []  # as written; a dataclass parameter has kind "struct"
         for i, p in enumerate(sig.parameters.values()):
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 raise QuadrantsSyntaxError(f"*args / **kwargs are not supported in {fn.__name__}")
-            ann = _resolve(p.annotation, fn)
-            if ann is NdarrayType:
-                ann = NdarrayType()
-            elif ann is BufferView:
-                ann = BufferViewType()
-            self.params.append(Param(p.name, _kind(p.name, ann, i, is_kernel), ann, p.default))
+            ann = _norm_ann(_resolve(p.annotation, fn))
+            if is_kernel and _is_dataclass_type(ann):
+                self.user_params.append(Param(p.name, "struct", ann, p.default))
+            else:
+                self.user_params.append(Param(p.name, _kind(p.name, ann, i, is_kernel), ann, p.default))
+        self.flat = not any(p.kind == "struct" for p in self.user_params)
+        self.params: list[Param] = []  # the leaves: what conversion, keys and launches see
+        for p in self.user_params:
+            if p.kind == "struct":
+                p.leaves = _leaves(p, fn)
+                self.params.extend(p.leaves)
+            else:
+                self.params.append(p)
         rt = _resolve(sig.return_annotation, fn)
         self.return_type = None if rt in (inspect.Signature.empty, None) else _norm_ret(rt)
-        self._names = {p.name: i for i, p in enumerate(self.params)}
+        self._names = {p.name: i for i, p in enumerate(self.user_params)}
 
     def bind(self, args: tuple, kwargs: dict) -> list:
-        if not kwargs and len(args) == len(self.params):  # the common call: all positional
-            return list(args)
-        if len(args) > len(self.params):
-            raise QuadrantsSyntaxError(f"{self.fn.__name__}() takes {len(self.params)} arguments but "
-                                       f"{len(args)} were given")
-        out = list(args) + [inspect.Parameter.empty] * (len(self.params) - len(args))
+        """The values of the leaf parameters for a call."""
+        n = len(self.user_params)
+        if not kwargs and len(args) == n:  # the common call: all positional
+            return list(args) if self.flat else self._flatten(args)
+        if len(args) > n:
+            raise QuadrantsSyntaxError(f"{self.fn.__name__}() takes {n} arguments but {len(args)} were given")
+        out = list(args) + [inspect.Parameter.empty] * (n - len(args))
         for k, v in kwargs.items():
             i = self._names.get(k)
             if i is None:
@@ -98,10 +175,19 @@ class Signature:
             out[i] = v
         for i, v in enumerate(out):
             if v is inspect.Parameter.empty:
-                d = self.params[i].default
+                d = self.user_params[i].default
                 if d is inspect.Parameter.empty:
-                    raise QuadrantsSyntaxError(f"{self.fn.__name__}() missing argument '{self.params[i].name}'")
+                    raise QuadrantsSyntaxError(f"{self.fn.__name__}() missing argument '{self.user_params[i].name}'")
                 out[i] = d
+        return out if self.flat else self._flatten(out)
+
+    def _flatten(self, values: Any) -> list:
+        out: list = []
+        for p, v in zip(self.user_params, values):
+            if p.kind == "struct":
+                out.extend(_struct_values(p, v))
+            else:
+                out.append(v)
         return out
 
     def restructure_return(self, result: Any) -> Any:
@@ -434,6 +520,20 @@ def bind_kernel_params(t: Any, sig: Signature, values: list, assigned: set) -> N
             spec = view_spec(p, v) if p.kind == "view" else ndarray_spec(p, v)
             tensor = _bind_ndarray(b, p.name, *spec[:3])
             t.ctx.bind(p.name, _view_param(b, p.name, tensor) if p.kind == "view" else tensor)
+    for p in sig.user_params:
+        if p.kind == "struct":
+            t.ctx.bind(p.name, _struct_ref(t, p))
+
+
+def _struct_ref(t: Any, p: Param) -> _v.StructRef:
+    """The body's value of dataclass parameter `p`, over its leaves' bindings (bound just before)."""
+    root = _v.StructRef(p.ann.__name__, {})
+    for leaf in p.leaves:
+        node = root
+        for attr in leaf.path[:-1]:
+            node = node.members.setdefault(attr, _v.StructRef(attr, {}))
+        node.members[leaf.path[-1]] = t.ctx.find_local(leaf.name)[1]
+    return root
 
 
 def _bind_ndarray(b: Any, name: str, dt: DataType, ndim: int, es: tuple) -> _v.GlobalTensor:

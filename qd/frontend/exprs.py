@@ -153,6 +153,8 @@ class ExprMixin:
         return self.attribute(base, node.attr)
 
     def attribute(self, base: Any, attr: str) -> Any:
+        if isinstance(base, _v.StructRef):
+            return base.member(attr)
         if isinstance(base, _v.GlobalTensor):
             if attr == "shape":
                 return base.shape

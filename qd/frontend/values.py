@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from qd import ir
-from qd.errors import QuadrantsIndexError, QuadrantsTypeError
+from qd.errors import QuadrantsIndexError, QuadrantsSyntaxError, QuadrantsTypeError
 from qd.frontend import expr as _e
 from qd.frontend.expr import Expr
 from qd.types import dtypes
@@ -76,6 +76,20 @@ def matrix_dtype(m: Any) -> DataType:
         t = e.dtype if isinstance(e, Expr) else _e.literal_dtype(e)
         out = t if out is None else dtypes.promote(out, t)
     return out or _e.literal_dtype(0)
+
+
+@dataclass
+class StructRef:
+    """A typed-dataclass kernel parameter in the body: `s.member` reads the member's binding (a leaf
+    parameter, see `qd.frontend.args`) or a nested StructRef."""
+
+    type_name: str
+    members: dict
+
+    def member(self, attr: str) -> Any:
+        if attr not in self.members:
+            raise QuadrantsSyntaxError(f"dataclass {self.type_name} has no member '{attr}'")
+        return read(self.members[attr])
 
 
 def read(binding: Any) -> Any:
