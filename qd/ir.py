@@ -244,13 +244,17 @@ class Block:
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class RangeFor(Stmt):
-    """`for var in range(begin, end)`: serial inside a thread unless `parallel` (top level only)."""
+    """`for var in range(begin, end)`: serial inside a thread unless `parallel` (top level only).
+
+    `from_range`: written as `range(...)` (not `qd.ndrange` / a struct-for). Quadrants' reverse mode without
+    the adstack refuses a nested `range()` loop but lets the others through; `qd.ad.reverse` follows it."""
 
     var: LoopVar
     begin: Value
     end: Value
     body: Block
     parallel: bool = False
+    from_range: bool = True
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)

@@ -215,10 +215,11 @@ class _Parser:
         if ln.accept("name"):
             ln.take(text="=")
             name = ln.name()
+        from_range = not ln.accept("ndrange")
         var = ir.LoopVar(dt, name)
         self.env[vname] = var
         return ir.RangeFor(var=var, begin=begin, end=end, body=self.closed_block(),
-                           parallel=parallel, loc=ln.loc)
+                           parallel=parallel, loc=ln.loc, from_range=from_range)
 
     def if_stmt(self, ln: _Line) -> ir.If:
         cond = self.val(ln)

@@ -133,7 +133,8 @@ def _fmt_for(s: ir.RangeFor, n: Namer) -> str:
     b, e = n.ref(s.begin), n.ref(s.end)
     head = "parallel for" if s.parallel else "for"
     name = f" name={_quote(s.var.name)}" if s.var.name else ""
-    return f"{head} {n.define(s.var)} : {s.var.dtype} in {b} .. {e}{name}"
+    nd = "" if s.from_range else " ndrange"
+    return f"{head} {n.define(s.var)} : {s.var.dtype} in {b} .. {e}{name}{nd}"
 
 
 def _fmt_print(s: ir.Print, n: Namer) -> str:

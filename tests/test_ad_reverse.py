@@ -399,3 +399,36 @@ def test_stop_grad_statement_on_an_ndarray_and_in_forward_mode(arch: object) -> 
     with qd.ad.FwdMode(loss=loss, param=ys, seed=[1.0] * N):
         kf()
     np.testing.assert_allclose(loss.dual[None], XS.sum(), rtol=1e-12)
+
+
+def test_without_adstack_a_small_inner_ndrange_unrolls_and_an_inner_range_raises(arch: object) -> None:
+    """Quadrants' rule with `ad_stack_experimental_enabled=False`: a nested `range()` raises "Cannot use
+    non static range", a nested `qd.ndrange` goes through (qd unrolls it: at most 16 constant iterations)."""
+    qd.init(arch=arch, ad_stack_experimental_enabled=False)
+    m = qd.field(qd.f64, shape=(4, 2, 2), needs_grad=True)
+    n = qd.field(qd.f64, shape=(4, 2, 2), needs_grad=True)
+    loss = qd.field(qd.f64, shape=(), needs_grad=True)
+
+    @qd.kernel
+    def nd():
+        for i in range(4):
+            for j, k in qd.ndrange(2, 2):
+                m[i, j, k] = (j + 1) * (k + 1) * n[i, j, k]
+                loss[None] += m[i, j, k] * n[i, j, k]
+
+    n.from_numpy(np.arange(16, dtype=np.float64).reshape(4, 2, 2))
+    nd()
+    loss.grad[None] = 1.0
+    nd.grad()
+    w = np.array([[1.0, 2.0], [2.0, 4.0]])
+    np.testing.assert_allclose(n.grad.to_numpy(), 2 * w * n.to_numpy(), rtol=1e-12)
+
+    @qd.kernel
+    def rg():
+        for i in range(4):
+            for j in range(2):
+                loss[None] += n[i, j, 0]
+
+    rg()
+    with pytest.raises(QuadrantsCompilationError, match="Cannot use non static range in Backwards mode"):
+        rg.grad()

@@ -138,10 +138,13 @@ class _Unroller:
 
     def loop(self, s: ir.RangeFor, sub: dict, out: list[ir.Stmt]) -> None:
         begin, end = sub.get(s.begin, s.begin), sub.get(s.end, s.end)
-        if not self.adstack:  # Quadrants' rule: only qd.static loops (unrolled by the frontend) remain
-            raise _non_static(s, "with ad_stack_experimental_enabled=False a loop nested in a kernel's loop "
-                                 "must be a qd.static range")
         const = isinstance(begin, ir.Const) and isinstance(end, ir.Const)
+        if not self.adstack and (s.from_range or not const or int(end.value) - int(begin.value) > self.limit):
+            # Quadrants' rule: a nested range() needs the adstack; qd also refuses a nested qd.ndrange or
+            # struct-for that it cannot unroll (Quadrants would reverse it without saving carried values)
+            raise _non_static(s, "with ad_stack_experimental_enabled=False a loop nested in a kernel's loop "
+                                 "must be a qd.static range" + ("" if s.from_range else
+                                 f" or a qd.ndrange of at most {self.limit} constant iterations"))
         if const and int(end.value) - int(begin.value) <= self.limit:
             for k in range(int(begin.value), int(end.value)):
                 c = ir.Const(dtype=s.var.dtype, value=k, loc=s.loc)

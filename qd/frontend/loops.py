@@ -110,7 +110,7 @@ class LoopMixin:
                         lambda k: self.ctx.bind(name, _e.binary("add", begin, _e.binary("mul", k, step))))
 
     def _emit_loop(self, node: ast.For, begin: Any, end: Any, name: str, bind: Callable[[Expr], None],
-                   body: list[ast.stmt] | None = None) -> None:
+                   body: list[ast.stmt] | None = None, from_range: bool = True) -> None:
         b = self.b
         bt = begin.dtype if isinstance(begin, Expr) else dtypes.i32
         et = end.dtype if isinstance(end, Expr) else dtypes.i32
@@ -136,7 +136,8 @@ class LoopMixin:
             blk = b.pop()
             b.loops.pop()
             self.ctx.loops.pop()
-        b.emit(ir.RangeFor, var=var, begin=eb.value, end=ee.value, body=blk, parallel=parallel)
+        b.emit(ir.RangeFor, var=var, begin=eb.value, end=ee.value, body=blk, parallel=parallel,
+               from_range=from_range)
 
     # -------------------------------------------------------------- ndrange / struct-for / grouped
     def _targets(self, node: ast.For) -> list[str]:
@@ -184,12 +185,12 @@ class LoopMixin:
 
             begin = begins[0]
             end = _e.binary("add", begin, extents[0])
-            self._emit_loop(node, begin, end, names[0], bind_1)
+            self._emit_loop(node, begin, end, names[0], bind_1, from_range=False)
             return
         total: Any = 1
         for e in extents:
             total = _e.binary("mul", total, e)
-        self._emit_loop(node, 0, total, "_".join(names), bind)
+        self._emit_loop(node, 0, total, "_".join(names), bind, from_range=False)
 
     def _unflatten(self, k: Expr, begins: list, extents: list, names: Sequence[str] = ()) -> list:
         """The indices of flat index `k`; `names` (the loop targets) are recorded for the debugger on the

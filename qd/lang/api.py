@@ -1,8 +1,11 @@
-"""Public names of `qd.lang`: vectors, matrices and buffer views (re-exported at `qd` top level)."""
+"""Public names of `qd.lang`: vectors, matrices, buffer views and small-matrix decompositions
+(re-exported at `qd` top level)."""
 
 from qd.lang.buffer_view import BufferView
+from qd.lang.linalg import eig, make_spd, polar_decompose, solve, svd, sym_eig
 from qd.lang.matrix import Matrix, Vector
 from qd.lang.misc import is_extension_enabled
 from qd.types.annotations import Template
 
-__all__: list[str] = ["BufferView", "Matrix", "Vector", "is_extension_enabled", "Template"]
+__all__: list[str] = ["BufferView", "Matrix", "Vector", "is_extension_enabled", "Template", "polar_decompose",
+                      "svd", "sym_eig", "make_spd", "eig", "solve"]

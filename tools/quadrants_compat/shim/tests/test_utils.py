@@ -156,5 +156,41 @@ def skip_if_f64_unsupported(dtype: Any) -> None:
     """Every qd arch supports f64; nothing to skip."""
 
 
-__all__ = ["test", "approx", "allclose", "expected_archs", "get_rel_eps", "make_temp_file", "mkdir_p",
+def torch_op(*, output_shapes: Any = ((1,),), output_dtype: Any = None) -> Any:
+    """Wrap a kernel `k(*inputs, *outputs)` over torch tensors as a torch autograd op: the forward pass
+    makes zeroed outputs of `output_shapes` and launches `k`; the backward pass sets the outputs' `.grad`
+    to the incoming gradients, zeroes the inputs' `.grad` and launches `k.grad`."""
+
+    def wrap(kern: Any) -> Any:
+        import torch
+
+        dtype = torch.double if output_dtype is None else output_dtype
+
+        class _Op(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx: Any, *inputs: Any) -> Any:
+                outs = tuple(torch.zeros(s, dtype=dtype, requires_grad=True) for s in output_shapes)
+                kern(*inputs, *outs)
+                ctx.save_for_backward(*inputs, *outs)
+                return outs
+
+            @staticmethod
+            def backward(ctx: Any, *grads: Any) -> Any:
+                saved = ctx.saved_tensors
+                inputs, outs = saved[:len(saved) - len(grads)], saved[len(saved) - len(grads):]
+                for t in inputs:
+                    if t.grad is None:
+                        t.grad = torch.zeros_like(t)
+                    t.grad.fill_(0)
+                for t, g in zip(outs, grads):
+                    t.grad = g.contiguous()
+                kern.grad(*inputs, *outs)
+                return tuple(t.grad for t in inputs)
+
+        return lambda *args: _Op.apply(*args)
+
+    return wrap
+
+
+__all__ = ["test", "torch_op", "approx", "allclose", "expected_archs", "get_rel_eps", "make_temp_file", "mkdir_p",
            "skip_if_f64_unsupported"]
