@@ -16,12 +16,12 @@ from qd.frontend.builtins import max_ as max  # noqa: A001
 from qd.frontend.builtins import min_ as min  # noqa: A001
 from qd.frontend.builtins import pow_ as pow  # noqa: A001
 from qd.frontend.builtins import round_ as round  # noqa: A001
-from qd.frontend.kernel import Func, Kernel, func, kernel, pyfunc, real_func
+from qd.frontend.kernel import Func, Kernel, data_oriented, func, is_data_oriented, kernel, pyfunc, real_func
 from qd.frontend.ranges import block_local, grouped, loop_config, ndrange, static, static_assert, static_print
 from qd.types.annotations import template
 
 __all__ = [
-    "kernel", "func", "real_func", "pyfunc", "Kernel", "Func", "template", "static", "static_assert",
+    "data_oriented", "kernel", "func", "real_func", "pyfunc", "Kernel", "Func", "template", "static", "static_assert",
     "static_print", "ndrange", "grouped", "loop_config", "block_local", "atomic_add", "atomic_sub", "atomic_mul", "atomic_min", "atomic_max",
     "atomic_and", "atomic_or", "atomic_xor", "random", "select", "cast", "bit_cast", "stop_grad", "sqrt",
     "rsqrt", "sin", "cos", "tan", "asin", "acos", "atan2", "exp", "log", "tanh", "floor", "ceil", "round", "abs",

@@ -25,6 +25,7 @@ from qd.ad.validation import validate_global_access as _validate
 from qd.errors import QuadrantsRuntimeError, QuadrantsSyntaxError
 from qd.frontend import args as _args
 from qd.frontend import builder as _bm
+from qd.frontend import guards as _guards
 from qd.frontend.builder import Builder
 from qd.frontend.context import FuncContext, source_of
 from qd.frontend.transformer import Transformer, fence
@@ -62,6 +63,8 @@ class Kernel:
         self._instances: dict[tuple, tuple] = {}  # key -> (compiled kernel, bindings per buffer)
         # key -> the hidden args of that instance, when it has some (`Builder.hidden_args`: `x.grad` reads)
         self._hidden: dict[tuple, tuple] = {}
+        # key -> the paths from template arguments to the fields/ndarrays that instance bound (`guards`)
+        self._guards: dict[tuple, tuple] = {}
         self._sig: _args.Signature | None = None
         self._last_ir: ir.KernelIR | None = None
         functools.update_wrapper(self, fn)
@@ -111,6 +114,10 @@ class Kernel:
                 key = key + (nd_grads,)
                 launch_args = list(launch_args) + [g for _, g in grads]
         inst = self._instances.get(key)
+        if inst is not None and key in self._guards and _guards.stale(self._guards[key], values):
+            # a member reached through a template argument was reassigned: the instance of the new objects
+            key = key + ("guards",) + _guards.current(self._guards[key], values)
+            inst = self._instances.get(key)
         if inst is None:
             inst = self._instances[key] = self._compile(values, mode, nd_grads, key)
         ck, bindings = inst
@@ -156,6 +163,11 @@ class Kernel:
         ck = _launch.compile_kernel(k_ir)
         if hidden:
             self._hidden[key] = tuple(hidden)
+        sig = self.signature
+        guards = _guards.find([(i, v) for i, (p, v) in enumerate(zip(sig.params, values)) if p.kind == "template"],
+                              bindings)
+        if guards:
+            self._guards[key] = guards
         return ck, bindings
 
 
@@ -367,4 +379,28 @@ def pyfunc(fn: Callable) -> Callable:
     return wrapper
 
 
-__all__ = ["Kernel", "Func", "kernel", "func", "real_func", "pyfunc"]
+def data_oriented(cls: type | None = None, *, template_primitives: bool = True) -> Any:
+    """`@qd.data_oriented` (or `@qd.data_oriented(template_primitives=...)`): a class whose methods may be
+    `@qd.kernel`s and `@qd.func`s. `self` is a template argument of its kernels, keyed by identity: its
+    Python int/float/bool members are compile-time constants baked into the instance (as in Quadrants,
+    changing one later does not recompile), while the fields and ndarrays reached through it are re-checked
+    at every launch (`qd.frontend.guards`: a reassigned member is never served stale). qd's kernels and funcs
+    bind as methods of any class; the decorator marks the class for the code that checks."""
+    if not template_primitives:
+        raise NotImplementedError("qd.data_oriented(template_primitives=False) (primitive members lifted into "
+                                  "runtime kernel arguments) is not supported yet; pass the value as a kernel "
+                                  "argument instead")
+
+    def decorate(c: type) -> type:
+        c._data_oriented = True
+        c._qd_template_primitives = template_primitives
+        return c
+
+    return decorate if cls is None else decorate(cls)
+
+
+def is_data_oriented(obj: Any) -> bool:
+    return bool(getattr(obj, "_data_oriented", False))
+
+
+__all__ = ["Kernel", "Func", "kernel", "func", "real_func", "pyfunc", "data_oriented", "is_data_oriented"]
