@@ -5,7 +5,12 @@ value for hashable Python values), 'scalar' (qd dtypes, `int`, `float`), 'matrix
 type: unrolled into scalar args), 'ndarray' (`qd.types.ndarray(...)`: a qd Ndarray, numpy array or
 CPU torch tensor; keyed by dtype, ndim and element shape), 'view' (`BufferView[dtype]` or bare
 `BufferView`: a `qd.BufferView`; launched as its ndarray plus two i32 args, offset and size, so only the
-ndarray's dtype, ndim and element shape are in the key).
+ndarray's dtype, ndim and element shape are in the key), 'tensor' (`qd.Tensor`: per call, a field-backed
+value (or None) is a 'template' and an ndarray-backed one an 'ndarray'; `_resolved`).
+
+`qd.Tensor` wrappers (`qd/lang/tensor.py`) are taken off every argument in `Signature.bind`, so whatever
+the annotation, the rest of this module only sees bare fields and ndarrays. An ndarray's physical layout
+(`HostData.layout`) is part of its key and of its `GlobalTensor`.
 
 A kernel parameter annotated with a dataclass type (`s: State`, Quadrants' typed-dataclass argument) is
 flattened: `Signature.params` holds one leaf parameter per member (`s.a`, `s.b`, nested dataclasses
@@ -28,6 +33,7 @@ from qd.errors import QuadrantsRuntimeError, QuadrantsRuntimeTypeError, Quadrant
 from qd.frontend import values as _v
 from qd.types import dtypes
 from qd.lang.buffer_view import BufferView
+from qd.lang.tensor import TENSOR_TYPES, Tensor
 from qd.types.annotations import BufferViewType, NdarrayType, Template
 from qd.types.dtypes import DataType, MatrixType
 
@@ -122,6 +128,8 @@ def _kind(name: str, ann: Any, index: int, is_kernel: bool) -> str:
         return "ndarray"
     if isinstance(ann, BufferViewType):
         return "view"
+    if isinstance(ann, type) and issubclass(ann, Tensor):
+        return "tensor"
     if isinstance(ann, MatrixType):
         return "matrix"
     if isinstance(ann, DataType) or ann in (int, float, bool):
@@ -162,7 +170,7 @@ class Signature:
         """The values of the leaf parameters for a call."""
         n = len(self.user_params)
         if not kwargs and len(args) == n:  # the common call: all positional
-            return list(args) if self.flat else self._flatten(args)
+            return _unwrapped(list(args) if self.flat else self._flatten(args))
         if len(args) > n:
             raise QuadrantsSyntaxError(f"{self.fn.__name__}() takes {n} arguments but {len(args)} were given")
         out = list(args) + [inspect.Parameter.empty] * (n - len(args))
@@ -179,7 +187,7 @@ class Signature:
                 if d is inspect.Parameter.empty:
                     raise QuadrantsSyntaxError(f"{self.fn.__name__}() missing argument '{self.user_params[i].name}'")
                 out[i] = d
-        return out if self.flat else self._flatten(out)
+        return _unwrapped(out if self.flat else self._flatten(out))
 
     def _flatten(self, values: Any) -> list:
         out: list = []
@@ -197,6 +205,30 @@ class Signature:
         flat = list(result) if isinstance(result, tuple) else [result]
         it = iter(flat)
         return _rebuild(rt, it)
+
+
+def _unwrapped(values: list) -> list:
+    """`values` with every `qd.Tensor` wrapper replaced by its field or ndarray (in place)."""
+    for i, v in enumerate(values):
+        if type(v) in TENSOR_TYPES:
+            values[i] = v._impl
+    return values
+
+
+def _resolved(p: Param, v: Any) -> Param:
+    """Parameter `p` as its value `v` makes it: a `qd.Tensor` parameter is a template for a field (or None)
+    and an ndarray parameter otherwise; any other parameter is itself."""
+    if p.kind != "tensor":
+        return p
+    as_field = v is None or _v.global_kind(v) == "field"
+    attr = "_as_template" if as_field else "_as_ndarray"
+    q = p.__dict__.get(attr)
+    if q is None:
+        q = Param(p.name, "template", Template(), p.default) if as_field else \
+            Param(p.name, "ndarray", NdarrayType(), p.default)
+        q.path = p.path
+        setattr(p, attr, q)
+    return q
 
 
 def _norm_ret(rt: Any) -> Any:
@@ -233,6 +265,8 @@ def _type_error(p: Param, needed: str, got: Any) -> QuadrantsRuntimeTypeError:
 def _template_key(v: Any) -> Any:
     if isinstance(v, (int, float, bool, str, type(None), np.number)):
         return ("v", type(v), v)
+    if type(v) in TENSOR_TYPES:  # a wrapper inside a template value: keyed as its field or ndarray
+        v = v._impl
     if isinstance(v, BufferView):  # baked into the instance (`views.from_host`): keyed by value, never by id
         return ("view", _template_key(v.arr), v.offset, v.size)
     if dataclasses.is_dataclass(v) and not isinstance(v, type) and v.__dataclass_params__.frozen:
@@ -415,6 +449,7 @@ def grad_args(sig: Signature, values: list) -> list[tuple[int, Any]]:
     out: list[tuple[int, Any]] = []
     i = 0
     for p, v in zip(sig.params, values):
+        p = _resolved(p, v)
         if p.kind == "ndarray":
             g = _grad_of(p, v)
             if g is not None:
@@ -423,12 +458,13 @@ def grad_args(sig: Signature, values: list) -> list[tuple[int, Any]]:
     return out
 
 
-def _param_of_launch_arg(sig: Signature, index: int) -> int:
+def _param_of_launch_arg(sig: Signature, index: int, values: list) -> int:
     """The parameter (index into `sig.params`) whose launch args include launch arg `index`."""
     table = getattr(sig, "_launch_params", None)
     if table is None:
-        table = [i for i, p in enumerate(sig.params) for _ in range(_launch_arity(p))]
-        sig._launch_params = table  # type: ignore[attr-defined]
+        table = [i for i, (p, v) in enumerate(zip(sig.params, values)) for _ in range(_launch_arity(_resolved(p, v)))]
+        if not any(p.kind == "tensor" for p in sig.params):  # otherwise the table depends on the values
+            sig._launch_params = table  # type: ignore[attr-defined]
     return table[index]
 
 
@@ -439,8 +475,8 @@ def hidden_args(sig: Signature, values: list, hidden: tuple) -> list:
     none, as `grad_args` does); numpy arrays have none."""
     out: list = []
     for ai, attr in hidden:
-        pi = _param_of_launch_arg(sig, ai)
-        out.append(_hidden_of(sig.params[pi], values[pi], attr))
+        pi = _param_of_launch_arg(sig, ai, values)
+        out.append(_hidden_of(_resolved(sig.params[pi], values[pi]), values[pi], attr))
     return out
 
 
@@ -477,6 +513,7 @@ def convert(sig: Signature, values: list) -> tuple[tuple, list, list]:
     args: list = []
     post: list = []
     for p, v in zip(sig.params, values):
+        p = _resolved(p, v)
         if p.kind == "template":
             key.append(_template_key(v))
         elif p.kind == "scalar":
@@ -491,7 +528,8 @@ def convert(sig: Signature, values: list) -> tuple[tuple, list, list]:
                 post.append(cb)
         else:
             dt, ndim, es, obj, cb = ndarray_spec(p, v)
-            key.append((dt, ndim, es))
+            lay = getattr(obj, "_layout", None)
+            key.append((dt, ndim, es) if lay is None else (dt, ndim, es, lay))
             args.append(obj)
             if cb is not None:
                 post.append(cb)
@@ -502,6 +540,7 @@ def bind_kernel_params(t: Any, sig: Signature, values: list, assigned: set) -> N
     """Declare the kernel's args/buffers (same order as `convert`) and bind the parameter names."""
     b = t.b
     for p, v in zip(sig.params, values):
+        p = _resolved(p, v)
         if p.kind == "template":
             t.ctx.bind(p.name, t.wrap_global(v, p.name))
         elif p.kind == "scalar":
@@ -518,7 +557,7 @@ def bind_kernel_params(t: Any, sig: Signature, values: list, assigned: set) -> N
             t.ctx.bind(p.name, t.init_var(_v.read(ref), name=p.name) if p.name in assigned else ref)
         else:
             spec = view_spec(p, v) if p.kind == "view" else ndarray_spec(p, v)
-            tensor = _bind_ndarray(b, p.name, *spec[:3])
+            tensor = _bind_ndarray(b, p.name, *spec[:3], getattr(spec[3], "_layout", None))
             t.ctx.bind(p.name, _view_param(b, p.name, tensor) if p.kind == "view" else tensor)
     for p in sig.user_params:
         if p.kind == "struct":
@@ -536,14 +575,15 @@ def _struct_ref(t: Any, p: Param) -> _v.StructRef:
     return root
 
 
-def _bind_ndarray(b: Any, name: str, dt: DataType, ndim: int, es: tuple) -> _v.GlobalTensor:
-    """Declares an ndarray launch arg and its buffer; its GlobalTensor."""
+def _bind_ndarray(b: Any, name: str, dt: DataType, ndim: int, es: tuple,
+                  layout: tuple | None = None) -> _v.GlobalTensor:
+    """Declares an ndarray launch arg and its buffer (physical axes); its GlobalTensor (canonical axes)."""
     ai = len(b.args)
     bi = len(b.buffers)
     b.add_arg(ir.ArgDecl(name=name, kind="ndarray", dtype=dt, buffer=bi))
     decl = ir.BufferDecl(kind="ndarray", dtype=dt, ndim=ndim, elem_shape=es, arg=ai, name=name)
     b.add_buffer(("arg", ai), decl, None)
-    return _v.GlobalTensor(bi, decl)
+    return _v.GlobalTensor(bi, decl, layout=layout)
 
 
 def _view_param(b: Any, name: str, tensor: _v.GlobalTensor) -> Any:
@@ -576,7 +616,7 @@ def _cfg_fp() -> DataType:
 def bind_func_params(t: Any, sig: Signature, values: list) -> None:
     """Bind a func's parameters: templates and tensors by reference, everything else by value."""
     for p, v in zip(sig.params, values):
-        if p.kind in ("template", "ndarray"):
+        if p.kind in ("template", "ndarray", "tensor"):
             t.ctx.bind(p.name, t.wrap_global(v, p.name))
         elif p.kind == "view":
             t.ctx.bind(p.name, _func_view(p, t.wrap_global(v, p.name)))

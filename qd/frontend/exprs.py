@@ -15,6 +15,7 @@ from qd.frontend import values as _v
 from qd.frontend.expr import Expr
 from qd.frontend.views import ViewValue
 from qd.lang.buffer_view import BufferView
+from qd.lang.tensor import TENSOR_TYPES
 from qd.types import dtypes
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
@@ -101,6 +102,8 @@ class ExprMixin:
         """Fields and captured ndarrays become `GlobalTensor`s of this kernel; other objects pass through."""
         if isinstance(obj, (int, float, bool, str, type(None), Expr, _v.GlobalTensor)):
             return obj
+        if type(obj) in TENSOR_TYPES:  # a `qd.Tensor` wrapper: the kernel sees its field or ndarray
+            obj = obj._unwrap()
         if _v.global_kind(obj) is not None:
             return _v.bind_global_object(obj, name)
         if isinstance(obj, BufferView):  # a compile-time view (template, captured global)
@@ -167,7 +170,7 @@ class ExprMixin:
                 if base.decl.name.endswith(".grad"):  # parameter names have no dots: a hidden grad argument
                     raise QuadrantsSyntaxError(f"'{base.decl.name}' has no attribute 'grad' inside kernels")
                 bi = self.b.hidden_arg(base.decl, attr)
-                return _v.GlobalTensor(bi, self.b.buffers[bi])
+                return _v.GlobalTensor(bi, self.b.buffers[bi], layout=base.layout)
             if attr == "dual":
                 raise QuadrantsSyntaxError("ndarray arguments have no attribute 'dual' inside kernels "
                                            "(qd ndarrays have no dual; forward mode over ndarrays is not supported)")

@@ -112,13 +112,19 @@ def read(binding: Any) -> Any:
 # ---------------------------------------------------------------- global tensors
 
 class GlobalTensor:
-    """A field or ndarray inside a kernel: `t[i, j]` loads, `t.shape` gives ints or ExternalShape values."""
+    """A field or ndarray inside a kernel: `t[i, j]` loads, `t.shape` gives ints or ExternalShape values.
 
-    def __init__(self, buffer: int, decl: ir.BufferDecl, obj: Any = None, offset: tuple = ()) -> None:
+    `layout` is the buffer's physical axis order (`HostData.layout`: the canonical axis at each storage
+    level, outermost first), or None. The buffer (`decl.shape`, `ExternalShape`, `GlobalPtr` indices) is
+    physical; subscripts and `shape` here are canonical, permuted in `_index_values` and `shape`."""
+
+    def __init__(self, buffer: int, decl: ir.BufferDecl, obj: Any = None, offset: tuple = (),
+                 layout: tuple | None = None) -> None:
         self.buffer = buffer
         self.decl = decl
         self.obj = obj
         self.offset = tuple(offset) if any(offset) else ()
+        self.layout = tuple(layout) if layout is not None else None
 
     @property
     def dtype(self) -> DataType:
@@ -134,10 +140,12 @@ class GlobalTensor:
 
     @property
     def shape(self) -> tuple:
+        lay = self.layout
+        axes = range(self.ndim) if lay is None else [lay.index(a) for a in range(self.ndim)]  # physical axis of each
         if self.decl.kind != "ndarray":
-            return tuple(self.decl.shape)
+            return tuple(self.decl.shape[p] for p in axes)
         b = _e.bld()
-        return tuple(Expr(b.emit(ir.ExternalShape, buffer=self.buffer, axis=a)) for a in range(self.decl.ndim))
+        return tuple(Expr(b.emit(ir.ExternalShape, buffer=self.buffer, axis=p)) for p in axes)
 
     def __repr__(self) -> str:
         return f"<{self.decl.kind} {self.decl.name or self.buffer}: {self.dtype}>"
@@ -166,7 +174,7 @@ class GlobalTensor:
                 out.append(_e.const(int(i), dtypes.i32))
             else:
                 raise QuadrantsTypeError(f"invalid index of type {type(i).__name__} into a {what.lower()}")
-        return out
+        return out if self.layout is None else [out[a] for a in self.layout]
 
     def ptrs(self, indices: list) -> list:
         """One `GlobalPtr` per element entry (row-major over the element shape)."""
@@ -226,13 +234,16 @@ def bind_global_object(obj: Any, name: str = "") -> GlobalTensor:
     """Register a field (or captured Ndarray) as a buffer of the kernel being built."""
     b = _e.bld()
     dt, shape, es = describe_object(obj)
+    layout = getattr(obj, "_layout", None)
+    if layout is not None:  # the buffer is the physical storage
+        shape = tuple(shape[a] for a in layout)
     decl = ir.BufferDecl(kind="field", dtype=dt, shape=shape, elem_shape=es, name=name)
     buf = b.add_buffer(("obj", id(obj)), decl, obj)
     try:
         offset = tuple(getattr(obj, "offset", ()) or ())
     except Exception:  # noqa: BLE001
         offset = ()
-    return GlobalTensor(buf, b.buffers[buf], obj, offset)
+    return GlobalTensor(buf, b.buffers[buf], obj, offset, layout)
 
 
 def element_type_shape(t: Any) -> tuple[DataType | None, tuple]:

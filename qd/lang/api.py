@@ -5,7 +5,9 @@ from qd.lang.buffer_view import BufferView
 from qd.lang.linalg import eig, make_spd, polar_decompose, solve, svd, sym_eig
 from qd.lang.matrix import Matrix, Vector
 from qd.lang.misc import is_extension_enabled
+from qd.lang.tensor import Backend, MatrixTensor, Tensor, VectorTensor, tensor, wrap
 from qd.types.annotations import Template
 
 __all__: list[str] = ["BufferView", "Matrix", "Vector", "is_extension_enabled", "Template", "polar_decompose",
-                      "svd", "sym_eig", "make_spd", "eig", "solve"]
+                      "svd", "sym_eig", "make_spd", "eig", "solve",
+                      "Backend", "Tensor", "VectorTensor", "MatrixTensor", "tensor", "wrap"]

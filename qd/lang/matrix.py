@@ -430,6 +430,13 @@ class Matrix:
         """An ndarray whose elements are n x m matrices."""
         return _ops.make_ndarray(dtypes.matrix(n, m, dtype), shape, needs_grad)
 
+    @classmethod
+    def tensor(cls, n: int, m: int, dtype: Any, shape: Any, **kwargs: Any) -> Any:
+        """`qd.Matrix.tensor`: a `qd.Tensor` of n x m matrices on either backend (`qd/lang/tensor.py`)."""
+        from qd.lang.tensor import matrix_tensor
+
+        return matrix_tensor(n, m, dtype, shape, **kwargs)
+
     @staticmethod
     def _typed_field(mtype: MatrixType, shape: Any = None, **kwargs: Any) -> Any:
         return _ops.make_field(mtype, shape=shape, **kwargs)
@@ -464,6 +471,13 @@ class Vector(Matrix):
             cls, n: int, dtype: Any, shape: Any, needs_grad: bool = False) -> Any:
         """An ndarray whose elements are vectors of n."""
         return _ops.make_ndarray(dtypes.vector(n, dtype), shape, needs_grad)
+
+    @classmethod
+    def tensor(cls, n: int, dtype: Any, shape: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        """`qd.Vector.tensor`: a `qd.Tensor` of n-vectors on either backend (`qd/lang/tensor.py`)."""
+        from qd.lang.tensor import vector_tensor
+
+        return vector_tensor(n, dtype, shape, **kwargs)
 
 
 # ---------------------------------------------------------------- helpers

@@ -3,6 +3,11 @@
 A `HostData` owns `arr`, a C-contiguous numpy array of shape `shape + elem_shape`. Every host write
 path calls `_bump()`, which advances `generation`, so caches keyed on buffer contents (the
 max-reducer's) can tell the buffer changed.
+
+A buffer may have a `layout` (`qd.tensor(..., layout=...)`, `qd.field(..., order=...)`): a permutation
+of the outer axes listing the canonical axis stored at each nesting level, outermost first. `arr` then
+has the permuted *physical* shape; `shape` and every host method here stay canonical (they go through
+`_host_view()`, a transposed numpy view), and kernels permute their subscripts (`frontend/values.py`).
 """
 
 from __future__ import annotations
@@ -94,6 +99,7 @@ class HostData:
     generation: int
     escaped: bool = False  # storage shared outside qd (`to_torch(copy=False)`): writes may bypass `_bump`
     _arr: np.ndarray | None
+    _layout: tuple[int, ...] | None = None  # canonical axis per physical nesting level; None: canonical order
 
     # ---------------------------------------------------------------- storage
 
@@ -106,6 +112,48 @@ class HostData:
 
     def _raise_no_storage(self) -> None:
         raise QuadrantsRuntimeError(f"{self._kind} has no storage")
+
+    # ---------------------------------------------------------------- physical layout
+
+    @property
+    def layout(self) -> tuple[int, ...] | None:
+        """The physical axis order (canonical axis per nesting level, outermost first); None if canonical."""
+        return self._layout
+
+    def _physical(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """Canonical outer `shape` in storage order."""
+        lay = self._layout
+        return tuple(shape) if lay is None else tuple(shape[a] for a in lay)
+
+    @property
+    def _physical_shape(self) -> tuple[int, ...]:
+        return self._physical(tuple(self.shape))
+
+    def _host_view(self) -> np.ndarray:
+        """The storage with canonical axes: `arr` itself, or a transposed view of it under a layout."""
+        lay = self._layout
+        if lay is None:
+            return self.arr
+        n = len(lay)
+        return self.arr.transpose(tuple(lay.index(a) for a in range(n)) + tuple(range(n, self.arr.ndim)))
+
+    def _relayout(self, layout: Any) -> None:
+        """Store the outer axes in `layout` order from now on (None or the identity: canonical order),
+        keeping the data. Unplaced storage only records the layout."""
+        lay = tuple(int(a) for a in layout) if layout is not None else None
+        if lay is not None and lay == tuple(range(len(lay))):
+            lay = None
+        if lay == self._layout:
+            return
+        if self._arr is None:
+            self._layout = lay
+            return
+        canon = self._host_view()
+        n = canon.ndim - len(self.elem_shape)
+        self._layout = lay
+        order = (lay or tuple(range(n))) + tuple(range(n, canon.ndim))
+        self._arr = np.ascontiguousarray(canon.transpose(order))
+        self._bump()
 
     def _bump(self) -> None:
         self.generation += 1
@@ -156,7 +204,7 @@ class HostData:
 
     def __getitem__(self, key: Any) -> Any:
         idx = self._normalize_key(key)
-        x = self.arr[idx]
+        x = self._host_view()[idx]
         if self.elem_shape:
             obj = element_object(x, self.dtype)
             if not isinstance(obj, np.ndarray):  # `x[i][j] = v` writes through, as in Quadrants
@@ -170,9 +218,9 @@ class HostData:
     def _store_element(self, idx: tuple[int, ...], value: Any) -> None:
         """Store at storage indices `idx` (offset already applied)."""
         if self.elem_shape:
-            self.arr[idx] = self._cast_array(value, self.elem_shape)
+            self._host_view()[idx] = self._cast_array(value, self.elem_shape)
         else:
-            self.arr[idx] = cast_scalar(value, self.dtype)
+            self._host_view()[idx] = cast_scalar(value, self.dtype)
         self._bump()
 
     def _cast_array(self, value: Any, target_shape: tuple[int, ...]) -> np.ndarray:
@@ -211,13 +259,13 @@ class HostData:
                 raise TypeError(f"{np.ndarray} expected, but {type(arr)} provided")
         if tuple(arr.shape) != self._full_shape():
             raise self._shape_mismatch(arr.shape)
-        np.copyto(self.arr, arr, casting="unsafe")
+        np.copyto(self._host_view(), arr, casting="unsafe")
         self._bump()
 
     def to_numpy(self, dtype: Any = None) -> np.ndarray:
         """A copy of the data, shape `shape + elem_shape`, optionally cast to numpy `dtype`."""
         out_dtype = self.arr.dtype if dtype is None else _numpy_dtype(dtype)
-        return np.array(self.arr, dtype=out_dtype, copy=True, order="C")
+        return np.array(self._host_view(), dtype=out_dtype, copy=True, order="C")
 
     def _copy_source_check(self, other: Any) -> None:
         if not isinstance(other, HostData):
@@ -229,7 +277,7 @@ class HostData:
     def copy_from(self, other: "HostData") -> None:
         """Copy all elements of another field/ndarray of the same shape (values cast to dtype)."""
         self._copy_source_check(other)
-        np.copyto(self.arr, other.arr, casting="unsafe")
+        np.copyto(self._host_view(), other._host_view(), casting="unsafe")
         self._bump()
 
     def from_torch(self, t: Any) -> None:
@@ -250,19 +298,19 @@ class HostData:
         if device is not None and str(device) != "cpu":
             raise ValueError(f"to_torch(copy=False) shares CPU memory; it cannot give a tensor on {device}")
         self.escaped = True
-        return torch.from_numpy(self.arr)
+        return torch.from_numpy(self._host_view())
 
     # ---------------------------------------------------------------- printing
 
     def __str__(self) -> str:
         if self._arr is None:
             return f"<{self._kind}: no storage>"
-        return str(self._arr)
+        return str(self._host_view())
 
     def __repr__(self) -> str:
         if self._arr is None:
             return f"<{self._kind}: no storage>"
-        body = np.array2string(self._arr, separator=", ", prefix=self._kind + "(")
+        body = np.array2string(self._host_view(), separator=", ", prefix=self._kind + "(")
         return f"{self._kind}({body}, dtype={self.dtype})"
 
 

@@ -49,9 +49,10 @@ class Field(HostData):
             return
         shape = normalize_shape(shape, "qd.field")
         _check_order(order, len(shape))
-        # `order` only changes the memory layout in Quadrants; storage here is per field, so it is a no-op.
         node = root.dense(axes(*range(len(shape))), shape) if shape else current_root_node()
         node.place(self, offset=offset)
+        if order is not None:  # storage in `order`'s axis order (as Quadrants); indices stay canonical
+            self._relayout(tuple(ord(ch) - ord("i") for ch in order))
 
     def _init_state(self, dtype: DataType, elem_shape: tuple[int, ...], name: str,
                     role: SNodeGradType) -> None:
@@ -78,7 +79,15 @@ class Field(HostData):
         comp = object.__new__(type(self))
         Field._init_state(comp, self.dtype, self.elem_shape, self.name + _ROLE_SUFFIX[role], role)
         comp._primal = self
+        comp._layout = self._layout
         return comp
+
+    def _relayout(self, layout: Any) -> None:
+        """A field and its gradient/dual companions share one physical layout (placed or not)."""
+        HostData._relayout(self, layout)
+        for comp in (self.grad, self.dual):
+            if comp is not None:
+                HostData._relayout(comp, layout)
 
     def __getattr__(self, name: str) -> Any:
         primal = self.__dict__.get("_primal")
@@ -98,7 +107,7 @@ class Field(HostData):
             raise QuadrantsRuntimeError(f"qd.field {self.name or ''} is already placed".replace("  ", " "))
         self._offset_t = _normalize_offset(offset, len(shape))
         self._offset_arg = offset
-        self._arr = np.zeros(tuple(shape) + self.elem_shape, dtype=self.dtype.np_dtype)
+        self._arr = np.zeros(self._physical(tuple(shape)) + self.elem_shape, dtype=self.dtype.np_dtype)
         self._shape = tuple(shape)
         self._snode = node
         self._bump()

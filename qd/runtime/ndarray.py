@@ -114,8 +114,35 @@ class Ndarray(HostData):
             _slice_of = slice_of
         return _slice_of(self, key)
 
+    def _tag_layout(self, layout: Any) -> None:
+        """Declare that the storage, allocated at the physical shape, holds canonical axes in `layout` order
+        (no data moves; `shape` becomes the canonical shape). The gradient is tagged alike."""
+        phys = self._physical_shape
+        lay = tuple(int(a) for a in layout)
+        if len(lay) != len(phys):
+            raise ValueError(f"layout has {len(lay)} entries but ndarray has {len(phys)} dims")
+        if sorted(lay) != list(range(len(phys))):
+            raise ValueError(f"layout={lay!r} is not a permutation of range({len(phys)})")
+        canonical = [0] * len(phys)
+        for p, a in enumerate(lay):
+            canonical[a] = phys[p]
+        for x in (self, self.grad):
+            if x is not None:
+                x._shape = tuple(canonical)
+                x._layout = None if lay == tuple(range(len(lay))) else lay
+
+    # Quadrants' attribute name for the layout; assigning it tags the storage in place (`_tag_layout`)
+    _qd_layout = property(lambda self: self._layout, _tag_layout)
+
+    def _relayout(self, layout: Any) -> None:
+        """The gradient keeps the primal's physical layout (kernels index both alike)."""
+        super()._relayout(layout)
+        if self.grad is not None:
+            self.grad._relayout(layout)
+
     def __deepcopy__(self, memo: Any = None) -> "Ndarray":
         out = type(self)._from_elem(self.dtype, self.shape, self.elem_shape)
+        out._relayout(self._layout)
         out.copy_from(self)
         return out
 
