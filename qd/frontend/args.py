@@ -474,10 +474,31 @@ def hidden_args(sig: Signature, values: list, hidden: tuple) -> list:
     `needs_grad=True`; a torch tensor gives its `.grad` (made as zeros when it requires grad and has
     none, as `grad_args` does); numpy arrays have none."""
     out: list = []
-    for ai, attr in hidden:
+    for h in hidden:
+        if h[0] == "lifted":
+            out.append(_lifted_value(values, *h[1:]))
+            continue
+        ai, attr = h
         pi = _param_of_launch_arg(sig, ai, values)
         out.append(_hidden_of(_resolved(sig.params[pi], values[pi]), values[pi], attr))
     return out
+
+
+def _lifted_value(values: list, value_index: int, path: tuple, dt: DataType, name: str) -> Any:
+    """The launch value of a lifted primitive member (`values.LiftedObject`), read now through `path`."""
+    from qd.frontend.guards import resolve
+
+    v = resolve(values[value_index], path)
+    if isinstance(v, (bool, np.bool_)) or (isinstance(v, (int, np.integer)) and not dt.is_float):
+        return int(v)
+    if dt.is_float and isinstance(v, (int, float, np.integer, np.floating)):
+        return float(v)
+    if isinstance(v, (float, np.floating)):
+        raise TypeError(f"member '{name}' was an int when the kernel compiled and is a float ({v!r}) now: passing "
+                        f"it as the integer kernel argument it became would truncate it; keep its type, or make "
+                        f"it a float from the start")
+    raise TypeError(f"member '{name}' is a runtime {dt} kernel argument (template_primitives=False), but it is a "
+                    f"{type(v).__name__} now")
 
 
 def _hidden_of(p: Param, v: Any, attr: str) -> Any:
@@ -539,10 +560,10 @@ def convert(sig: Signature, values: list) -> tuple[tuple, list, list]:
 def bind_kernel_params(t: Any, sig: Signature, values: list, assigned: set) -> None:
     """Declare the kernel's args/buffers (same order as `convert`) and bind the parameter names."""
     b = t.b
-    for p, v in zip(sig.params, values):
+    for i, (p, v) in enumerate(zip(sig.params, values)):
         p = _resolved(p, v)
         if p.kind == "template":
-            t.ctx.bind(p.name, t.wrap_global(v, p.name))
+            t.ctx.bind(p.name, _v.LiftedObject(v, i, ()) if _v.lifts_primitives(v) else t.wrap_global(v, p.name))
         elif p.kind == "scalar":
             dt = dtypes.to_dtype(p.ann)
             i = b.add_arg(ir.ArgDecl(name=p.name, kind="scalar", dtype=dt))

@@ -297,7 +297,7 @@ class AssignMixin:
             return LV(refs, None if len(refs) == 1 else (len(refs),))
         if isinstance(base, (LV, DynLV, SeqLV)):
             raise QuadrantsSyntaxError(f"cannot assign to attribute '{attr}' of a local value")
-        if isinstance(base, (_v.GlobalTensor, _v.StructRef)) or base is None or isinstance(base, Expr):
+        if isinstance(base, (_v.GlobalTensor, _v.StructRef, _v.LiftedObject)) or base is None or isinstance(base, Expr):
             return self.attribute(base, attr)
         return self.wrap_global(getattr(base, attr), attr)
 

@@ -67,9 +67,14 @@ class Builder:
         self.next_loop_serial = False  # set by qd.loop_config(serialize=True)
         self.func_depth = 0  # nesting of inlined qd.func calls
         self.call_stack: tuple[ir.SrcLoc, ...] = ()  # call sites of the inlined funcs (debugger: SrcLoc.stack)
-        # `x.grad` read in the kernel for an ndarray argument x: (launch arg index of x, "grad") per hidden
-        # ndarray ArgDecl appended after the user's args, in ArgDecl order (`Kernel._run` launches them).
-        self.hidden_args: list[tuple[int, str]] = []
+        # ArgDecls after the user's args, in ArgDecl order (`Kernel._run` launches them): `x.grad` read in the
+        # kernel for an ndarray argument x is (launch arg index of x, "grad"); a lifted primitive member
+        # (`lifted_arg`) is ("lifted", argument index, path, dtype, name).
+        self.hidden_args: list[tuple] = []
+        # primitives of `LiftedObject`s: ("lifted", arg index, path) -> (ArgDecl index, dtype); their loads
+        # (qd.static refuses them: they are runtime values)
+        self.lifted: dict[tuple, tuple] = {}
+        self.lifted_loads: set = set()
 
     # -------------------------------------------------------------- scope management
     @contextlib.contextmanager
@@ -191,6 +196,21 @@ class Builder:
                              name=name)
         self.hidden_args.append((src.arg, attr))
         return self.add_buffer(key, decl, None)
+
+    def lifted_arg(self, value_index: int, path: tuple, value: Any, name: str) -> ir.ArgLoad:
+        """A load of the hidden scalar argument holding the primitive at `path` of argument `value_index`
+        (a member of a `LiftedObject`): declared once per path, with the dtype `value` has now (bool and
+        int: `default_ip`, float: `default_fp`); `Kernel._run` passes the member's value at each launch."""
+        key = ("lifted", value_index, path)
+        if key not in self.lifted:
+            c = cfg()
+            dt = c.default_fp if isinstance(value, float) else c.default_ip
+            self.lifted[key] = (self.add_arg(ir.ArgDecl(name=name, kind="scalar", dtype=dt)), dt)
+            self.hidden_args.append(("lifted", value_index, path, dt, name))
+        index, dt = self.lifted[key]
+        load = self.emit(ir.ArgLoad, index=index, dtype=dt)
+        self.lifted_loads.add(load)
+        return load
 
     def add_check(self, decl: ir.CheckDecl) -> int:
         self.checks.append(decl)

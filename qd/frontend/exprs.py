@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import string
 import operator
 from typing import Any
@@ -158,6 +159,8 @@ class ExprMixin:
     def attribute(self, base: Any, attr: str) -> Any:
         if isinstance(base, _v.StructRef):
             return base.member(attr)
+        if isinstance(base, _v.LiftedObject):
+            return self.lifted_member(base, attr)
         if isinstance(base, _v.GlobalTensor):
             if attr == "shape":
                 return base.shape
@@ -184,6 +187,22 @@ class ExprMixin:
         if isinstance(base, Expr):
             raise QuadrantsSyntaxError(f"a scalar runtime value has no attribute '{attr}'")
         return self.wrap_global(getattr(base, attr), attr)
+
+    def lifted_member(self, base: _v.LiftedObject, attr: str) -> Any:
+        """`s.attr` of a `LiftedObject`: primitives are runtime args, objects stay lifted, qd.func methods
+        bind to the lifted object, fields/ndarrays and everything else as for any template object."""
+        method = getattr(type(base.obj), attr, None)
+        if getattr(method, "_is_qd_func", False):
+            return method.__get__(base, type(base.obj))
+        v = getattr(base.obj, attr)
+        path = base.path + (("a", attr),)
+        if type(v) in (bool, int, float):
+            name = ".".join(str(k) for _, k in path)
+            return Expr(self.b.lifted_arg(base.value_index, path, v, name))
+        if _v.global_kind(v) is None and not isinstance(v, (str, type(None), BufferView, tuple, list, dict)) \
+                and (hasattr(v, "__dict__") or dataclasses.is_dataclass(v)) and not callable(v):
+            return _v.LiftedObject(v, base.value_index, path)
+        return self.wrap_global(v, attr)
 
     def visit_Subscript(self, node: ast.Subscript) -> Any:
         base = self.visit(node.value)

@@ -107,12 +107,13 @@ class Kernel:
         if mode:
             key = key + (mode,)
         nd_grads: tuple = ()
+        grad_arrays: list = []
         if mode == "grad":  # ndarray arguments with a gradient: their grads are launched as extra args
             grads = _args.grad_args(sig, values)
             if grads:
                 nd_grads = tuple(i for i, _ in grads)
                 key = key + (nd_grads,)
-                launch_args = list(launch_args) + [g for _, g in grads]
+                grad_arrays = [g for _, g in grads]
         inst = self._instances.get(key)
         if inst is not None and key in self._guards and _guards.stale(self._guards[key], values):
             # a member reached through a template argument was reassigned: the instance of the new objects
@@ -121,8 +122,10 @@ class Kernel:
         if inst is None:
             inst = self._instances[key] = self._compile(values, mode, nd_grads, key)
         ck, bindings = inst
-        if self._hidden and key in self._hidden:  # `x.grad` read in the kernel: after the user's args
+        if self._hidden and key in self._hidden:  # `x.grad` reads, lifted primitives: after the user's args
             launch_args = list(launch_args) + _args.hidden_args(sig, values, self._hidden[key])
+        if grad_arrays:  # the reverse pass appends the grads' ArgDecls after all others
+            launch_args = list(launch_args) + grad_arrays
         self._last_ck = ck
         if mode == "validate":  # fresh zeroed checkbits for every validated launch
             bindings = [b.zeros() if isinstance(b, _Checkbits) else b for b in bindings]
@@ -150,7 +153,7 @@ class Kernel:
         launches them after the user's args."""
         hidden: list[tuple[int, str]] = []
         k_ir, bindings = build_kernel_ir(self, values, hidden)
-        if hidden and mode == "grad":
+        if mode == "grad" and any(h[0] != "lifted" for h in hidden):
             raise QuadrantsRuntimeError(_GRAD_OF_GRAD)
         if mode == "fwd":
             k_ir, bindings = _forward_instance(k_ir, bindings)
@@ -298,6 +301,8 @@ def build_kernel_ir(kernel: Kernel, values: list, hidden: list | None = None) ->
 class Func:
     """A `@qd.func`: inlined into the calling kernel at every call."""
 
+    _is_qd_func = True
+
     def __init__(self, fn: Callable, is_real_function: bool = False) -> None:
         self.fn = fn
         self.is_real_function = is_real_function
@@ -384,13 +389,10 @@ def data_oriented(cls: type | None = None, *, template_primitives: bool = True) 
     `@qd.kernel`s and `@qd.func`s. `self` is a template argument of its kernels, keyed by identity: its
     Python int/float/bool members are compile-time constants baked into the instance (as in Quadrants,
     changing one later does not recompile), while the fields and ndarrays reached through it are re-checked
-    at every launch (`qd.frontend.guards`: a reassigned member is never served stale). qd's kernels and funcs
-    bind as methods of any class; the decorator marks the class for the code that checks."""
-    if not template_primitives:
-        raise NotImplementedError("qd.data_oriented(template_primitives=False) (primitive members lifted into "
-                                  "runtime kernel arguments) is not supported yet; pass the value as a kernel "
-                                  "argument instead")
-
+    at every launch (`qd.frontend.guards`: a reassigned member is never served stale). With
+    `template_primitives=False` the primitives a kernel reads through the object (nested objects included)
+    are runtime scalar arguments instead, read at every launch (`values.LiftedObject`). qd's kernels and
+    funcs bind as methods of any class; the decorator marks the class for the code that checks."""
     def decorate(c: type) -> type:
         c._data_oriented = True
         c._qd_template_primitives = template_primitives

@@ -66,6 +66,12 @@ def static(x: Any, *xs: Any) -> Any:
     """`qd.static(x)`: marks a compile-time value (condition, loop iterable, object)."""
     vals = (x,) + xs
     for v in vals:
+        b = _e.bld() if isinstance(v, _e.Expr) else None
+        if b is not None and v.value in b.lifted_loads:
+            raise QuadrantsSyntaxError("qd.static() got a primitive member of a "
+                                       "@qd.data_oriented(template_primitives=False) object: it is a runtime kernel "
+                                       "argument, not a compile-time constant (use the default "
+                                       "template_primitives=True to bake it, or drop qd.static)")
         if isinstance(v, _e.Expr):
             raise QuadrantsSyntaxError("Input to qd.static must be compile-time constants or global pointers, "
                                        "but got a runtime value")

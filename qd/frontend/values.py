@@ -92,6 +92,21 @@ class StructRef:
         return read(self.members[attr])
 
 
+@dataclass
+class LiftedObject:
+    """A template object of a `@qd.data_oriented(template_primitives=False)` class (or an object reached
+    through one) in a kernel body: its int/float/bool members are runtime scalar args, read from the
+    argument at `path` on every launch (`Builder.lifted_arg`), not compile-time constants."""
+
+    obj: Any
+    value_index: int  # the argument (index into the leaf values of `Signature.bind`) the path starts from
+    path: tuple  # guards-style steps ("a", name) from that argument to `obj`
+
+
+def lifts_primitives(obj: Any) -> bool:
+    return getattr(type(obj), "_qd_template_primitives", True) is False
+
+
 def read(binding: Any) -> Any:
     """The value of a name's binding at this point of the program (emits loads)."""
     b = _e.bld()
