@@ -18,4 +18,10 @@ def is_extension_enabled(ext: "extension.Extension | str") -> bool:
     return ok
 
 
-__all__ = [*_runtime_all, "extension", "is_extension_supported", "is_extension_enabled"]
+def loop_unique(val: object, covers: object = None) -> object:
+    """Quadrants' hint that `val` differs between iterations of the enclosing parallel loop (it lets
+    Quadrants demote atomics). A hint only: qd returns `val` unchanged."""
+    return val
+
+
+__all__ = [*_runtime_all, "loop_unique", "extension", "is_extension_supported", "is_extension_enabled"]

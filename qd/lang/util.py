@@ -21,4 +21,11 @@ def in_python_scope() -> bool:
     return not in_quadrants_scope()
 
 
-__all__ = ["has_pytorch", "in_quadrants_scope", "in_python_scope"]
+def to_numpy_type(dt: object) -> type:
+    """The numpy scalar type of qd dtype `dt` (`qd.f32` -> `np.float32`)."""
+    from qd.types import dtypes
+
+    return dtypes.to_dtype(dt).np_dtype.type
+
+
+__all__ = ["has_pytorch", "in_quadrants_scope", "in_python_scope", "to_numpy_type"]

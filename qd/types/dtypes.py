@@ -26,6 +26,10 @@ class DataType:
     def is_float(self) -> bool:
         return self.kind == "float"
 
+    def to_string(self) -> str:
+        """The dtype's name (`"f32"`), as Quadrants' `DataType.to_string()`."""
+        return self.name
+
     @property
     def is_int(self) -> bool:
         return self.kind != "float"
