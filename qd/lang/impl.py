@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from qd.errors import QuadrantsSyntaxError  # noqa: F401  (Quadrants' tests import it from here)
 from qd.runtime import adstack_heap as _adstack_heap
 from qd.runtime import config as _config
 from qd.runtime import program as _program
@@ -116,3 +117,12 @@ def default_cfg() -> _config.Config:
 
 def call_internal(name: str, *args: Any, **kwargs: Any) -> Any:
     raise NotImplementedError(f"qd: internal call {name!r} is not implemented")
+
+
+def __getattr__(name: str) -> Any:
+    """`Kernel` (Quadrants' tests import it from here), loaded on use: qd.frontend imports qd.lang."""
+    if name == "Kernel":
+        from qd.frontend.kernel import Kernel
+
+        return Kernel
+    raise AttributeError(f"module 'qd.lang.impl' has no attribute {name!r}")
