@@ -26,6 +26,10 @@ class DataType:
     def is_float(self) -> bool:
         return self.kind == "float"
 
+    def __hash__(self) -> int:
+        # by the stable code: a set of dtypes iterates in one order in every process (identity equality)
+        return self.code
+
     def to_string(self) -> str:
         """The dtype's name (`"f32"`), as Quadrants' `DataType.to_string()`."""
         return self.name
