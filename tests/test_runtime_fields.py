@@ -355,3 +355,23 @@ def test_torch_absent_message(monkeypatch):
     x = qd.field(qd.f32, 2)
     with pytest.raises(ImportError, match="need PyTorch"):
         x.to_torch()
+
+
+def test_to_numpy_copy_and_keep_dims(qd_program: object) -> None:
+    """Quadrants' to_numpy: copy=False shares the storage (and refuses a dtype change), an n x 1 matrix
+    field comes back as (n,) unless keep_dims, a vector field as (n, 1) with keep_dims; from_numpy takes
+    either form back."""
+    f = qd.field(qd.f32, shape=4)
+    v = f.to_numpy(copy=False)
+    v[2] = 7.0
+    assert f[2] == 7.0
+    with pytest.raises(ValueError, match="without a copy"):
+        f.to_numpy(dtype=np.float64, copy=False)
+    m = qd.Matrix.field(3, 1, qd.f32, shape=2)
+    m.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert m.to_numpy().shape == (2, 3) and m.to_numpy(keep_dims=True).shape == (2, 3, 1)
+    np.testing.assert_array_equal(m.to_numpy(True)[..., 0], np.arange(6).reshape(2, 3))
+    vec = qd.Vector.field(3, qd.f32, shape=2)
+    assert vec.to_numpy().shape == (2, 3) and vec.to_numpy(keep_dims=True).shape == (2, 3, 1)
+    nd = qd.Matrix.ndarray(3, 1, qd.f32, shape=2)
+    assert nd.to_numpy().shape == (2, 3, 1)  # ndarrays keep the element shape

@@ -160,15 +160,7 @@ class Tensor:
 
     def to_numpy(self, dtype: Any = None, *, copy: bool | None = True) -> np.ndarray:
         """A copy (`copy=True`), or with `copy=False` / `None` a canonical view sharing the storage."""
-        if copy:
-            return self._impl.to_numpy() if dtype is None else self._impl.to_numpy(dtype)
-        view = self._impl._host_view()
-        if dtype is not None and np.dtype(getattr(dtype, "np_dtype", dtype)) != view.dtype:
-            if copy is False:
-                raise ValueError("to_numpy(copy=False) cannot convert the dtype without a copy")
-            return self._impl.to_numpy(dtype)
-        self._impl.escaped = True
-        return view
+        return self._impl.to_numpy(dtype=dtype, copy=copy)
 
     def from_numpy(self, arr: Any) -> None:
         self._impl.from_numpy(arr)

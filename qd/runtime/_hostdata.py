@@ -258,14 +258,45 @@ class HostData:
             else:
                 raise TypeError(f"{np.ndarray} expected, but {type(arr)} provided")
         if tuple(arr.shape) != self._full_shape():
-            raise self._shape_mismatch(arr.shape)
+            es = tuple(self.elem_shape)
+            squeezed = len(es) == 2 and es[1] == 1 and tuple(arr.shape) == tuple(self.shape) + (es[0],)
+            if not squeezed:  # an n x 1 element given as (n,), as to_numpy returns it
+                raise self._shape_mismatch(arr.shape)
+            arr = arr.reshape(self._full_shape())
         np.copyto(self._host_view(), arr, casting="unsafe")
         self._bump()
 
-    def to_numpy(self, dtype: Any = None) -> np.ndarray:
-        """A copy of the data, shape `shape + elem_shape`, optionally cast to numpy `dtype`."""
-        out_dtype = self.arr.dtype if dtype is None else _numpy_dtype(dtype)
-        return np.array(self._host_view(), dtype=out_dtype, copy=True, order="C")
+    def to_numpy(self, *args: Any, dtype: Any = None, keep_dims: bool = False, copy: Any = True) -> np.ndarray:
+        """The data, shape `shape + elem_shape`, optionally cast to numpy `dtype`. Quadrants' signatures:
+        `to_numpy(dtype=None, *, copy=True)` for scalar fields and ndarrays, `to_numpy(keep_dims=False,
+        dtype=None, *, copy=True)` for vector/matrix fields, where an n x 1 element is returned as (n,)
+        unless `keep_dims` (and keep_dims gives a vector field's elements as (n, 1)). `copy=False` returns
+        a view sharing this storage (no dtype conversion then); `copy=None` shares it where it can."""
+        if args:
+            if self._elem_positional_keep_dims():
+                keep_dims, *rest = args
+                if rest:
+                    dtype = rest[0]
+            else:
+                dtype = args[0]
+        view = self._host_view()
+        es = tuple(self.elem_shape)
+        if self._elem_positional_keep_dims():
+            if len(es) == 2 and es[1] == 1 and not keep_dims:
+                view = view.reshape(tuple(self.shape) + (es[0],))
+            elif len(es) == 1 and keep_dims:
+                view = view.reshape(tuple(self.shape) + (es[0], 1))
+        out_dtype = view.dtype if dtype is None else _numpy_dtype(dtype)
+        if copy is not True and out_dtype == view.dtype:
+            self.escaped = True  # shared outside qd: writes through it bypass the generation counter
+            return view
+        if copy is False:
+            raise ValueError(f"to_numpy(copy=False) cannot convert {view.dtype} to {out_dtype} without a copy")
+        return np.array(view, dtype=out_dtype, copy=True, order="C")
+
+    def _elem_positional_keep_dims(self) -> bool:
+        """Whether this is a vector/matrix field (whose to_numpy takes keep_dims first)."""
+        return bool(self.elem_shape) and "field" in self._kind
 
     def _copy_source_check(self, other: Any) -> None:
         if not isinstance(other, HostData):
