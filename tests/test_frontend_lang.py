@@ -599,3 +599,25 @@ def test_matrix_template_keyed_by_value():
     assert k(qd.Vector([1.0, 2.0])) == 3.0
     assert k(qd.Vector([1.0, 2.0])) == 3.0
     assert len(k._instances) == 1
+
+
+def test_ndrange_axes_changes_iteration_order_not_indices(arch: object) -> None:
+    """`qd.ndrange(..., axes=(1, 0))`: the loop variables stay canonical; only the nesting order (the
+    order a serial loop visits the points in) changes, as in Python-scope iteration."""
+    order = qd.field(qd.i32, shape=(3, 4))
+    cnt = qd.field(qd.i32, shape=())
+
+    @qd.kernel
+    def visit():
+        qd.loop_config(serialize=True)
+        for i, j in qd.ndrange((1, 4), 4, axes=(1, 0)):
+            order[i - 1, j] = qd.atomic_add(cnt[None], 1)
+
+    visit()
+    want = np.zeros((3, 4), np.int32)
+    for k, (i, j) in enumerate(qd.ndrange((1, 4), 4, axes=(1, 0))):
+        want[i - 1, j] = k
+    np.testing.assert_array_equal(order.to_numpy(), want)
+    assert want[0, 1] == 3  # column-major visiting: (1, 0), (2, 0), (3, 0), then (1, 1)
+    with pytest.raises(qd.QuadrantsSyntaxError, match="is not a permutation"):
+        qd.ndrange(2, 3, axes=(0, 0))

@@ -150,14 +150,15 @@ class LoopMixin:
     def _ndrange_for(self, node: ast.For, nd: ndrange, grouped_: bool) -> None:
         begins = [b for b, _ in nd.bounds]
         extents = [_e.binary("max", _e.binary("sub", e, b), 0) for b, e in nd.bounds]
-        self._multi_loop(node, begins, extents, grouped_, "Ndrange")
+        self._multi_loop(node, begins, extents, grouped_, "Ndrange", getattr(nd, "axes", None))
 
     def _struct_for(self, node: ast.For, t: _v.GlobalTensor, grouped_: bool) -> None:
         extents = list(t.shape)
         begins = list(t.offset) if t.offset else [0] * len(extents)
         self._multi_loop(node, begins, extents, grouped_, "Struct")
 
-    def _multi_loop(self, node: ast.For, begins: list, extents: list, grouped_: bool, what: str) -> None:
+    def _multi_loop(self, node: ast.For, begins: list, extents: list, grouped_: bool, what: str,
+                    axes: tuple | None = None) -> None:
         names = self._targets(node)
         nd = len(extents)
         if grouped_:
@@ -169,7 +170,7 @@ class LoopMixin:
                                        f"{nd} dimension(s))")
 
         def bind(k: Expr) -> None:
-            idx = self._unflatten(k, begins, extents, [] if grouped_ else names)
+            idx = self._unflatten(k, begins, extents, [] if grouped_ else names, axes)
             if grouped_:
                 self.ctx.bind(names[0], _v.make_matrix(idx, (nd,)))
             else:
@@ -192,22 +193,24 @@ class LoopMixin:
             total = _e.binary("mul", total, e)
         self._emit_loop(node, 0, total, "_".join(names), bind, from_range=False)
 
-    def _unflatten(self, k: Expr, begins: list, extents: list, names: Sequence[str] = ()) -> list:
-        """The indices of flat index `k`; `names` (the loop targets) are recorded for the debugger on the
-        statements computing them (`SrcLoc.var`)."""
+    def _unflatten(self, k: Expr, begins: list, extents: list, names: Sequence[str] = (),
+                   axes: tuple | None = None) -> list:
+        """The indices of flat index `k` (axis `axes[p]` at nesting level p, outermost first; default the
+        axes in order); `names` (the loop targets) are recorded for the debugger on the statements
+        computing them (`SrcLoc.var`)."""
+        order = tuple(axes) if axes is not None else tuple(range(len(extents)))
         out = []
         stride: Any = 1
-        strides = []
-        for e in reversed(extents):
-            strides.append(stride)
-            stride = _e.binary("mul", stride, e)
-        strides.reverse()
+        strides: list = [None] * len(extents)
+        for a in reversed(order):
+            strides[a] = stride
+            stride = _e.binary("mul", stride, extents[a])
         for d, (b0, e, s) in enumerate(zip(begins, extents, strides)):
             loc = self.b.loc
             named = loc is not None and d < len(names)
             with self.b.at(dataclasses.replace(loc, var=names[d]) if named else None):
                 v = k if (isinstance(s, int) and s == 1) else _e.binary("floordiv", k, s)
-                if d > 0:
+                if d != order[0]:
                     v = _e.binary("mod", v, e)
                 out.append(_e.binary("add", v, b0) if not (isinstance(b0, int) and b0 == 0) else v)
         return out

@@ -17,7 +17,7 @@ from qd.frontend import expr as _e
 class ndrange:  # noqa: N801  (Quadrants' name)
     """`qd.ndrange(n, (a, b), ...)`: the product of ranges; each argument is an extent or a (begin, end) pair."""
 
-    def __init__(self, *args: Any) -> None:
+    def __init__(self, *args: Any, axes: Any = None) -> None:
         self.bounds: list[tuple[Any, Any]] = []
         for a in args:
             if isinstance(a, (list, tuple)):
@@ -35,12 +35,33 @@ class ndrange:  # noqa: N801  (Quadrants' name)
                     raise QuadrantsTypeError("Every argument of ndrange should be an integer scalar or a tuple/list of "
                                              "(int, int)")
         self.dimensions = [_e.binary("sub", e, b) for b, e in self.bounds]
+        n = len(self.bounds)
+        if axes is not None:
+            axes = tuple(axes)
+            if not all(type(a) is int for a in axes):
+                raise QuadrantsTypeError(f"qd.ndrange(axes={axes!r}): its entries must be Python ints (axis indices)")
+            if len(axes) != n:
+                raise QuadrantsSyntaxError(f"qd.ndrange(axes={axes!r}) has {len(axes)} entries but ndrange has {n} "
+                                           f"dimensions")
+            if sorted(axes) != list(range(n)):
+                raise QuadrantsSyntaxError(f"qd.ndrange(axes={axes!r}) is not a permutation of range({n}) (the axis "
+                                           f"iterated at each nesting level, outermost first)")
+        # iteration order: `axes[p]` is the axis at nesting level p, outermost first; loop variables and
+        # yielded tuples stay in the arguments' (canonical) order
+        self.axes: tuple[int, ...] | None = None if axes is None or axes == tuple(range(n)) else axes
 
     def __iter__(self) -> Iterator[tuple]:
         for b, e in self.bounds:
             if isinstance(b, _e.Expr) or isinstance(e, _e.Expr):
                 raise QuadrantsSyntaxError("a static ndrange needs compile-time bounds")
-        yield from itertools.product(*(range(int(b), int(e)) for b, e in self.bounds))
+        if self.axes is None:
+            yield from itertools.product(*(range(int(b), int(e)) for b, e in self.bounds))
+            return
+        for nested in itertools.product(*(range(int(self.bounds[a][0]), int(self.bounds[a][1])) for a in self.axes)):
+            out = [0] * len(nested)
+            for level, a in enumerate(self.axes):
+                out[a] = nested[level]
+            yield tuple(out)
 
     def grouped(self) -> "grouped":
         return grouped(self)
