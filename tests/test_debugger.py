@@ -332,9 +332,10 @@ def test_terminal_front_end(tmp_path):
     out = res.stdout
     assert res.returncode == 1, res.stderr
     assert "breakpoint 1 at demo.py:19 if tid == 3" in out
-    assert "demo.py:19 in blur (thread 3, task 0)  [breakpoint 1" in out
+    # task 1: with debug=True, `x.shape[0] - 1` is checked for overflow in a serial task 0 before the loop
+    assert "demo.py:19 in blur (thread 3, task 1)  [breakpoint 1" in out
     assert "(qd-dbg) locals\ni = 3\nk = 0\nacc = 0.0\n" in out
-    assert "demo.py:9 in smooth (thread 3, task 0)  [step]" in out
+    assert "demo.py:9 in smooth (thread 3, task 1)  [step]" in out
     assert "(qd-dbg) p a + b\n18.0\n" in out
     assert "(qd-dbg) p acc\n9.0\n" in out
     assert "(qd-dbg) p k\n1\n" in out
@@ -354,7 +355,7 @@ def test_terminal_bare_line_before_the_run_means_the_main_script(tmp_path):
     out = res.stdout
     assert f"breakpoint 1 at {script}:19 if tid == 2" in out, out + res.stderr
     assert "*** ValueError: give file:line or a line number, not 'x'" in out
-    assert "demo.py:19 in blur (thread 2, task 0)  [breakpoint 1" in out
+    assert "demo.py:19 in blur (thread 2, task 1)  [breakpoint 1" in out
     assert "(qd-dbg) p i\n2\n" in out
 
 
@@ -505,7 +506,7 @@ def test_terminal_front_end_on_a_pseudo_terminal(tmp_path):
         os.waitpid(pid, 0)
         os.close(fd)
     text = out.decode().replace("\r\n", "\n")
-    assert "> demo.py:10 in smooth (thread 0, task 0)  [breakpoint 1 at demo.py:10]" in text
+    assert "> demo.py:10 in smooth (thread 0, task 1)  [breakpoint 1 at demo.py:10]" in text
     assert "  demo.py:19 in blur\n" in text and "> demo.py:10 in smooth\n" in text
     assert "(0.0, 0.0)" in text and "post mortem: re-running the failing thread" in text
 

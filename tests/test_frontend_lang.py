@@ -621,3 +621,40 @@ def test_ndrange_axes_changes_iteration_order_not_indices(arch: object) -> None:
     assert want[0, 1] == 3  # column-major visiting: (1, 0), (2, 0), (3, 0), then (1, 1)
     with pytest.raises(qd.QuadrantsSyntaxError, match="is not a permutation"):
         qd.ndrange(2, 3, axes=(0, 0))
+
+
+@pytest.mark.parametrize("dt,a,b,op,word", [
+    (qd.i32, 2 ** 30, 2 ** 30, "add", "Addition"), (qd.u8, 200, 100, "add", "Addition"),
+    (qd.i16, -30000, 10000, "sub", "Subtraction"), (qd.u32, 1, 2, "sub", "Subtraction"),
+    (qd.i64, 2 ** 40, 2 ** 30, "mul", "Multiplication"), (qd.i32, -1, -2 ** 31, "mul", "Multiplication"),
+    (qd.i8, 2, 6, "shl", "Shift left")])
+def test_debug_integer_overflow_warns_and_wraps(arch: object, capfd: object, dt: object, a: int, b: int,
+                                                op: str, word: str) -> None:
+    """debug=True: an int + - * << that wraps prints Quadrants' warning with the source line; the wrapped
+    value is kept; the same values one step inside the range print nothing; debug=False prints nothing."""
+    import operator
+
+    fn = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "shl": operator.lshift}[op]
+    for debug in (True, False):
+        qd.init(arch=arch, debug=debug)
+
+        @qd.kernel
+        def k(x: dt, y: dt) -> dt:
+            return fn(x, y)  # the checked line
+
+        got = k(a, b)
+        qd.sync()
+        out = capfd.readouterr().out
+        want = np.array(fn(np.array(a, dt.np_dtype), np.array(b, dt.np_dtype)), dt.np_dtype) if op != "shl" \
+            else np.array(a << b, np.int64).astype(dt.np_dtype)
+        assert got == want
+        assert (f"{word} overflow detected" in out) == debug and ("# the checked line" in out) == debug
+    qd.init(arch=arch, debug=True)
+
+    @qd.kernel
+    def fine(x: dt, y: dt) -> dt:
+        return x + y - y
+
+    fine(1, 1)
+    qd.sync()
+    assert "overflow" not in capfd.readouterr().out

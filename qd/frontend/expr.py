@@ -13,6 +13,8 @@ matrices (they have `_map` / `_zip`) are handled elementwise.
 
 from __future__ import annotations
 
+import linecache
+
 import math
 import operator
 from typing import Any, Callable
@@ -228,7 +230,11 @@ def _expr_binary(name: str, a: Any, b: Any) -> Expr:
         if not (ta.is_int and tb.is_int):
             raise _type_error(name, ta, tb)
         t = ta if name in _SHIFT else promote(ta, tb)
-        return emit(_SHIFT.get(name) or _INT[name], (cast_expr(a, t), cast_expr(b, t)), t)
+        a, b = cast_expr(a, t), cast_expr(b, t)
+        r = emit(_SHIFT.get(name) or _INT[name], (a, b), t)
+        if name == "shl" and _b.cfg().debug:
+            _overflow_check("shl", a, b, r)
+        return r
     if name == "truediv":
         fp = _b.cfg().default_fp
         t = promote(ta if ta.is_float else fp, tb if tb.is_float else fp)
@@ -249,8 +255,55 @@ def _expr_binary(name: str, a: Any, b: Any) -> Expr:
     if name == "pow":
         return emit(Op.POW, (a, b), t)
     if name in _SAME:
-        return emit(_SAME[name], (a, b), t)
+        r = emit(_SAME[name], (a, b), t)
+        if name in _OVERFLOW and t.is_int and t is not dtypes.u1 and _b.cfg().debug:
+            _overflow_check(name, a, b, r)
+        return r
     raise QuadrantsSyntaxError(f"unknown binary operator {name}")  # pragma: no cover
+
+
+_OVERFLOW = {"add": "Addition", "sub": "Subtraction", "mul": "Multiplication", "shl": "Shift left"}
+
+
+def _overflow_check(name: str, a: Expr, b: Expr, r: Expr) -> None:
+    """With `debug=True`, an integer `+ - * <<` that wraps prints Quadrants' warning (`<Op> overflow
+    detected`, the file:line and the source line) at the end of the launch; the wrapped value is kept.
+    The condition uses only ops that cannot overflow themselves."""
+    t = r.dtype
+    zero = const(0, t)
+    if name == "add":
+        bad = _lt(_bits(_bits(a, r, Op.BIT_XOR), _bits(b, r, Op.BIT_XOR), Op.BIT_AND), zero) if t.is_signed \
+            else _lt(r, a)
+    elif name == "sub":
+        bad = _lt(_bits(_bits(a, b, Op.BIT_XOR), _bits(a, r, Op.BIT_XOR), Op.BIT_AND), zero) if t.is_signed \
+            else _lt(a, b)
+    elif name == "mul":  # r // a != b or r % a != 0 (a != 0), plus -1 * MIN (whose check division wraps)
+        nz = emit(Op.CMP_NE, (a, zero), dtypes.u1)
+        safe_a = emit(Op.SELECT, (nz, a, const(1, t)), t)
+        off = emit(Op.BIT_OR, (emit(Op.CMP_NE, (emit(Op.FLOORDIV, (r, safe_a), t), b), dtypes.u1),
+                                emit(Op.CMP_NE, (emit(Op.MOD, (r, safe_a), t), zero), dtypes.u1)), dtypes.u1)
+        bad = emit(Op.BIT_AND, (nz, off), dtypes.u1)
+        if t.is_signed:
+            lo = const(-(1 << (t.bits - 1)), t)
+            edge = emit(Op.BIT_AND, (emit(Op.CMP_EQ, (a, const(-1, t)), dtypes.u1),
+                                     emit(Op.CMP_EQ, (b, lo), dtypes.u1)), dtypes.u1)
+            bad = emit(Op.BIT_OR, (bad, edge), dtypes.u1)
+    else:  # shl: shifting back does not give `a`
+        bad = emit(Op.CMP_NE, (emit(Op.SHR, (r, b), t), a), dtypes.u1)
+    bld = _b.current()
+    loc = bld.loc
+    where = f" in {loc.file}:{loc.line}:\n    {linecache.getline(loc.file, loc.line).strip()}" if loc else ""
+    bld.push()
+    bld.emit(ir.Print, items=(f"{_OVERFLOW[name]} overflow detected{where}",))
+    bld.emit(ir.If, cond=bad.value, then=bld.pop())
+
+
+def _bits(x: Expr, y: Expr, op: Op) -> Expr:
+    return emit(op, (x, y), x.dtype)
+
+
+def _lt(x: Expr, y: Expr) -> Expr:
+    return emit(Op.CMP_LT, (x, y), dtypes.u1)
 
 
 # ---------------------------------------------------------------- unary ops
