@@ -33,6 +33,7 @@ from qd.errors import QuadrantsRuntimeError, QuadrantsRuntimeTypeError, Quadrant
 from qd.frontend import values as _v
 from qd.types import dtypes
 from qd.lang.buffer_view import BufferView
+from qd.lang.struct import Struct, StructType
 from qd.lang.tensor import TENSOR_TYPES, Tensor
 from qd.types.annotations import BufferViewType, NdarrayType, Template
 from qd.types.dtypes import DataType, MatrixType
@@ -66,15 +67,16 @@ def _norm_ann(ann: Any) -> Any:
 
 
 def _is_dataclass_type(ann: Any) -> bool:
-    return isinstance(ann, type) and dataclasses.is_dataclass(ann)
+    return (isinstance(ann, type) and dataclasses.is_dataclass(ann)) or isinstance(ann, StructType)
 
 
 def _leaves(p: Param, fn: Callable, path: tuple = ()) -> list[Param]:
     """The leaf parameters of dataclass parameter `p`: one per member, nested dataclasses flattened;
     each leaf's `path` is its chain of member names from the argument."""
     out: list[Param] = []
-    hints = _member_annotations(p.ann, fn)
-    for f in dataclasses.fields(p.ann):
+    hints = p.ann.members if isinstance(p.ann, StructType) else _member_annotations(p.ann, fn)
+    for f in (hints if isinstance(p.ann, StructType) else dataclasses.fields(p.ann)):
+        f = _StructMember(f) if isinstance(f, str) else f
         ann = _norm_ann(hints.get(f.name, f.type))
         name = f"{p.name}.{f.name}"
         if _is_dataclass_type(ann):
@@ -84,6 +86,11 @@ def _leaves(p: Param, fn: Callable, path: tuple = ()) -> list[Param]:
         leaf.path = path + (f.name,)
         out.append(leaf)
     return out
+
+
+class _StructMember:
+    def __init__(self, name: str) -> None:
+        self.name, self.type = name, None
 
 
 def _member_annotations(cls: type, fn: Callable) -> dict:
@@ -105,6 +112,8 @@ def _member_annotations(cls: type, fn: Callable) -> dict:
 
 def _struct_values(p: Param, v: Any) -> list:
     """The values of dataclass parameter `p`'s leaves in argument `v` (in `_leaves` order)."""
+    if isinstance(p.ann, StructType):
+        return struct_arg_values(p, v)
     if not isinstance(v, p.ann):
         raise QuadrantsRuntimeTypeError(f"Argument '{p.name}' (type={type(v).__name__}) cannot be converted into "
                                         f"required type {p.ann.__name__} (a dataclass)")
@@ -113,6 +122,24 @@ def _struct_values(p: Param, v: Any) -> list:
         x = v
         for attr in leaf.path:
             x = getattr(x, attr)
+        out.append(x)
+    return out
+
+
+def struct_arg_values(p: Param, v: Any) -> list:
+    """The leaf values of struct-typed parameter `p` from a host struct or a dict."""
+    t = p.ann
+    vt = v.__dict__.get("_type") if isinstance(v, Struct) else None
+    if not isinstance(v, (Struct, dict)) or (vt is not None and vt is not t and not t.same_layout(vt)):
+        raise QuadrantsRuntimeTypeError(f"Argument {type(v)} cannot be converted into required type {t!r}")
+    out = []
+    for leaf in p.leaves:
+        x = v
+        for attr in leaf.path:
+            if not isinstance(x, (Struct, dict)) or attr not in x.keys():
+                raise QuadrantsRuntimeTypeError(f"Argument '{p.name}': no member '{'.'.join(leaf.path)}' in the "
+                                                f"struct passed for {t!r}")
+            x = x[attr]
         out.append(x)
     return out
 
@@ -237,7 +264,7 @@ def _norm_ret(rt: Any) -> Any:
         return tuple(_norm_ret(a) for a in rt.__args__)
     if isinstance(rt, (tuple, list)):
         return tuple(_norm_ret(a) for a in rt)
-    if isinstance(rt, MatrixType):
+    if isinstance(rt, (MatrixType, StructType)):
         return rt
     return dtypes.to_dtype(rt)
 
@@ -245,6 +272,8 @@ def _norm_ret(rt: Any) -> Any:
 def _rebuild(rt: Any, it: Any) -> Any:
     if isinstance(rt, tuple):
         return tuple(_rebuild(r, it) for r in rt)
+    if isinstance(rt, StructType):
+        return rt(**{k: _rebuild(mt, it) for k, mt in rt.members.items()})
     if isinstance(rt, MatrixType):
         n = rt.n * (rt.m if rt.ndim == 2 else 1)
         vals = [next(it) for _ in range(n)]
@@ -587,6 +616,10 @@ def bind_kernel_params(t: Any, sig: Signature, values: list, assigned: set) -> N
 
 def _struct_ref(t: Any, p: Param) -> _v.StructRef:
     """The body's value of dataclass parameter `p`, over its leaves' bindings (bound just before)."""
+    if isinstance(p.ann, StructType):
+        from qd.frontend.structs import param_struct
+
+        return param_struct(p.ann, {leaf.path: t.ctx.find_local(leaf.name)[1] for leaf in p.leaves})
     root = _v.StructRef(p.ann.__name__, {})
     for leaf in p.leaves:
         node = root

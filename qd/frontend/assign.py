@@ -11,6 +11,7 @@ from qd import ir
 from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError
 from qd.frontend import builtins as _qb
 from qd.frontend import expr as _e
+from qd.frontend import structs as _s
 from qd.frontend import values as _v
 from qd.frontend.expr import Expr
 from qd.frontend.views import ViewValue
@@ -199,6 +200,8 @@ class AssignMixin:
             return LV([binding.ptr])
         if _e.is_matrix(binding) and all(isinstance(x, Expr) and x.ptr is not None for x in binding.entries):
             return LV([x.ptr for x in binding.entries], _v.shape_of(binding))
+        if isinstance(binding, _s.StructVal):
+            return binding
         if type(binding) in (tuple, list):
             items = [self._binding_lv(x) for x in binding]
             return SeqLV(items) if all(i is not None for i in items) else None
@@ -208,6 +211,8 @@ class AssignMixin:
         """A fresh local holding `value` (numbers, Exprs and matrices get Allocas; objects bind as-is).
         `name` is the source name, recorded on the Allocas for the debugger (`v[i]` per component)."""
         b = self.b
+        if isinstance(value, (_s.StructVal, _s.SelfRef)) or isinstance(ann, _s.StructType):
+            return _s.init_local(self, value, ann, name)
         if isinstance(ann, MatrixType) or (ann is None and _e.is_matrix(value)):
             if not _e.is_matrix(value):
                 value = _v.make_matrix([value] * (ann.n * (ann.m if ann.ndim == 2 else 1)), ann.shape)
@@ -255,6 +260,10 @@ class AssignMixin:
         return self.visit(node)
 
     def _lv_subscript(self, base: Any, idx: Any) -> Any:
+        if isinstance(base, _s.StructFieldRef):
+            return base.element(self.index_list(idx))
+        if isinstance(base, _s.UnpackedGroup):
+            return base.sv.member_lv(base.member_name(idx))
         if isinstance(base, (_v.GlobalTensor, ViewValue)):
             refs = base.ptrs(self.index_list(idx))
             return LV(refs, tuple(base.elem_shape) or None)
@@ -292,6 +301,8 @@ class AssignMixin:
     def _lv_attribute(self, base: Any, attr: str) -> Any:
         from qd.frontend.exprs import _SWIZZLE
 
+        if isinstance(base, _s.StructVal):
+            return base.member_lv(attr)
         if isinstance(base, LV) and base.shape is not None and all(c in _SWIZZLE for c in attr):
             refs = [base.refs[_SWIZZLE[c]] for c in attr]
             return LV(refs, None if len(refs) == 1 else (len(refs),))
@@ -303,6 +314,8 @@ class AssignMixin:
 
     # -------------------------------------------------------------- stores
     def store(self, lv: Any, value: Any) -> None:
+        if isinstance(lv, _s.StructVal):
+            return _s.store(self, lv, value)
         if isinstance(lv, SeqLV):
             for item, v in zip(lv.items, self._unpack(value, len(lv.items))):
                 self.store(item, v)

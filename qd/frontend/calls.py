@@ -14,6 +14,7 @@ from qd.frontend import builtins as _qb
 from qd.frontend import expr as _e
 from qd.types import dtypes as _dt
 from qd.frontend import values as _v
+from qd.frontend import structs as _s
 from qd.frontend.expr import Expr
 from qd.frontend.views import ViewValue
 from qd.types import dtypes
@@ -50,7 +51,11 @@ class CallMixin:
         fills in place); False when `target` is no assignable matrix, to call `fill` normally."""
         from qd.frontend.assign import LV
 
-        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+        if isinstance(target, ast.Attribute) and isinstance(target.value, (ast.Name, ast.Subscript, ast.Attribute)):
+            base = self.lvalue(target.value)  # `s.member.fill(v)` on a struct local or struct field element
+            if not isinstance(base, _s.StructVal) or target.attr not in base.members:
+                return False
+        elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
             found, _ = self.ctx.find_local(target.value.id)
             if found or _v.global_kind(self.ctx.lookup(target.value.id)) is None:
                 return False  # only `field[i].fill(v)` / `ndarray_arg[i].fill(v)` among subscripts
@@ -262,6 +267,8 @@ def ret_dtypes(rt: Any) -> tuple:
     """Flat scalar dtypes of a return annotation (scalar, vector/matrix type, or tuple of them)."""
     if isinstance(rt, (tuple, list)):
         return tuple(d for r in rt for d in ret_dtypes(r))
+    if isinstance(rt, _s.StructType):
+        return tuple(_s.leaf_dtypes(rt))
     if isinstance(rt, MatrixType):
         n = rt.n * (rt.m if rt.ndim == 2 else 1)
         return (rt.dtype or _bm.cfg().default_fp,) * n
@@ -274,6 +281,9 @@ def coerce(value: Any, rt: Any) -> Any:
         if not isinstance(value, (tuple, list)) or len(value) != len(rt):
             raise QuadrantsTypeError(f"return value does not match the declared return type {rt}")
         return tuple(coerce(v, r) for v, r in zip(value, rt))
+    if isinstance(rt, _s.StructType):
+        _s.flatten(value, rt)  # checks the value against the type
+        return _s.construct(rt, (value,), {})
     if isinstance(rt, MatrixType):
         if not _e.is_matrix(value):
             raise QuadrantsTypeError(f"expected a {rt} return value, got {type(value).__name__}")
@@ -290,7 +300,9 @@ def flatten_return(value: Any, rt: Any) -> list:
     out: list = []
 
     def walk(x: Any) -> None:
-        if isinstance(x, (tuple, list)):
+        if isinstance(x, _s.StructVal):
+            out.extend(_s.flatten(x, x.stype))
+        elif isinstance(x, (tuple, list)):
             for y in x:
                 walk(y)
         elif _e.is_matrix(x):

@@ -12,6 +12,7 @@ from qd import ir
 from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError
 from qd.frontend import builtins as _qb
 from qd.frontend import expr as _e
+from qd.frontend import structs as _s
 from qd.frontend import values as _v
 from qd.frontend.expr import Expr
 from qd.frontend.views import ViewValue
@@ -105,6 +106,8 @@ class ExprMixin:
             return obj
         if type(obj) in TENSOR_TYPES:  # a `qd.Tensor` wrapper: the kernel sees its field or ndarray
             obj = obj._unwrap()
+        if isinstance(obj, (_s.StructField, _s.Struct)):
+            return _s.bind_field(self, obj, name) if isinstance(obj, _s.StructField) else _s.from_host(obj)
         if _v.global_kind(obj) is not None:
             return _v.bind_global_object(obj, name)
         if isinstance(obj, BufferView):  # a compile-time view (template, captured global)
@@ -157,6 +160,8 @@ class ExprMixin:
         return self.attribute(base, node.attr)
 
     def attribute(self, base: Any, attr: str) -> Any:
+        if isinstance(base, (_s.StructVal, _s.StructFieldRef)):
+            return _s.attribute(base, attr)
         if isinstance(base, _v.StructRef):
             return base.member(attr)
         if isinstance(base, _v.LiftedObject):
@@ -224,6 +229,8 @@ class ExprMixin:
         return list(idx) if isinstance(idx, tuple) else [idx]
 
     def subscript(self, base: Any, idx: Any) -> Any:
+        if isinstance(base, _s.UnpackedGroup):
+            return base.sv.member(base.member_name(idx))
         if isinstance(base, (_v.GlobalTensor, ViewValue)):
             return base.load(self.index_list(idx))
         if _e.is_matrix(base):

@@ -6,8 +6,11 @@ from qd.lang.linalg import eig, make_spd, polar_decompose, solve, svd, sym_eig
 from qd.lang.matrix import Matrix, Vector
 from qd.lang.misc import is_extension_enabled
 from qd.lang.tensor import Backend, MatrixTensor, Tensor, VectorTensor, tensor, wrap
+from qd.lang.struct import Struct, StructField, dataclass
+from qd.types.enums import Layout
 from qd.types.annotations import Template
 
 __all__: list[str] = ["BufferView", "Matrix", "Vector", "is_extension_enabled", "Template", "polar_decompose",
                       "svd", "sym_eig", "make_spd", "eig", "solve",
-                      "Backend", "Tensor", "VectorTensor", "MatrixTensor", "tensor", "wrap"]
+                      "Backend", "Tensor", "VectorTensor", "MatrixTensor", "tensor", "wrap",
+                      "Struct", "StructField", "dataclass", "Layout"]

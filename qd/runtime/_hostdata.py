@@ -287,12 +287,23 @@ class HostData:
             elif len(es) == 1 and keep_dims:
                 view = view.reshape(tuple(self.shape) + (es[0], 1))
         out_dtype = view.dtype if dtype is None else _numpy_dtype(dtype)
+        copy = self._aos_copy(copy)
         if copy is not True and out_dtype == view.dtype:
             self.escaped = True  # shared outside qd: writes through it bypass the generation counter
             return view
         if copy is False:
             raise ValueError(f"to_numpy(copy=False) cannot convert {view.dtype} to {out_dtype} without a copy")
         return np.array(view, dtype=out_dtype, copy=True, order="C")
+
+    def _aos_copy(self, copy: Any) -> Any:
+        """`copy` for a member of a struct field declared `layout=qd.Layout.AOS` (`qd/lang/struct.py`):
+        Quadrants interleaves those members, so they never share storage (copy=False raises)."""
+        if copy is True or not self.__dict__.get("_aos_member", False):
+            return copy
+        if copy is False:
+            raise ValueError("Zero-copy not available: this member of an AoS struct field is interleaved with "
+                             "the other members; use copy=True")
+        return True
 
     def _elem_positional_keep_dims(self) -> bool:
         """Whether this is a vector/matrix field (whose to_numpy takes keep_dims first)."""
@@ -323,7 +334,7 @@ class HostData:
         sharing this storage. Writes through a shared tensor bypass the generation counter, so caches
         keyed on it (adstack sizes) re-read this buffer at every launch from then on."""
         torch = import_torch()
-        if copy:
+        if self._aos_copy(copy):
             t = torch.from_numpy(self.to_numpy())
             return t.to(device) if device is not None else t
         if device is not None and str(device) != "cpu":

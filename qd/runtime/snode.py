@@ -119,6 +119,8 @@ class SNode:
                 self.place(*arg, offset=offset)
             elif isinstance(arg, Field):
                 self._place_field(arg, offset)
+            elif getattr(type(arg), "_qd_struct_field", False):  # a struct field: each member's field
+                self.place(*arg.members.values(), offset=offset)
             else:
                 raise ValueError(f"{arg!r} cannot be placed")
         return self

@@ -218,7 +218,11 @@ def _elem_spec(dtype: Any) -> Any:
     return dtype if dtype is None or dtype is int or dtype is float else to_dtype(dtype)
 
 
-def vector(n: int, dtype=None) -> MatrixType:
+def vector(n: int, dtype=None, unpacked: bool = False) -> MatrixType:
+    if unpacked:  # a @qd.dataclass member stored as n scalar members (qd/lang/struct.py)
+        from qd.lang.struct import UnpackedVectorType
+
+        return UnpackedVectorType(n, 1, _elem_spec(dtype), 1)
     return MatrixType(n, 1, _elem_spec(dtype), 1)
 
 
