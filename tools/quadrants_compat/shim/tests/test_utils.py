@@ -30,12 +30,15 @@ def _as_list(value: Any) -> list[Any]:
     return [value]
 
 
-def _expand(archs: Iterable[Any]) -> list[Any]:
+def _expand(archs: Iterable[Any], cpu_means_interp: bool = False) -> list[Any]:
+    """Arch names/objects as qd archs (`qd.gpu`: every GPU arch). With `cpu_means_interp`, `qd.cpu` also
+    stands for `qd.interp`: a Quadrants test written for its CPU backend (`arch=qd.cpu`, `exclude=qd.cpu`)
+    applies to both of qd's CPU tiers."""
     out: list[Any] = []
     for a in archs:
         if isinstance(a, str):
             a = _arch.to_arch(a)
-        out.extend(_arch.GPU_ORDER if a is qd.gpu else (a,))
+        out.extend(_arch.GPU_ORDER if a is qd.gpu else (a, qd.interp) if cpu_means_interp and a is qd.cpu else (a,))
     return out
 
 
@@ -59,7 +62,7 @@ def _excluded(a: Any, exclude: list[Any]) -> bool:
             ex_sys = item[1] if len(item) > 1 else None
         else:
             ex_arch, ex_sys = item, None
-        arch_hit = ex_arch is None or a in _expand([ex_arch])
+        arch_hit = ex_arch is None or a in _expand([ex_arch], cpu_means_interp=True)
         sys_hit = ex_sys is None or ex_sys == system
         if arch_hit and sys_hit:
             return True
@@ -80,7 +83,7 @@ def _missing_exts(a: Any, require: list[Any]) -> list[str]:
 
 def test(arch: Any = None, exclude: Any = None, require: Any = None, **options: Any) -> Any:
     """Run the decorated test on every expected arch in `arch`, not in `exclude`, supporting `require`."""
-    wanted = _expand(_as_list(arch))
+    wanted = _expand(_as_list(arch), cpu_means_interp=True)
     expected = expected_archs()
     archs = [a for a in expected if not wanted or a in wanted]
     require = _as_list(require)
