@@ -29,6 +29,11 @@ class QuadrantsAssertionError(QuadrantsRuntimeError, AssertionError):
     """A failed `assert`, bound check or adstack overflow in a kernel."""
 
 
+class HostIndexError(IndexError, AssertionError):
+    """An out-of-bounds host access to a field or ndarray (`x[i]` in Python scope). It is an IndexError, as
+    for numpy, and an AssertionError, as Quadrants raises in debug mode; qd checks it in every mode."""
+
+
 class QuadrantsRuntimeTypeError(QuadrantsRuntimeError, TypeError):
     """A kernel argument of the wrong type."""
 
@@ -53,5 +58,5 @@ class QuadrantsNotImplementedError(QuadrantsCompilationError, NotImplementedErro
 __all__ = [
     "QuadrantsCompilationError", "QuadrantsSyntaxError", "QuadrantsNameError", "QuadrantsIndexError",
     "QuadrantsTypeError", "QuadrantsRuntimeError", "QuadrantsAssertionError", "QuadrantsRuntimeTypeError",
-    "QuadrantsTypeWarning", "QuadrantsWarning", "QuadrantsNotImplementedError",
+    "QuadrantsTypeWarning", "QuadrantsWarning", "QuadrantsNotImplementedError", "HostIndexError",
 ]

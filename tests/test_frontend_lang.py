@@ -658,3 +658,34 @@ def test_debug_integer_overflow_warns_and_wraps(arch: object, capfd: object, dt:
     fine(1, 1)
     qd.sync()
     assert "overflow" not in capfd.readouterr().out
+
+
+def test_func_requires_top_level(arch: object) -> None:
+    """`qd.func(requires_top_level=True)`: allowed at the kernel top level and in qd.static loops, refused
+    inside runtime control flow, also through another func (its loops would silently become serial)."""
+
+    @qd.func(requires_top_level=True)
+    def bump(x: qd.template(), n: qd.i32):
+        for i in range(n):
+            x[i] += 1
+
+    @qd.func
+    def via(x: qd.template(), n: qd.i32):
+        bump(x, n)
+
+    x = qd.field(qd.i32, shape=4)
+
+    @qd.kernel
+    def ok(n: qd.i32):
+        for _ in qd.static(range(2)):
+            bump(x, n)
+
+    @qd.kernel
+    def nested(n: qd.i32):
+        if n > 0:
+            via(x, n)
+
+    ok(4)
+    assert x.to_numpy().tolist() == [2, 2, 2, 2]
+    with pytest.raises(qd.QuadrantsCompilationError, match="requires_top_level"):
+        nested(4)

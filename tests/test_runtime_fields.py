@@ -375,3 +375,14 @@ def test_to_numpy_copy_and_keep_dims(qd_program: object) -> None:
     assert vec.to_numpy().shape == (2, 3) and vec.to_numpy(keep_dims=True).shape == (2, 3, 1)
     nd = qd.Matrix.ndarray(3, 1, qd.f32, shape=2)
     assert nd.to_numpy().shape == (2, 3, 1)  # ndarrays keep the element shape
+
+
+def test_host_out_of_bounds_is_index_and_assertion_error(qd_program: object) -> None:
+    """Host `x[i]` out of range raises in every mode; the error is an IndexError (numpy's) and an
+    AssertionError (what Quadrants raises in debug mode)."""
+    x = qd.field(qd.f32, shape=3)
+    for k in (3, -1):
+        with pytest.raises(IndexError, match=f"index {k} is out of bounds"):
+            x[k] = 1.0
+        with pytest.raises(AssertionError):
+            _ = x[k]

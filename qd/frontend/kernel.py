@@ -303,9 +303,11 @@ class Func:
 
     _is_qd_func = True
 
-    def __init__(self, fn: Callable, is_real_function: bool = False) -> None:
+    def __init__(self, fn: Callable, is_real_function: bool = False, requires_top_level: bool = False) -> None:
         self.fn = fn
         self.is_real_function = is_real_function
+        # Quadrants' `qd.func(requires_top_level=True)`: its loops must stay top-level (parallel) loops
+        self.requires_top_level = requires_top_level
         self._sig: _args.Signature | None = None
         functools.update_wrapper(self, fn)
 
@@ -325,6 +327,11 @@ class Func:
         if b is None:
             raise QuadrantsSyntaxError("Quadrants functions cannot be called from Python-scope; call them from "
                                        "a @qd.kernel (or make this one a kernel)")
+        if self.requires_top_level and b.depth > 0:
+            raise QuadrantsSyntaxError(
+                f"qd.func {self.fn.__name__} is marked requires_top_level=True but is called inside a runtime "
+                f"for/if/while (directly or through other funcs): its top-level loops would become serial inner "
+                f"loops. Call it at the kernel's top level (qd.static loops are fine)")
         return inline_func(self, b, args, kwargs)
 
 
@@ -360,11 +367,12 @@ def kernel(fn: Callable | None = None, **options: Any) -> Any:
     return Kernel(fn, **options)
 
 
-def func(fn: Callable | None = None, is_real_function: bool = False, **options: Any) -> Any:
-    """`@qd.func` (also `qd.func(is_real_function=...)`: accepted, always inlined)."""
+def func(fn: Callable | None = None, is_real_function: bool = False, requires_top_level: bool = False,
+         **options: Any) -> Any:
+    """`@qd.func` (also `qd.func(is_real_function=..., requires_top_level=...)`; always inlined)."""
     if fn is None:
-        return lambda f: Func(f, is_real_function)
-    return Func(fn, is_real_function)
+        return lambda f: Func(f, is_real_function, requires_top_level)
+    return Func(fn, is_real_function, requires_top_level)
 
 
 def real_func(fn: Callable) -> Func:

@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from qd.errors import QuadrantsIndexError, QuadrantsRuntimeError
+from qd.errors import HostIndexError, QuadrantsIndexError, QuadrantsRuntimeError
 from qd.types.dtypes import DataType
 
 
@@ -197,7 +197,7 @@ class HostData:
             if not lo <= k < lo + n:
                 hint = " (negative indices do not wrap around)" if k < 0 and lo == 0 else ""
                 off = f" and offset {self._offset()}" if any(self._offset()) else ""
-                raise IndexError(f"index {k} is out of bounds for axis {axis} of {self._kind} with shape "
+                raise HostIndexError(f"index {k} is out of bounds for axis {axis} of {self._kind} with shape "
                                  f"{self.shape}{off}{hint}")
             out.append(k - lo)
         return tuple(out)
