@@ -689,3 +689,28 @@ def test_func_requires_top_level(arch: object) -> None:
     assert x.to_numpy().tolist() == [2, 2, 2, 2]
     with pytest.raises(qd.QuadrantsCompilationError, match="requires_top_level"):
         nested(4)
+
+
+def test_dtype_call_refuses_out_of_range_ints_and_extra_args(arch: object) -> None:
+    """In a kernel `qd.u16(-1)` would silently wrap: it is refused (Quadrants' rule), as are extra args;
+    an in-range value and a runtime value (a cast) work."""
+
+    @qd.kernel
+    def ok(v: qd.i32) -> qd.u32:
+        return qd.u32(4294967295) + qd.u32(v)
+
+    assert ok(1) == 0
+
+    @qd.kernel
+    def wraps():
+        b = qd.u16(-1)  # noqa: F841
+
+    with pytest.raises(qd.QuadrantsCompilationError, match="exceeded the range of specified dtype"):
+        wraps()
+
+    @qd.kernel
+    def two():
+        a = qd.i64(1, 2)  # noqa: F841
+
+    with pytest.raises(qd.QuadrantsCompilationError, match="can only decorate a single expression"):
+        two()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import builtins
 from typing import Any, Callable
 
+import numpy as np
+
 from qd import ir
 from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError
 from qd.frontend import builder as _b
@@ -180,6 +182,11 @@ def stop_grad(x: Any) -> Any:
 def dtype_call(dtype: Any, value: Any) -> Any:
     """`qd.f32(x)`: a cast inside kernels, a numpy scalar conversion in Python scope."""
     dt = dtypes.to_dtype(dtype)
+    if in_kernel() and dt.is_int and isinstance(value, int) and not isinstance(value, bool):
+        info = np.iinfo(dt.np_dtype)
+        if not info.min <= value <= info.max:  # Quadrants refuses it: a wrapped literal is almost always a bug
+            raise QuadrantsTypeError(f"qd.{dt.name}({value}): the value exceeded the range of specified dtype "
+                                     f"{dt.name} [{info.min}, {info.max}]; use qd.cast(x, qd.{dt.name}) to wrap")
     if _e.is_matrix(value) or is_expr(value) or in_kernel():
         return _e.cast(value, dt)
     return _e.host_cast(value, dt)

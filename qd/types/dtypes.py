@@ -49,10 +49,15 @@ class DataType:
     def __repr__(self) -> str:
         return self.name
 
-    def __call__(self, value):  # qd.f32(x) is a cast, in kernels and in Python scope
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:  # qd.f32(x) is a cast, in kernels and in Python scope
         from qd.frontend import builtins as _b
 
-        return _b.dtype_call(self, value)
+        if len(args) != 1 or kwargs:
+            from qd.errors import QuadrantsSyntaxError
+
+            raise QuadrantsSyntaxError(f"A primitive type can only decorate a single expression. (qd.{self.name}"
+                                       f"(x) takes one positional argument)")
+        return _b.dtype_call(self, args[0])
 
     def __reduce__(self):
         return (by_name, (self.name,))
