@@ -714,3 +714,32 @@ def test_dtype_call_refuses_out_of_range_ints_and_extra_args(arch: object) -> No
 
     with pytest.raises(qd.QuadrantsCompilationError, match="can only decorate a single expression"):
         two()
+
+
+def test_ndarray_boundary_clamp(arch: object) -> None:
+    """`qd.types.ndarray(boundary="clamp")`: every axis index is clamped into [0, n - 1] (reads and writes),
+    and a runtime index into an element's vector/matrix clamps its flat offset (Quadrants'); "unsafe" is the
+    default and another value is refused."""
+
+    @qd.kernel
+    def get(x: qd.types.ndarray(boundary="clamp"), i: qd.i32, j: qd.i32) -> qd.f32:
+        return x[i, j]
+
+    @qd.kernel
+    def put(x: qd.types.ndarray(boundary="clamp"), i: qd.i32):
+        x[i, 0] = 9.0
+
+    @qd.kernel
+    def elem(x: qd.types.ndarray(boundary="clamp"), i: qd.i32, k: qd.i32) -> qd.f32:
+        return x[i][k]
+
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for i, j in [(-1, 0), (5, 7), (1, -3), (0, 2)]:
+        assert get(a, i, j) == a[min(max(i, 0), 1), min(max(j, 0), 2)]
+    put(a, 10)
+    assert a[1, 0] == 9.0
+    v = qd.ndarray(qd.math.vec3, shape=2)
+    v.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert [elem(v, 1, k) for k in (-2, 1, 9)] == [3.0, 4.0, 5.0]
+    with pytest.raises(ValueError, match="Invalid boundary"):
+        qd.types.ndarray(boundary="wrap")

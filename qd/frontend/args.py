@@ -607,7 +607,8 @@ def bind_kernel_params(t: Any, sig: Signature, values: list, assigned: set) -> N
             t.ctx.bind(p.name, t.init_var(_v.read(ref), name=p.name) if p.name in assigned else ref)
         else:
             spec = view_spec(p, v) if p.kind == "view" else ndarray_spec(p, v)
-            tensor = _bind_ndarray(b, p.name, *spec[:3], getattr(spec[3], "_layout", None))
+            tensor = _bind_ndarray(b, p.name, *spec[:3], getattr(spec[3], "_layout", None),
+                                   clamp=getattr(p.ann, "boundary", "unsafe") == "clamp")
             t.ctx.bind(p.name, _view_param(b, p.name, tensor) if p.kind == "view" else tensor)
     for p in sig.user_params:
         if p.kind == "struct":
@@ -630,14 +631,16 @@ def _struct_ref(t: Any, p: Param) -> _v.StructRef:
 
 
 def _bind_ndarray(b: Any, name: str, dt: DataType, ndim: int, es: tuple,
-                  layout: tuple | None = None) -> _v.GlobalTensor:
+                  layout: tuple | None = None, clamp: bool = False) -> _v.GlobalTensor:
     """Declares an ndarray launch arg and its buffer (physical axes); its GlobalTensor (canonical axes)."""
     ai = len(b.args)
     bi = len(b.buffers)
     b.add_arg(ir.ArgDecl(name=name, kind="ndarray", dtype=dt, buffer=bi))
     decl = ir.BufferDecl(kind="ndarray", dtype=dt, ndim=ndim, elem_shape=es, arg=ai, name=name)
     b.add_buffer(("arg", ai), decl, None)
-    return _v.GlobalTensor(bi, decl, layout=layout)
+    if clamp:
+        b.clamped.add(bi)
+    return _v.GlobalTensor(bi, decl, layout=layout, clamp=clamp)
 
 
 def _view_param(b: Any, name: str, tensor: _v.GlobalTensor) -> Any:

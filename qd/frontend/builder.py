@@ -74,6 +74,7 @@ class Builder:
         # primitives of `LiftedObject`s: ("lifted", arg index, path) -> (ArgDecl index, dtype); their loads
         # (qd.static refuses them: they are runtime values)
         self.lifted: dict[tuple, tuple] = {}
+        self.clamped: set[int] = set()  # buffers of `qd.types.ndarray(boundary="clamp")` parameters
         self.lifted_loads: set = set()
 
     # -------------------------------------------------------------- scope management

@@ -251,12 +251,18 @@ class ExprMixin:
             sel = ents[idx]
             return _v.make_matrix(sel, (len(sel),))
         ids = self.index_list(idx)
+        # an element of a boundary="clamp" ndarray: its flat element offset clamps too (Quadrants')
+        clamp = bool(ents) and all(isinstance(e, Expr) and isinstance(e.ptr, ir.GlobalPtr)
+                                   and e.ptr.buffer in self.b.clamped for e in ents)
         what = f"a local {'vector' if len(shape) == 1 else 'matrix'} of shape {tuple(shape)}"
         for axis, (i, d) in enumerate(zip(ids, shape)):
-            _qb.check_local_index(i, d, f"axis {axis} of {what}")
+            if not clamp:
+                _qb.check_local_index(i, d, f"axis {axis} of {what}")
         if len(ids) == 1 and len(shape) == 2:
             i = ids[0]
             if isinstance(i, Expr):
+                if clamp:
+                    i = _e.binary("max", _e.binary("min", i, shape[0] - 1), 0)
                 rows = [_v.make_matrix(ents[r * shape[1]:(r + 1) * shape[1]], (shape[1],)) for r in range(shape[0])]
                 return self._select_chain(i, rows)
             return _v.make_matrix(ents[int(i) * shape[1]:(int(i) + 1) * shape[1]], (shape[1],))
@@ -268,6 +274,8 @@ class ExprMixin:
                 raise QuadrantsSyntaxError(f"index {i} out of range for a matrix axis of size {d}")
             flat = _e.binary("add", _e.binary("mul", flat, d), i)
         if isinstance(flat, Expr):
+            if clamp:
+                flat = _e.binary("max", _e.binary("min", flat, len(ents) - 1), 0)
             return self._select_chain(flat, ents)
         return ents[int(flat)]
 

@@ -134,12 +134,13 @@ class GlobalTensor:
     physical; subscripts and `shape` here are canonical, permuted in `_index_values` and `shape`."""
 
     def __init__(self, buffer: int, decl: ir.BufferDecl, obj: Any = None, offset: tuple = (),
-                 layout: tuple | None = None) -> None:
+                 layout: tuple | None = None, clamp: bool = False) -> None:
         self.buffer = buffer
         self.decl = decl
         self.obj = obj
         self.offset = tuple(offset) if any(offset) else ()
         self.layout = tuple(layout) if layout is not None else None
+        self.clamp = clamp  # `qd.types.ndarray(boundary="clamp")`: indices clamped into [0, extent - 1]
 
     @property
     def dtype(self) -> DataType:
@@ -189,6 +190,8 @@ class GlobalTensor:
                 out.append(_e.const(int(i), dtypes.i32))
             else:
                 raise QuadrantsTypeError(f"invalid index of type {type(i).__name__} into a {what.lower()}")
+        if self.clamp:
+            out = [_e.binary("max", _e.binary("min", i, _e.binary("sub", n, 1)), 0) for i, n in zip(out, self.shape)]
         return out if self.layout is None else [out[a] for a in self.layout]
 
     def ptrs(self, indices: list) -> list:

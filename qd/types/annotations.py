@@ -40,7 +40,9 @@ class NdarrayType:
         self.dtype = dtype
         self.ndim = ndim
         self.needs_grad = needs_grad
-        self.boundary = boundary
+        if boundary not in ("unsafe", "clamp"):
+            raise ValueError(f"Invalid boundary argument: {boundary}. Valid options: 'unsafe', 'clamp'")
+        self.boundary = boundary  # "clamp": every index is clamped into [0, extent - 1] (values.GlobalTensor)
 
     def __class_getitem__(cls, args: Any) -> "NdarrayType":
         if not isinstance(args, tuple):
