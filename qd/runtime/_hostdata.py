@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from qd.errors import HostIndexError, QuadrantsIndexError, QuadrantsRuntimeError
+from qd.errors import HostIndexError, QuadrantsIndexError, QuadrantsRuntimeError, QuadrantsRuntimeTypeError
 from qd.types.dtypes import DataType
 
 
@@ -369,10 +369,10 @@ def normalize_shape(shape: Any, kind: str) -> tuple[int, ...]:
     try:
         shape = tuple(shape)
     except TypeError:
-        raise TypeError(f"{shape!r} is not a valid shape for {kind}") from None
+        raise QuadrantsRuntimeTypeError(f"{shape!r} is not a valid shape for {kind}") from None
     for n in shape:
         if not isinstance(n, (numbers.Integral, np.integer)) or isinstance(n, bool):
-            raise TypeError(f"{shape} is not a valid shape for {kind}: dimensions must be integers")
+            raise QuadrantsRuntimeTypeError(f"{shape} is not a valid shape for {kind}: dimensions must be integers")
         if n <= 0 or n > 2**31 - 1:
             raise QuadrantsRuntimeError(f"{shape} is not a valid shape for {kind}: Every dimension of a "
                                         "Quadrants field should be positive (and below 2**31)")
