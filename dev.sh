@@ -55,6 +55,24 @@ install_numba() {
   echo "dev.sh: notice: no numba release fits this venv's llvmlite/numpy; the numba benchmarks will be skipped" >&2
 }
 
+install_apt_tools() {
+  # Debian tools the GPU-tier tests use: spirv-val (spirv-tools) validates every SPIR-V module, and the
+  # Khronos grammar (spirv-headers) lets a test check the generated qd/gpu/spirv_defs.py. Installed as root
+  # when missing; otherwise those tests skip and say why.
+  command -v spirv-val >/dev/null 2>&1 && [ -f /usr/include/spirv/unified1/spirv.core.grammar.json ] && return 0
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "dev.sh: notice: spirv-tools / spirv-headers missing (apt-get install spirv-tools spirv-headers as root);" \
+         "the SPIR-V validation tests will be skipped" >&2
+    return 0
+  fi
+  local pkgs="spirv-tools spirv-headers"
+  if ! DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -q --no-install-recommends $pkgs >/dev/null 2>&1; then
+    timeout 300 apt-get update -q >/dev/null 2>&1 || true
+    DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -q --no-install-recommends $pkgs >/dev/null 2>&1 \
+      || echo "dev.sh: notice: apt-get could not install $pkgs; the SPIR-V validation tests will be skipped" >&2
+  fi
+}
+
 case "${1:-}" in
   demo)
     setup_venv
@@ -64,6 +82,7 @@ case "${1:-}" in
     ;;
   test)
     setup_venv "pytest>=7" "pytest-benchmark>=4" "hypothesis>=6"
+    install_apt_tools
     install_torch
     build
     shift
