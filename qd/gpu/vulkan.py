@@ -33,6 +33,16 @@ def _vk() -> Any:
     return vk
 
 
+# Vulkan 1.2 core values the `vulkan` package lacks (its KHR aliases of them are None); fixed by the spec.
+_SPEC = {"VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT": 0x00020000, "VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT": 0x00000002}
+
+
+def _const(vk: Any, name: str) -> int:
+    """A Vulkan constant from the package, or the specification's value where the package lacks it."""
+    v = getattr(vk, name, None) if name in dir(vk) else None
+    return v if v is not None else _SPEC[name]
+
+
 _TYPE_RANK = {2: 0, 1: 1, 3: 2, 4: 3, 0: 4}  # discrete, integrated, virtual, CPU, other
 
 
@@ -42,17 +52,27 @@ class Buffer:
     def __init__(self, dev: "Device", nbytes: int) -> None:
         vk = dev.vk
         self.dev, self.nbytes = dev, max(4, int(nbytes))
+        bda = dev.features["device_address"]
+        usage = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | (_const(vk, 'VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT') if bda else 0)
         info = vk.VkBufferCreateInfo(sType=vk.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, size=self.nbytes,
-                                     usage=vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
-                                     sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
+                                     usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
         self.handle = vk.vkCreateBuffer(dev.device, info, None)
         req = vk.vkGetBufferMemoryRequirements(dev.device, self.handle)
         want = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
         mtype = dev.memory_type(req.memoryTypeBits, want)
+        flags = vk.VkMemoryAllocateFlagsInfo(sType=vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
+                                             flags=_const(vk, 'VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT')) if bda else None
         alloc = vk.VkMemoryAllocateInfo(sType=vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, allocationSize=req.size,
-                                        memoryTypeIndex=mtype)
+                                        memoryTypeIndex=mtype, pNext=flags)
         self.memory = vk.vkAllocateMemory(dev.device, alloc, None)
         vk.vkBindBufferMemory(dev.device, self.handle, self.memory, 0)
+        # the buffer's device address (PhysicalStorageBuffer pointers), or None without the feature
+        # (through the raw cffi function: the package's wrapper of it returns its argument)
+        self.address: int | None = None
+        if bda:
+            info = vk.VkBufferDeviceAddressInfo(sType=vk.VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO,
+                                                buffer=self.handle)
+            self.address = int(vk.lib.vkGetBufferDeviceAddress(dev.device, vk.ffi.addressof(info)))
         self._map = vk.vkMapMemory(dev.device, self.memory, 0, self.nbytes, 0)
 
     def view(self, dtype: Any, count: int | None = None) -> np.ndarray:
@@ -80,9 +100,10 @@ class Pipeline:
     """A compute pipeline of one SPIR-V module whose entry point reads `nbuffers` storage buffers at
     descriptor set 0, bindings 0..nbuffers-1."""
 
-    def __init__(self, dev: "Device", words: list[int], nbuffers: int, entry: str = "main") -> None:
+    def __init__(self, dev: "Device", words: list[int], nbuffers: int, entry: str = "main",
+                 push_bytes: int = 0) -> None:
         vk = dev.vk
-        self.dev, self.nbuffers = dev, nbuffers
+        self.dev, self.nbuffers, self.push_bytes = dev, nbuffers, push_bytes
         code = struct.pack(f"<{len(words)}I", *words)
         self.module = vk.vkCreateShaderModule(dev.device, vk.VkShaderModuleCreateInfo(
             sType=vk.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, codeSize=len(code), pCode=code), None)
@@ -92,9 +113,12 @@ class Pipeline:
         self.set_layout = vk.vkCreateDescriptorSetLayout(dev.device, vk.VkDescriptorSetLayoutCreateInfo(
             sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, bindingCount=nbuffers,
             pBindings=bindings), None)
+        ranges = [vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=push_bytes)] \
+            if push_bytes else []
         self.layout = vk.vkCreatePipelineLayout(dev.device, vk.VkPipelineLayoutCreateInfo(
             sType=vk.VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, setLayoutCount=1,
-            pSetLayouts=[self.set_layout]), None)
+            pSetLayouts=[self.set_layout], pushConstantRangeCount=len(ranges),
+            pPushConstantRanges=ranges or None), None)
         stage = vk.VkPipelineShaderStageCreateInfo(sType=vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                                                    stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=self.module,
                                                    pName=entry)
@@ -111,6 +135,8 @@ class Pipeline:
 
     def bind(self, buffers: list[Buffer]) -> None:
         vk = self.dev.vk
+        if not buffers and not self.nbuffers:
+            return
         if len(buffers) != self.nbuffers:
             raise ValueError(f"the pipeline reads {self.nbuffers} buffers, {len(buffers)} given")
         writes = [vk.VkWriteDescriptorSet(sType=vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, dstSet=self.set,
@@ -156,8 +182,25 @@ class Device:
             raise VulkanUnavailable(f"Vulkan device {self.name} has no compute queue")
         queue = vk.VkDeviceQueueCreateInfo(sType=vk.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                            queueFamilyIndex=self.family, queueCount=1, pQueuePriorities=[1.0])
+        have12 = vk.VkPhysicalDeviceVulkan12Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES)
+        have = vk.VkPhysicalDeviceFeatures2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=have12)
+        vk.vkGetPhysicalDeviceFeatures2(self.physical, have)
+        # what qd turns on where the device has it: 64-bit ints/floats, and buffer device addresses
+        # (PhysicalStorageBuffer pointers: no per-binding size cap, e.g. 128 MiB on lavapipe)
+        self.features = {"int64": bool(have.features.shaderInt64), "float64": bool(have.features.shaderFloat64),
+                         "device_address": bool(have12.bufferDeviceAddress),
+                         "int64_atomics": bool(have12.shaderBufferInt64Atomics)}
+        want12 = vk.VkPhysicalDeviceVulkan12Features(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+            bufferDeviceAddress=int(self.features["device_address"]),
+            shaderBufferInt64Atomics=int(self.features["int64_atomics"]))
+        want = vk.VkPhysicalDeviceFeatures2(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=want12,
+            features=vk.VkPhysicalDeviceFeatures(shaderInt64=int(self.features["int64"]),
+                                                 shaderFloat64=int(self.features["float64"])))
         self.device = vk.vkCreateDevice(self.physical, vk.VkDeviceCreateInfo(
-            sType=vk.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, queueCreateInfoCount=1, pQueueCreateInfos=[queue]), None)
+            sType=vk.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, pNext=want, queueCreateInfoCount=1,
+            pQueueCreateInfos=[queue]), None)
         self.queue = vk.vkGetDeviceQueue(self.device, self.family, 0)
         self.cmd_pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(
             sType=vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, queueFamilyIndex=self.family,
@@ -185,11 +228,12 @@ class Device:
     def buffer(self, nbytes: int) -> Buffer:
         return Buffer(self, nbytes)
 
-    def pipeline(self, words: list[int], nbuffers: int, entry: str = "main") -> Pipeline:
-        return Pipeline(self, words, nbuffers, entry)
+    def pipeline(self, words: list[int], nbuffers: int, entry: str = "main", push_bytes: int = 0) -> Pipeline:
+        return Pipeline(self, words, nbuffers, entry, push_bytes)
 
-    def dispatch(self, pipeline: Pipeline, buffers: list[Buffer], groups: tuple[int, int, int]) -> None:
-        """Bind `buffers`, run `groups` workgroups and wait for them."""
+    def dispatch(self, pipeline: Pipeline, buffers: list[Buffer], groups: tuple[int, int, int],
+                 push: bytes = b"") -> None:
+        """Bind `buffers`, push `push` (e.g. buffer device addresses), run `groups` workgroups and wait."""
         vk = self.vk
         pipeline.bind(buffers)
         cmd = vk.vkAllocateCommandBuffers(self.device, vk.VkCommandBufferAllocateInfo(
@@ -201,6 +245,9 @@ class Device:
         vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle)
         vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout, 0, 1,
                                    [pipeline.set], 0, None)
+        if push:
+            vk.vkCmdPushConstants(cmd, pipeline.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(push),
+                                  vk.ffi.from_buffer(push))
         vk.vkCmdDispatch(cmd, *groups)
         vk.vkEndCommandBuffer(cmd)
         fence = vk.vkCreateFence(self.device, vk.VkFenceCreateInfo(sType=vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO),
