@@ -173,19 +173,8 @@ def construct(stype: StructType | None, args: tuple, kwargs: dict) -> StructVal:
         if args:
             raise QuadrantsSyntaxError("qd.Struct takes a dict or keyword members")
         return StructVal(None, {k: _convert(k, None, v) for k, v in kwargs.items()})
-    names = list(stype.members)
-    broadcast = False  # as Quadrants: a lone scalar fills the first member (recursively), the rest are zero
-    if len(args) > len(names):
-        raise QuadrantsSyntaxError(f"{stype!r} takes {len(names)} members, got {len(args)} positional values")
-    given = {} if broadcast else dict(zip(names, args))
-    for k, v in kwargs.items():
-        if k not in stype.members:
-            raise QuadrantsSyntaxError(f"struct {stype.name or stype!r} has no member '{k}'")
-        given[k] = v
-    out = {}
-    for k, t in stype.members.items():
-        v = args[0] if broadcast else given.get(k, 0)
-        out[k] = _convert(k, t, v)
+    raw = stype.member_values(args, kwargs)
+    out = {k: _convert(k, t, raw[k]) for k, t in stype.members.items()}
     return StructVal(stype, out)
 
 

@@ -111,21 +111,23 @@ class StructType:
         if len(args) == 1 and not kwargs and isinstance(args[0], (dict, Struct)) \
                 and sorted(args[0].keys()) == sorted(self.members):  # a whole struct value
             kwargs, args = dict(args[0].items()), ()
-        broadcast = False  # a scalar fills the first member (nested structs: their first member)
+        raw = self.member_values(args, kwargs)
+        return {k: _host_member(k, t, raw[k]) for k, t in self.members.items()}
+
+    def member_values(self, args: tuple, kwargs: dict) -> dict:
+        """The raw value of each member (in member order) for a constructor call `T(*args, **kwargs)`:
+        positional values fill members in order, keywords by name, missing members are 0. Shared by the
+        host constructor and the kernel one (`qd.frontend.structs.construct`), which convert the values."""
         if len(args) > len(self.members):
             raise QuadrantsSyntaxError(f"{self!r} takes {len(self.members)} members, got {len(args)} positional values")
-        given = {} if broadcast else dict(zip(self.members, args))
+        given = dict(zip(self.members, args))
         for k, v in kwargs.items():
             if k not in self.members:
                 raise QuadrantsSyntaxError(f"{self!r} has no member '{k}'")
             if k in given:
                 raise QuadrantsSyntaxError(f"struct member '{k}' given twice")
             given[k] = v
-        out = {}
-        for k, t in self.members.items():
-            v = args[0] if broadcast else given.get(k, 0)
-            out[k] = _host_member(k, t, v)
-        return out
+        return {k: given.get(k, 0) for k in self.members}
 
     def field(self, shape: Any = None, name: str = "", offset: Any = None, needs_grad: bool = False,
               needs_dual: bool = False, layout: Any = None, order: Any = None) -> "StructField":

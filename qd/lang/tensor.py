@@ -212,38 +212,36 @@ class Tensor:
         return (_rebuild, (int(self.backend), self.dtype, self.shape, es, self.layout, self._impl.to_numpy()))
 
 
-class VectorTensor(Tensor):
+class _ElementTensor(Tensor):
+    """A tensor whose elements are vectors (rank 1) or matrices (rank 2)."""
+
+    _rank = 0
+    _what = ""
+
+    def __init__(self, impl: Any) -> None:
+        if not isinstance(impl, (Field, Ndarray)) or len(impl.elem_shape) != self._rank:
+            raise TypeError(f"{type(self).__name__} requires a {self._what}-element impl; got {type(impl).__name__}")
+        super().__init__(impl)
+
+    @property
+    def element_shape(self) -> tuple[int, ...]:
+        return tuple(self._impl.elem_shape)
+
+    @property
+    def n(self) -> int:
+        return self._impl.elem_shape[0]
+
+
+class VectorTensor(_ElementTensor):
     """A tensor of vectors (`qd.Vector.tensor`)."""
 
-    def __init__(self, impl: Any) -> None:
-        if not isinstance(impl, (Field, Ndarray)) or len(impl.elem_shape) != 1:
-            raise TypeError(f"VectorTensor requires a vector-element impl; got {type(impl).__name__}")
-        super().__init__(impl)
-
-    @property
-    def element_shape(self) -> tuple[int, ...]:
-        return tuple(self._impl.elem_shape)
-
-    @property
-    def n(self) -> int:
-        return self._impl.elem_shape[0]
+    _rank, _what = 1, "vector"
 
 
-class MatrixTensor(Tensor):
+class MatrixTensor(_ElementTensor):
     """A tensor of matrices (`qd.Matrix.tensor`)."""
 
-    def __init__(self, impl: Any) -> None:
-        if not isinstance(impl, (Field, Ndarray)) or len(impl.elem_shape) != 2:
-            raise TypeError(f"MatrixTensor requires a matrix-element impl; got {type(impl).__name__}")
-        super().__init__(impl)
-
-    @property
-    def element_shape(self) -> tuple[int, ...]:
-        return tuple(self._impl.elem_shape)
-
-    @property
-    def n(self) -> int:
-        return self._impl.elem_shape[0]
+    _rank, _what = 2, "matrix"
 
     @property
     def m(self) -> int:

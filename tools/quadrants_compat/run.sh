@@ -24,24 +24,7 @@ if ! git -C "$MIRROR" rev-parse --verify -q "$REV^{commit}" >/dev/null; then
   exit 2
 fi
 
-files=()
-lists=()
-extra=()
-seen_sep=0
-for a in "$@"; do
-  if [[ $seen_sep == 1 ]]; then extra+=("$a"); continue; fi
-  if [[ $a == "--" ]]; then seen_sep=1; continue; fi
-  if [[ $a == @* ]]; then lists+=("$HERE/${a#@}.txt"); continue; fi
-  a="$(basename "$a")"; a="${a%.py}"; [[ $a == test_* ]] || a="test_$a"
-  files+=("$a.py")
-done
-if [[ ${#files[@]} == 0 && ${#lists[@]} == 0 ]]; then lists=("$HERE/foundation.txt"); fi
-for list in "${lists[@]}"; do
-  while read -r line; do
-    line="${line%%#*}"; line="${line//[[:space:]]/}"
-    [[ -n $line ]] && files+=("$line")
-  done < "$list"
-done
+source "$HERE/_args.sh"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/qd_quadrants_compat.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT

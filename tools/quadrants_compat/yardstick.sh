@@ -19,22 +19,7 @@ if [[ ! -x $PY ]] || ! "$PY" -c "import quadrants" 2>/dev/null; then
   exit 2
 fi
 
-files=()
-extra=()
-seen_sep=0
-for a in "$@"; do
-  if [[ $seen_sep == 1 ]]; then extra+=("$a"); continue; fi
-  if [[ $a == "--" ]]; then seen_sep=1; continue; fi
-  if [[ $a == @* ]]; then
-    while read -r line; do
-      line="${line%%#*}"; line="${line//[[:space:]]/}"
-      [[ -n $line ]] && files+=("$line")
-    done < "$HERE/${a#@}.txt"
-    continue
-  fi
-  a="$(basename "$a")"; a="${a%.py}"; [[ $a == test_* ]] || a="test_$a"
-  files+=("$a.py")
-done
+source "$HERE/_args.sh"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/qd_quadrants_yardstick.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
