@@ -74,23 +74,17 @@ def _leaves(p: Param, fn: Callable, path: tuple = ()) -> list[Param]:
     """The leaf parameters of dataclass parameter `p`: one per member, nested dataclasses flattened;
     each leaf's `path` is its chain of member names from the argument."""
     out: list[Param] = []
-    hints = p.ann.members if isinstance(p.ann, StructType) else _member_annotations(p.ann, fn)
-    for f in (hints if isinstance(p.ann, StructType) else dataclasses.fields(p.ann)):
-        f = _StructMember(f) if isinstance(f, str) else f
-        ann = _norm_ann(hints.get(f.name, f.type))
-        name = f"{p.name}.{f.name}"
+    hints = p.ann.members if isinstance(p.ann, StructType) else _member_annotations(p.ann, fn)  # in member order
+    for member, raw in hints.items():
+        ann = _norm_ann(raw)
+        name = f"{p.name}.{member}"
         if _is_dataclass_type(ann):
-            out.extend(_leaves(Param(name, "struct", ann, inspect.Parameter.empty), fn, path + (f.name,)))
+            out.extend(_leaves(Param(name, "struct", ann, inspect.Parameter.empty), fn, path + (member,)))
             continue
         leaf = Param(name, _kind(name, ann, 1, True), ann, inspect.Parameter.empty)
-        leaf.path = path + (f.name,)
+        leaf.path = path + (member,)
         out.append(leaf)
     return out
-
-
-class _StructMember:
-    def __init__(self, name: str) -> None:
-        self.name, self.type = name, None
 
 
 def _member_annotations(cls: type, fn: Callable) -> dict:
