@@ -14,6 +14,7 @@ from qd import types, math, extension, lang, ad, algorithms  # noqa: E402,F401
 # The compile pipeline is loaded with qd, not at the first kernel call: a first call pays for its own
 # work only. (LLVM itself is initialised in the background by qd.init on qd.cpu.)
 import qd.runtime.launch  # noqa: E402,F401
+import qd.runtime.device  # noqa: E402,F401  (registers the GPU tiers)
 import qd.passes.runner  # noqa: E402,F401
 
 __version__ = "0.1.0"

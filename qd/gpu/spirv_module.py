@@ -247,6 +247,7 @@ class Function:
         self._head = [encode(Op.Function, (ret, self.id, control, fn_type))]
         self._params: list[list[int]] = []
         self._locals: list[list[int]] = []
+        self._entry: list[list[int]] = []
         self._body: list[list[int]] = []
         self._first_label: list[int] | None = None
         self._open = True
@@ -271,9 +272,18 @@ class Function:
         self._locals.append(encode(Op.Variable, (pointer_type, vid, StorageClass.Function) + extra))
         return vid
 
+    def entry_op(self, op: Op, *operands: Any, type_id: int | None = None) -> int | None:
+        """Like `op`, but the instruction goes to the end of the first block (after the function-scope
+        variables), whatever block is open now: values computed once per invocation and used anywhere (the
+        first block dominates every other). The caller ends the first block with its first `op` (a branch)."""
+        return self._append(self._entry, op, operands, type_id)
+
     def op(self, op: Op, *operands: Any, type_id: int | None = None) -> int | None:
         """Append `op`. With a result id (per the grammar) the id is made here and returned; `type_id` is
         required exactly when the opcode has a result type."""
+        return self._append(self._body, op, operands, type_id)
+
+    def _append(self, out: list, op: Op, operands: tuple, type_id: int | None) -> int | None:
         if not self._open:
             raise ValueError("the function has ended")
         if self._first_label is None:
@@ -283,13 +293,14 @@ class Function:
             raise ValueError(f"{Op(op).name} {'needs' if has_type else 'takes no'} result type")
         rid = self.m.id() if has_result else None
         head = ((type_id,) if has_type else ()) + ((rid,) if has_result else ())
-        self._body.append(encode(op, head + operands))
+        out.append(encode(op, head + operands))
         return rid
 
     def end(self) -> int:
         if self._first_label is None:
             raise ValueError("a function definition needs at least one block")
         self._open = False
-        self.m.sec["functions"] += (self._head + self._params + [self._first_label] + self._locals + self._body
+        self.m.sec["functions"] += (self._head + self._params + [self._first_label] + self._locals + self._entry
+                                 + self._body
                                     + [encode(Op.FunctionEnd, ())])
         return self.id

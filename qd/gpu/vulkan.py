@@ -47,24 +47,41 @@ _TYPE_RANK = {2: 0, 1: 1, 3: 2, 4: 3, 0: 4}  # discrete, integrated, virtual, CP
 
 
 class Buffer:
-    """A host-visible, host-coherent storage buffer, mapped for its whole life."""
+    """A storage buffer reached by device address. `host=True` asks for host-visible, host-coherent memory
+    (launch slots, print buffers, staging); otherwise device-local memory is preferred. Host-visible memory
+    (all of lavapipe's) is mapped for the buffer's whole life: `view` then reads and writes it directly."""
 
-    def __init__(self, dev: "Device", nbytes: int) -> None:
+    def __init__(self, dev: "Device", nbytes: int, host: bool = True) -> None:
         vk = dev.vk
         self.dev, self.nbytes = dev, max(4, int(nbytes))
+        limit = dev.max_allocation
+        if self.nbytes > limit:
+            raise MemoryError(f"qd: a {self.nbytes}-byte buffer is larger than Vulkan device {dev.name} allows in one "
+                              f"allocation ({limit} bytes)")
         bda = dev.features["device_address"]
-        usage = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | (_const(vk, 'VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT') if bda else 0)
+        usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
+                 | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
+                 | (_const(vk, 'VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT') if bda else 0))
         info = vk.VkBufferCreateInfo(sType=vk.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, size=self.nbytes,
                                      usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
         self.handle = vk.vkCreateBuffer(dev.device, info, None)
         req = vk.vkGetBufferMemoryRequirements(dev.device, self.handle)
-        want = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
-        mtype = dev.memory_type(req.memoryTypeBits, want)
+        visible = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        if host:
+            mtype = dev.memory_type(req.memoryTypeBits, visible)
+        else:
+            mtype = dev.memory_type(req.memoryTypeBits, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, fallback=visible)
         flags = vk.VkMemoryAllocateFlagsInfo(sType=vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
                                              flags=_const(vk, 'VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT')) if bda else None
         alloc = vk.VkMemoryAllocateInfo(sType=vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, allocationSize=req.size,
                                         memoryTypeIndex=mtype, pNext=flags)
-        self.memory = vk.vkAllocateMemory(dev.device, alloc, None)
+        try:
+            self.memory = vk.vkAllocateMemory(dev.device, alloc, None)
+        except (vk.VkErrorOutOfDeviceMemory, vk.VkErrorOutOfHostMemory) as e:
+            vk.vkDestroyBuffer(dev.device, self.handle, None)
+            self.handle = None
+            raise MemoryError(f"qd: Vulkan device {dev.name} is out of memory for a {self.nbytes}-byte buffer "
+                              f"({type(e).__name__})") from None
         vk.vkBindBufferMemory(dev.device, self.handle, self.memory, 0)
         # the buffer's device address (PhysicalStorageBuffer pointers), or None without the feature
         # (through the raw cffi function: the package's wrapper of it returns its argument)
@@ -73,13 +90,17 @@ class Buffer:
             info = vk.VkBufferDeviceAddressInfo(sType=vk.VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO,
                                                 buffer=self.handle)
             self.address = int(vk.lib.vkGetBufferDeviceAddress(dev.device, vk.ffi.addressof(info)))
-        self._map = vk.vkMapMemory(dev.device, self.memory, 0, self.nbytes, 0)
+        props = dev._mem.memoryTypes[mtype].propertyFlags
+        self.mapped = (props & visible) == visible
+        self._map = vk.vkMapMemory(dev.device, self.memory, 0, self.nbytes, 0) if self.mapped else None
 
-    def view(self, dtype: Any, count: int | None = None) -> np.ndarray:
-        """A numpy view of the mapped memory (no copy)."""
+    def view(self, dtype: Any, count: int | None = None, offset: int = 0) -> np.ndarray:
+        """A numpy view of the mapped memory (no copy); host-visible buffers only."""
+        if self._map is None:
+            raise ValueError("a device-local buffer has no host view: copy it through a staging buffer")
         dt = np.dtype(dtype)
-        n = self.nbytes // dt.itemsize if count is None else int(count)
-        return np.frombuffer(self._map, dtype=dt, count=n)
+        n = (self.nbytes - offset) // dt.itemsize if count is None else int(count)
+        return np.frombuffer(self._map, dtype=dt, count=n, offset=offset)
 
     def write(self, arr: np.ndarray) -> None:
         data = np.ascontiguousarray(arr).view(np.uint8).ravel()
@@ -89,11 +110,12 @@ class Buffer:
 
     def destroy(self) -> None:
         vk = self.dev.vk
-        if self.handle is not None:
-            vk.vkUnmapMemory(self.dev.device, self.memory)
+        if self.handle is not None and self.dev.device is not None:
+            if self._map is not None:
+                vk.vkUnmapMemory(self.dev.device, self.memory)
             vk.vkDestroyBuffer(self.dev.device, self.handle, None)
             vk.vkFreeMemory(self.dev.device, self.memory, None)
-            self.handle = None
+        self.handle = None
 
 
 class Pipeline:
@@ -124,6 +146,9 @@ class Pipeline:
                                                    pName=entry)
         self.handle = vk.vkCreateComputePipelines(dev.device, None, 1, [vk.VkComputePipelineCreateInfo(
             sType=vk.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, stage=stage, layout=self.layout)], None)[0]
+        self.pool = self.set = None
+        if not nbuffers:
+            return
         self.pool = vk.vkCreateDescriptorPool(dev.device, vk.VkDescriptorPoolCreateInfo(
             sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
             flags=vk.VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT, maxSets=1, poolSizeCount=1,
@@ -149,7 +174,8 @@ class Pipeline:
 
     def destroy(self) -> None:
         vk, d = self.dev.vk, self.dev.device
-        vk.vkDestroyDescriptorPool(d, self.pool, None)
+        if self.pool is not None:
+            vk.vkDestroyDescriptorPool(d, self.pool, None)
         vk.vkDestroyPipeline(d, self.handle, None)
         vk.vkDestroyPipelineLayout(d, self.layout, None)
         vk.vkDestroyDescriptorSetLayout(d, self.set_layout, None)
@@ -182,30 +208,75 @@ class Device:
             raise VulkanUnavailable(f"Vulkan device {self.name} has no compute queue")
         queue = vk.VkDeviceQueueCreateInfo(sType=vk.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                            queueFamilyIndex=self.family, queueCount=1, pQueuePriorities=[1.0])
-        have12 = vk.VkPhysicalDeviceVulkan12Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES)
-        have = vk.VkPhysicalDeviceFeatures2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=have12)
-        vk.vkGetPhysicalDeviceFeatures2(self.physical, have)
-        # what qd turns on where the device has it: 64-bit ints/floats, and buffer device addresses
-        # (PhysicalStorageBuffer pointers: no per-binding size cap, e.g. 128 MiB on lavapipe)
-        self.features = {"int64": bool(have.features.shaderInt64), "float64": bool(have.features.shaderFloat64),
-                         "device_address": bool(have12.bufferDeviceAddress),
-                         "int64_atomics": bool(have12.shaderBufferInt64Atomics)}
-        want12 = vk.VkPhysicalDeviceVulkan12Features(
-            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-            bufferDeviceAddress=int(self.features["device_address"]),
-            shaderBufferInt64Atomics=int(self.features["int64_atomics"]))
-        want = vk.VkPhysicalDeviceFeatures2(
-            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=want12,
-            features=vk.VkPhysicalDeviceFeatures(shaderInt64=int(self.features["int64"]),
-                                                 shaderFloat64=int(self.features["float64"])))
+        self.features, want = self._features(physical=self.physical)
+        exts = [e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(self.physical, None)]
+        enable = [x for x in ("VK_EXT_shader_atomic_float",) if x in exts and self.features["float32_atomic_add"]]
         self.device = vk.vkCreateDevice(self.physical, vk.VkDeviceCreateInfo(
             sType=vk.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, pNext=want, queueCreateInfoCount=1,
-            pQueueCreateInfos=[queue]), None)
+            pQueueCreateInfos=[queue], enabledExtensionCount=len(enable), ppEnabledExtensionNames=enable or None),
+            None)
+        self.max_allocation = self._max_allocation()
         self.queue = vk.vkGetDeviceQueue(self.device, self.family, 0)
         self.cmd_pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(
             sType=vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, queueFamilyIndex=self.family,
             flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT), None)
         self._mem = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
+        self._free_cmds: list = []
+        self._free_fences: list = []
+
+    def _features(self, physical: Any) -> tuple[dict, Any]:
+        """What the device has of what qd uses, and the feature chain that turns exactly that on: 8/16/64-bit
+        ints and their storage access, f64, buffer device addresses (PhysicalStorageBuffer pointers: no
+        per-binding size cap, e.g. 128 MiB on lavapipe), 64-bit and float atomics, subgroup arithmetic."""
+        vk = self.vk
+        fa = vk.VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT)
+        h11 = vk.VkPhysicalDeviceVulkan11Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                                                  pNext=fa)
+        h12 = vk.VkPhysicalDeviceVulkan12Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                                  pNext=h11)
+        have = vk.VkPhysicalDeviceFeatures2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=h12)
+        vk.vkGetPhysicalDeviceFeatures2(physical, have)
+        sub = vk.VkPhysicalDeviceSubgroupProperties(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES)
+        vk.vkGetPhysicalDeviceProperties2(physical, vk.VkPhysicalDeviceProperties2(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, pNext=sub))
+        exts = [e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(physical, None)]
+        has_fa = "VK_EXT_shader_atomic_float" in exts
+        f = {"int64": bool(have.features.shaderInt64), "float64": bool(have.features.shaderFloat64),
+             "int16": bool(have.features.shaderInt16), "int8": bool(h12.shaderInt8),
+             "storage8": bool(h12.storageBuffer8BitAccess), "storage16": bool(h11.storageBuffer16BitAccess),
+             "device_address": bool(h12.bufferDeviceAddress),
+             "int64_atomics": bool(h12.shaderBufferInt64Atomics),
+             "float32_atomic_add": has_fa and bool(fa.shaderBufferFloat32AtomicAdd),
+             "float64_atomic_add": has_fa and bool(fa.shaderBufferFloat64AtomicAdd),
+             "subgroup_arith": bool(sub.supportedOperations & vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)
+             and bool(sub.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT),
+             "subgroup_size": int(sub.subgroupSize)}
+        wfa = vk.VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT,
+            shaderBufferFloat32AtomicAdd=int(f["float32_atomic_add"]),
+            shaderBufferFloat64AtomicAdd=int(f["float64_atomic_add"]))
+        w11 = vk.VkPhysicalDeviceVulkan11Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                                                  pNext=wfa if has_fa else None,
+                                                  storageBuffer16BitAccess=int(f["storage16"]))
+        w12 = vk.VkPhysicalDeviceVulkan12Features(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, pNext=w11,
+            bufferDeviceAddress=int(f["device_address"]), shaderBufferInt64Atomics=int(f["int64_atomics"]),
+            shaderInt8=int(f["int8"]), storageBuffer8BitAccess=int(f["storage8"]))
+        want = vk.VkPhysicalDeviceFeatures2(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=w12,
+            features=vk.VkPhysicalDeviceFeatures(shaderInt64=int(f["int64"]), shaderFloat64=int(f["float64"]),
+                                                 shaderInt16=int(f["int16"])))
+        self._keep = (wfa, w11, w12)  # the chain must outlive vkCreateDevice
+        return f, want
+
+    def _max_allocation(self) -> int:
+        vk = self.vk
+        m3 = vk.VkPhysicalDeviceMaintenance3Properties(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES)
+        vk.vkGetPhysicalDeviceProperties2(self.physical, vk.VkPhysicalDeviceProperties2(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, pNext=m3))
+        return int(m3.maxMemoryAllocationSize) or (1 << 62)
 
     def _choose(self, physical: list) -> Any:
         vk = self.vk
@@ -219,14 +290,17 @@ class Device:
             return hits[0]
         return min(props, key=lambda dp: _TYPE_RANK.get(dp[1].deviceType, 5))[0]
 
-    def memory_type(self, bits: int, flags: int) -> int:
-        for i in range(self._mem.memoryTypeCount):
-            if bits & (1 << i) and (self._mem.memoryTypes[i].propertyFlags & flags) == flags:
-                return i
-        raise VulkanUnavailable(f"Vulkan device {self.name} has no host-visible coherent memory for a buffer")
+    def memory_type(self, bits: int, flags: int, fallback: int | None = None) -> int:
+        for want in (flags, fallback):
+            if want is None:
+                continue
+            for i in range(self._mem.memoryTypeCount):
+                if bits & (1 << i) and (self._mem.memoryTypes[i].propertyFlags & want) == want:
+                    return i
+        raise VulkanUnavailable(f"Vulkan device {self.name} has no memory type with flags {flags:#x} for a buffer")
 
-    def buffer(self, nbytes: int) -> Buffer:
-        return Buffer(self, nbytes)
+    def buffer(self, nbytes: int, host: bool = True) -> Buffer:
+        return Buffer(self, nbytes, host)
 
     def pipeline(self, words: list[int], nbuffers: int, entry: str = "main", push_bytes: int = 0) -> Pipeline:
         return Pipeline(self, words, nbuffers, entry, push_bytes)
@@ -234,36 +308,98 @@ class Device:
     def dispatch(self, pipeline: Pipeline, buffers: list[Buffer], groups: tuple[int, int, int],
                  push: bytes = b"") -> None:
         """Bind `buffers`, push `push` (e.g. buffer device addresses), run `groups` workgroups and wait."""
-        vk = self.vk
         pipeline.bind(buffers)
-        cmd = vk.vkAllocateCommandBuffers(self.device, vk.VkCommandBufferAllocateInfo(
-            sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, commandPool=self.cmd_pool,
-            level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
+        cmd = self.begin()
+        self.run(cmd, pipeline, push, groups)
+        self.wait(self.submit(cmd))
+
+    # ------------------------------------------------------------ command buffers (the launcher's steps)
+    def begin(self) -> Any:
+        """A command buffer in the recording state, starting with a full barrier: it sees every write of the
+        work submitted before it (submission order) and of the host (mapped memory)."""
+        vk = self.vk
+        cmd = self._free_cmds.pop() if self._free_cmds else vk.vkAllocateCommandBuffers(
+            self.device, vk.VkCommandBufferAllocateInfo(
+                sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, commandPool=self.cmd_pool,
+                level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
         vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo(
             sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
             flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+        self.barrier(cmd)
+        return cmd
+
+    def barrier(self, cmd: Any, host: bool = False) -> None:
+        """Every earlier write is visible to every later command (and to the host with `host=True`)."""
+        vk = self.vk
+        dst_stage = vk.VK_PIPELINE_STAGE_HOST_BIT if host else vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT
+        dst = (vk.VK_ACCESS_HOST_READ_BIT | vk.VK_ACCESS_HOST_WRITE_BIT) if host else \
+            (vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT)
+        mb = vk.VkMemoryBarrier(sType=vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                srcAccessMask=vk.VK_ACCESS_MEMORY_WRITE_BIT, dstAccessMask=dst)
+        vk.vkCmdPipelineBarrier(cmd, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, dst_stage, 0, 1, [mb], 0, None, 0, None)
+
+    def fill_zero(self, cmd: Any, buf: Buffer, nbytes: int) -> None:
+        self.vk.vkCmdFillBuffer(cmd, buf.handle, 0, (int(nbytes) + 3) & ~3, 0)
+
+    def copy(self, cmd: Any, src: Buffer, dst: Buffer, nbytes: int, src_offset: int = 0, dst_offset: int = 0) -> None:
+        vk = self.vk
+        vk.vkCmdCopyBuffer(cmd, src.handle, dst.handle, 1, [vk.VkBufferCopy(srcOffset=src_offset,
+                                                                           dstOffset=dst_offset, size=nbytes)])
+
+    def run(self, cmd: Any, pipeline: Pipeline, push: bytes, groups: tuple[int, int, int]) -> None:
+        vk = self.vk
         vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle)
-        vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout, 0, 1,
-                                   [pipeline.set], 0, None)
+        if pipeline.set is not None:
+            vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout, 0, 1,
+                                       [pipeline.set], 0, None)
         if push:
             vk.vkCmdPushConstants(cmd, pipeline.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(push),
                                   vk.ffi.from_buffer(push))
         vk.vkCmdDispatch(cmd, *groups)
+
+    def submit(self, cmd: Any) -> tuple[Any, Any]:
+        """Ends `cmd` (with a barrier making its writes visible to the host) and submits it; returns the
+        (command buffer, fence) pair to poll, wait for and release."""
+        vk = self.vk
+        self.barrier(cmd, host=True)
         vk.vkEndCommandBuffer(cmd)
-        fence = vk.vkCreateFence(self.device, vk.VkFenceCreateInfo(sType=vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO),
-                                 None)
+        fence = self._free_fences.pop() if self._free_fences else vk.vkCreateFence(
+            self.device, vk.VkFenceCreateInfo(sType=vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO), None)
         try:
             vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(sType=vk.VK_STRUCTURE_TYPE_SUBMIT_INFO,
                                                              commandBufferCount=1, pCommandBuffers=[cmd])], fence)
-            vk.vkWaitForFences(self.device, 1, [fence], vk.VK_TRUE, 60 * 10**9)
-        finally:
-            vk.vkDestroyFence(self.device, fence, None)
-            vk.vkFreeCommandBuffers(self.device, self.cmd_pool, 1, [cmd])
+        except vk.VkError as e:
+            raise RuntimeError(f"qd: Vulkan device {self.name} refused a submission ({type(e).__name__}); the "
+                               f"device may be lost") from None
+        return cmd, fence
+
+    def done(self, work: tuple[Any, Any]) -> bool:
+        try:
+            self.vk.vkGetFenceStatus(self.device, work[1])  # raises VkNotReady while it runs
+        except self.vk.VkNotReady:
+            return False
+        return True
+
+    def wait(self, work: tuple[Any, Any]) -> None:
+        """Waits for submitted `work` and recycles its command buffer and fence."""
+        vk = self.vk
+        cmd, fence = work
+        try:
+            vk.vkWaitForFences(self.device, 1, [fence], vk.VK_TRUE, 600 * 10**9)
+        except vk.VkError as e:  # VkTimeout, VkErrorDeviceLost
+            raise RuntimeError(f"qd: Vulkan device {self.name} did not finish a kernel within 600 s (device lost "
+                               f"or a kernel that never ends: {type(e).__name__})") from None
+        vk.vkResetFences(self.device, 1, [fence])
+        vk.vkResetCommandBuffer(cmd, 0)
+        self._free_fences.append(fence)
+        self._free_cmds.append(cmd)
 
     def close(self) -> None:
         vk = self.vk
         if self.device is not None:
             vk.vkDeviceWaitIdle(self.device)
+            for fence in self._free_fences:
+                vk.vkDestroyFence(self.device, fence, None)
             vk.vkDestroyCommandPool(self.device, self.cmd_pool, None)
             vk.vkDestroyDevice(self.device, None)
             vk.vkDestroyInstance(self.instance, None)

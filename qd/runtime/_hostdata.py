@@ -100,6 +100,7 @@ class HostData:
     escaped: bool = False  # storage shared outside qd (`to_torch(copy=False)`): writes may bypass `_bump`
     _arr: np.ndarray | None
     _layout: tuple[int, ...] | None = None  # canonical axis per physical nesting level; None: canonical order
+    _mirror: Any = None  # the device copy on a GPU arch (`qd/runtime/device.py`): synced lazily through `arr`
 
     # ---------------------------------------------------------------- storage
 
@@ -108,6 +109,9 @@ class HostData:
         """The storage: C-contiguous, shape `shape + elem_shape`, dtype `dtype.np_dtype`."""
         if self._arr is None:
             self._raise_no_storage()
+        m = self._mirror
+        if m is not None and m.device_dirty:
+            m.to_host(self._arr)
         return self._arr
 
     def _raise_no_storage(self) -> None:
@@ -156,7 +160,15 @@ class HostData:
         self._bump()
 
     def _bump(self) -> None:
+        """A host write changed the contents (the device copy, if any, is now older)."""
         self.generation += 1
+        if self._mirror is not None:
+            self._mirror.host_dirty = True
+
+    def _bump_device(self) -> None:
+        """A kernel on a GPU arch wrote the device copy (the host copy is now older)."""
+        self.generation += 1
+        self._mirror.device_dirty = True
 
     @property
     def shape(self) -> tuple[int, ...]:

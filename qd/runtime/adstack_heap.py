@@ -154,6 +154,16 @@ class AdStackPlan:
             arrays[b] = heap
 
     def lay_out(self, sizes: Sequence[int], nthreads: int) -> None:
+        self.meta_words, stride = self.meta_for(sizes)
+        for dt, b in self.heap_of.items():  # grown on demand, never shrunk
+            need = nthreads * stride[dt]
+            heap = self.arrays.get(b)
+            if heap is None or heap.shape[0] < need:
+                self.arrays[b] = np.empty(max(need, 2 * (0 if heap is None else heap.shape[0])), dtype=dt.np_dtype)
+
+    def meta_for(self, sizes: Sequence[int]) -> tuple[np.ndarray, dict]:
+        """The `adstack.meta` words (per stack: capacity, offset, stride) and the slots a thread needs per
+        heap dtype."""
         meta = np.zeros(max(1, len(sizes) * META_WORDS), dtype=np.int64)
         stride: dict = {}
         for k, (st, n) in enumerate(zip(self.k.stacks, sizes)):
@@ -163,12 +173,7 @@ class AdStackPlan:
             stride[st.dtype] = stride.get(st.dtype, 0) + cap
         for k, st in enumerate(self.k.stacks):
             meta[k * META_WORDS + 2] = stride[st.dtype]
-        self.meta_words = meta
-        for dt, b in self.heap_of.items():  # grown on demand, never shrunk
-            need = nthreads * stride[dt]
-            heap = self.arrays.get(b)
-            if heap is None or heap.shape[0] < need:
-                self.arrays[b] = np.empty(max(need, 2 * (0 if heap is None else heap.shape[0])), dtype=dt.np_dtype)
+        return meta, stride
 
     # -------------------------------------------------------------- overflow
 

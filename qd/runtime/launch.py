@@ -58,6 +58,7 @@ class CompiledKernel:
     tier: Any = None  # `qd.jit.tiering.TierState`: native code, background compile, launch counts
     adstack: AdStackPlan | None = None  # sizes and heap of a reverse-mode kernel's adstacks
     counts: np.ndarray | None = None  # a counting kernel's output (`qd/ad/counting.py`)
+    device: dict | None = None  # per GPU device: the compiled program and heaps (`qd/runtime/device_launch.py`)
 
 
 def compile_kernel(k: ir.KernelIR) -> CompiledKernel:
@@ -245,4 +246,7 @@ def _bump_written(ck: CompiledKernel, owners: Sequence[Any]) -> None:
 
 
 def sync() -> None:
-    """Launches run synchronously on the CPU tiers: errors were raised at the launch already."""
+    """Waits for the GPU devices and raises what their kernels recorded (CPU launches raised already)."""
+    from qd.runtime import device
+
+    device.sync_all()

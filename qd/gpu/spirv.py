@@ -1,0 +1,748 @@
+"""Offloaded `KernelIR` -> SPIR-V compute modules, one per task: the code generator of the Vulkan tier.
+
+Every buffer is reached through a `PhysicalStorageBuffer` pointer made from a 64-bit device address
+(`OpConvertUToPtr`, accesses `Aligned`): no descriptor sets and no per-binding size cap (lavapipe caps a
+storage-buffer binding at 128 MiB, qd buffers can be larger). A launch's *slot* (a small device buffer the
+launcher fills, its address the one push constant) holds, in 64-bit words:
+
+    [0:16)  status (DESIGN §6: failure flag, check id, thread, arg count, args; [8] dropped prints)
+    [16]    print length (words used in the print buffer)
+    [17:17+nrets)  return values (register bits)
+    then the kernel's context entries, in `SpirvKernel.ctx` order: ("buf", b) base address, ("shape", b, axis)
+    extent, ("arg", i) scalar argument bits, ("print",) print buffer address, ("rng",) random key base
+
+Each task is one entry point `main`. A serial task runs on one invocation (local size 1, one workgroup). A
+range task is a grid-stride loop: invocation g of G runs indices begin + g, begin + g + G, ... of [begin, end),
+computing its prologue itself (it is pure); `ThreadSlot` is g, so each launched invocation owns one adstack
+heap row. Qualifying atomics (`qd/jit/llvm_reduce.py`) accumulate per invocation across its indices and are
+applied once after the loop: summed over the subgroup first where the device has subgroup arithmetic, then
+one atomic per subgroup. IR control flow is structured and maps to SPIR-V's selection and loop constructs
+directly; a failed `Check` records the status (first failure wins by compare-and-swap) and returns.
+Statement semantics follow the interpreter word for word, as the LLVM tier does (`qd/jit/llvm_fn.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from qd import ir
+from qd.errors import QuadrantsTypeError
+from qd.gpu import spirv_ops as so
+from qd.gpu.spirv_defs import (GLSL, AddressingModel, BuiltIn, Capability, Decoration, ExecutionMode, ExecutionModel,
+                               GroupOperation, MemoryAccess, MemoryModel, Scope, StorageClass)
+from qd.gpu.spirv_defs import Op as S
+from qd.gpu.spirv_module import Function, Module
+from qd.jit.llvm import check_arg_table, print_table
+from qd.jit.llvm_reduce import find_reductions, invariant_values
+from qd.ops import Op
+from qd.types import dtypes as T
+
+STATUS_WORDS = 16
+PRINTLEN_WORD = 16
+HEADER_WORDS = 17
+LOCAL_SIZE = 128
+MAX_CHECK_ARGS = 4
+_GOLDEN = 0x9E3779B97F4A7C15
+_TID_MIX = 0xD1B54A32D192ED03
+
+
+@dataclass(frozen=True)
+class Caps:
+    """What the device offers that the code depends on (probed by the runtime)."""
+
+    float64: bool = True
+    int64_atomics: bool = True
+    float32_atomic_add: bool = False
+    float64_atomic_add: bool = False
+    subgroup_arith: bool = False
+
+
+@dataclass
+class SpirvTask:
+    kind: str  # 'serial' | 'range'
+    words: list[int]
+    local_size: int
+    task: ir.Task
+
+
+@dataclass
+class SpirvKernel:
+    tasks: list[SpirvTask]
+    ctx: list[tuple]  # context entry keys, in slot order after the header and the return words
+    prints: list
+    check_args: list
+    nrets: int
+    uses_random: bool = False
+
+    @property
+    def slot_words(self) -> int:
+        return HEADER_WORDS + self.nrets + len(self.ctx)
+
+
+class KernelGen:
+    """Kernel-wide state: the context layout shared by every task's module."""
+
+    def __init__(self, k: ir.KernelIR, caps: Caps, fast_math: bool, print_words: int) -> None:
+        assert k.tasks is not None, "build_spirv needs an offloaded kernel (run the pass pipeline)"
+        self.k, self.caps, self.fast_math, self.print_words = k, caps, fast_math, print_words
+        self.ctx: dict[tuple, int] = {}
+        self.print_ids = {s: i for i, s in enumerate(s for s in ir.walk_kernel(k) if isinstance(s, ir.Print))}
+
+    def ctx_index(self, key: tuple) -> int:
+        if key not in self.ctx:
+            self.ctx[key] = len(self.ctx)
+        return self.ctx[key]
+
+    def ctx_word(self, key: tuple) -> int:
+        return HEADER_WORDS + len(self.k.rets) + self.ctx_index(key)
+
+
+def build_spirv(k: ir.KernelIR, caps: Caps, fast_math: bool, print_words: int) -> SpirvKernel:
+    """The SPIR-V modules of offloaded kernel `k`, with its context layout, print table and check-arg dtypes;
+    `print_words` is the capacity of the print buffer the launcher binds."""
+    kg = KernelGen(k, caps, fast_math, print_words)
+    tasks = []
+    for t in k.tasks:
+        e = FnEmitter(kg, t)
+        tasks.append(SpirvTask(t.kind, e.build(), e.local_size, t))
+    uses_random = any(isinstance(s, ir.RandomValue) for s in ir.walk_kernel(k))
+    return SpirvKernel(tasks, sorted(kg.ctx, key=kg.ctx.__getitem__), print_table(k), check_arg_table(k),
+                       len(k.rets), uses_random)
+
+
+@dataclass
+class _Reduction:
+    red: Any  # qd.jit.llvm_reduce.Reduction
+    acc: int  # Function variable
+    addr: int  # u64 address id, computed before the loop
+
+
+@dataclass
+class FnEmitter:
+    """One task as one SPIR-V module with entry point `main` (the `so.Emit` protocol for op lowerings)."""
+
+    kg: KernelGen
+    task: ir.Task
+    vals: dict = field(default_factory=dict)
+    wide: dict = field(default_factory=dict)
+    cache: dict = field(default_factory=dict)
+    vars: dict = field(default_factory=dict)
+    loops: list = field(default_factory=list)
+    reductions: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.k, self.caps = self.kg.k, self.kg.caps
+        self.fast = self.kg.fast_math
+        self.local_size = 1 if self.task.kind == "serial" else LOCAL_SIZE
+        m = self.m = Module((1, 5))
+        for cap in (Capability.Shader, Capability.Int64, Capability.PhysicalStorageBufferAddresses):
+            m.capability(cap)
+        m.memory_model(AddressingModel.PhysicalStorageBuffer64, MemoryModel.GLSL450)
+        self.glsl = m.import_ext("GLSL.std.450")
+        self.u32, self.u64 = m.int(32, False), m.int(64, False)
+        push = m.struct(self.u64, unique=True)
+        m.decorate(push, Decoration.Block)
+        m.member_decorate(push, 0, Decoration.Offset, 0)
+        self.pc = m.variable(m.pointer(StorageClass.PushConstant, push), StorageClass.PushConstant)
+        v3 = m.vector(self.u32, 3)
+        self.gid_var = m.variable(m.pointer(StorageClass.Input, v3), StorageClass.Input)
+        m.decorate(self.gid_var, Decoration.BuiltIn, BuiltIn.GlobalInvocationId)
+        self.nwg_var = m.variable(m.pointer(StorageClass.Input, v3), StorageClass.Input)
+        m.decorate(self.nwg_var, Decoration.BuiltIn, BuiltIn.NumWorkgroups)
+        void = m.void()
+        self.fn: Function = m.function(void, m.function_type(void))
+        self.fn.label()
+        self.start = m.id()
+        self.fn.op(S.Branch, self.start)
+        self.fn.label(self.start)
+        self.done = False  # the current block has its terminator
+        self.tid = self.u64c(0)
+        self.rng: tuple[int, int] | None = None
+
+    # ------------------------------------------------------------ the Emit protocol
+    def ty(self, dt: T.DataType) -> int:
+        if dt is T.u1:
+            return self.bool_t()
+        if dt.is_float:
+            if dt.bits == 64:
+                if not self.caps.float64:
+                    raise QuadrantsTypeError("f64 is not supported by this Vulkan device (no shaderFloat64); use f32")
+                self.m.capability(Capability.Float64)
+                return self.m.float(64)
+            return self.m.float(32)
+        if dt.bits == 8:
+            self.m.capability(Capability.Int8)
+        elif dt.bits == 16:
+            self.m.capability(Capability.Int16)
+        return self.m.int(dt.bits, False)
+
+    def mem_ty(self, dt: T.DataType) -> int:
+        """The type of `dt` in memory: u1 is a byte, f16 the u16 bits of a half."""
+        mdt = T.u8 if dt is T.u1 else (T.u16 if dt is T.f16 else dt)
+        if mdt.bits == 8:
+            self.m.capability(Capability.StorageBuffer8BitAccess)
+        elif mdt.bits == 16:
+            self.m.capability(Capability.StorageBuffer16BitAccess)
+        return self.ty(mdt)
+
+    def bool_t(self) -> int:
+        return self.m.bool()
+
+    def c(self, dt: T.DataType, value: Any) -> int:
+        if dt is T.u1:
+            return self.m.constant(self.bool_t(), bool(value))
+        if dt.is_float and dt.bits != 64:
+            import numpy as np
+
+            value = float(np.float16(value)) if dt is T.f16 else float(np.float32(value))
+        return self.m.constant(self.ty(dt), value)
+
+    def u32c(self, value: int) -> int:
+        return self.m.constant(self.u32, value)
+
+    def u64c(self, value: int) -> int:
+        return self.m.constant(self.u64, value)
+
+    def op(self, opcode: S, *operands: Any, t: int | None = None) -> int:
+        return self.fn.op(opcode, *operands, type_id=t)
+
+    def ext(self, inst: GLSL, t: int, *args: int) -> int:
+        return self.fn.op(S.ExtInst, self.glsl, inst, *args, type_id=t)
+
+    def exact(self, rid: int) -> int:
+        """`rid` (a float op) may not be contracted into an fma unless fast math allows it."""
+        if not self.fast:
+            self.m.decorate(rid, Decoration.NoContraction)
+        return rid
+
+    # ------------------------------------------------------------ entry values, addresses
+    def _entry(self, key: Any, make) -> int:
+        if key not in self.cache:
+            self.cache[key] = make()
+        return self.cache[key]
+
+    def entry(self, opcode: S, *operands: Any, t: int | None = None) -> int:
+        return self.fn.entry_op(opcode, *operands, type_id=t)
+
+    def psb(self, pointee: int) -> int:
+        return self.m.pointer(StorageClass.PhysicalStorageBuffer, pointee)
+
+    def slot(self) -> int:
+        def make() -> int:
+            p = self.entry(S.AccessChain, self.pc, self.u32c(0), t=self.m.pointer(StorageClass.PushConstant, self.u64))
+            return self.entry(S.Load, p, t=self.u64)
+        return self._entry("slot", make)
+
+    def slot_ptr(self, word: int, pointee: int, at_entry: bool = False) -> int:
+        emit = self.entry if at_entry else self.op
+        addr = emit(S.IAdd, self.slot(), self.u64c(8 * word), t=self.u64)
+        return emit(S.ConvertUToPtr, addr, t=self.psb(pointee))
+
+    def ctx_word(self, key: tuple) -> int:
+        """A context entry's u64 value, loaded once at function entry."""
+        def make() -> int:
+            p = self.slot_ptr(self.kg.ctx_word(key), self.u64, at_entry=True)
+            return self.entry(S.Load, p, MemoryAccess.Aligned, 8, t=self.u64)
+        return self._entry(("ctx",) + key, make)
+
+    def gid(self) -> int:
+        def make() -> int:
+            v3 = self.entry(S.Load, self.gid_var, t=self.m.vector(self.u32, 3))
+            return self.entry(S.UConvert, self.entry(S.CompositeExtract, v3, 0, t=self.u32), t=self.u64)
+        return self._entry("gid", make)
+
+    def nthreads(self) -> int:
+        def make() -> int:
+            v3 = self.entry(S.Load, self.nwg_var, t=self.m.vector(self.u32, 3))
+            n = self.entry(S.UConvert, self.entry(S.CompositeExtract, v3, 0, t=self.u32), t=self.u64)
+            return self.entry(S.IMul, n, self.u64c(self.local_size), t=self.u64)
+        return self._entry("nthreads", make)
+
+    def from_bits(self, dt: T.DataType, bits: int, at_entry: bool = False) -> int:
+        emit = self.entry if at_entry else self.op
+        if dt is T.u1:
+            return emit(S.INotEqual, bits, self.u64c(0), t=self.bool_t())
+        if dt.is_float:
+            if dt.bits == 64:
+                return emit(S.Bitcast, bits, t=self.ty(dt))
+            return emit(S.Bitcast, emit(S.UConvert, bits, t=self.u32), t=self.ty(T.f32))
+        return bits if dt.bits == 64 else emit(S.UConvert, bits, t=self.ty(dt))
+
+    def to_bits(self, dt: T.DataType, v: int) -> int:
+        """Register bits (u64): ints sign/zero-extended, f32/f16 as f32 bits, f64 bits."""
+        if dt is T.u1:
+            return so.select(self, self.u64, v, self.u64c(1), self.u64c(0))
+        if dt.is_float:
+            if dt.bits == 64:
+                return self.op(S.Bitcast, v, t=self.u64)
+            return self.op(S.UConvert, self.op(S.Bitcast, v, t=self.u32), t=self.u64)
+        if dt.bits == 64:
+            return v
+        return self.op(S.SConvert if dt.is_signed else S.UConvert, v, t=self.u64)
+
+    def shape(self, buf: int, axis: int) -> int:
+        return self.ctx_word(("shape", buf, axis))
+
+    def stride(self, buf: int, axis: int) -> int:
+        decl = self.k.buffers[buf]
+        if decl.kind != "ndarray":
+            acc = 1
+            for d in (list(decl.shape) + list(decl.elem_shape))[axis + 1:]:
+                acc *= d
+            return self.u64c(acc)
+
+        def make() -> int:
+            acc = self.u64c(1)
+            for a in range(axis + 1, decl.total_ndim):
+                d = self.shape(buf, a)
+                z = self.entry(S.IEqual, d, self.u64c(0), t=self.bool_t())
+                d = self.entry(S.Select, z, self.u64c(1), d, t=self.u64)
+                acc = self.entry(S.IMul, acc, d, t=self.u64)
+            return acc
+        return self._entry(("stride", buf, axis), make)
+
+    def index64(self, x: ir.Value) -> int:
+        if x in self.wide:
+            return self.wide[x]
+        v = self.v(x)
+        if x.dtype is T.u1:
+            return so.select(self, self.u64, v, self.u64c(1), self.u64c(0))
+        if x.dtype.bits == 64:
+            return v
+        return self.op(S.SConvert if x.dtype.is_signed else S.UConvert, v, t=self.u64)
+
+    def v(self, x: ir.Value) -> int:
+        if x in self.vals:
+            return self.vals[x]
+        if isinstance(x, ir.Const):
+            return self.c(x.dtype, x.value)
+        if isinstance(x, ir.ArgLoad):
+            return self._entry(("arg", x.index, x.dtype.name),
+                               lambda: self.from_bits(x.dtype, self.ctx_word(("arg", x.index)), at_entry=True))
+        if isinstance(x, ir.ExternalShape):
+            sh = self.shape(x.buffer, x.axis)
+            return self._entry(("eshape", x.buffer, x.axis, x.dtype.name),
+                               lambda: sh if x.dtype.bits == 64 else self.entry(S.UConvert, sh, t=self.ty(x.dtype)))
+        raise KeyError(f"value {x!r} used before its definition")
+
+    # ------------------------------------------------------------ blocks and control flow
+    def label(self, lid: int) -> None:
+        self.fn.label(lid)
+        self.done = False
+
+    def branch(self, target: int) -> None:
+        if not self.done:
+            self.op(S.Branch, target)
+            self.done = True
+
+    def block(self, blk: ir.Block) -> None:
+        for s in blk.stmts:
+            if self.done:  # the rest of the block follows a break, continue, return: never runs
+                return
+            getattr(self, "s_" + type(s).__name__)(s)
+
+    def local_var(self, key: Any, t: int) -> int:
+        if key not in self.vars:
+            self.vars[key] = self.fn.local(self.m.pointer(StorageClass.Function, t))
+        return self.vars[key]
+
+    def s_Const(self, s: ir.Stmt) -> None:
+        pass
+
+    s_ArgLoad = s_ExternalShape = s_Const
+
+    def s_OpStmt(self, s: ir.OpStmt) -> None:
+        if s in self.vals:  # hoisted before the loop (reduction pointers)
+            return
+        self.vals[s] = so.lower_op(self, s.op, [a.dtype for a in s.args], s.dtype, [self.v(a) for a in s.args])
+
+    def s_Alloca(self, s: ir.Alloca) -> None:
+        self.op(S.Store, self.local_var(s, self.ty(s.dtype)), self.c(s.dtype, 0))
+
+    def s_LocalLoad(self, s: ir.LocalLoad) -> None:
+        self.vals[s] = self.op(S.Load, self.local_var(s.var, self.ty(s.dtype)), t=self.ty(s.dtype))
+
+    def s_LocalStore(self, s: ir.LocalStore) -> None:
+        self.op(S.Store, self.local_var(s.var, self.ty(s.var.dtype)), self.v(s.value))
+
+    def s_If(self, s: ir.If) -> None:
+        then, other, merge = self.m.id(), self.m.id(), self.m.id()
+        self.op(S.SelectionMerge, merge, 0)
+        self.op(S.BranchConditional, so.truth(self, s.cond.dtype, self.v(s.cond)), then, other)
+        for blk, lid in ((s.then, then), (s.else_, other)):
+            self.label(lid)
+            self.block(blk)
+            self.branch(merge)
+        self.label(merge)
+
+    def loop(self, counter: int, lo: int, hi: int, step: int, body) -> None:
+        """A counted loop `for i in [lo, hi) step step` (u64 ids, signed compare) as a SPIR-V loop construct;
+        `body(i)` emits one iteration; `break` and `continue` inside reach this loop's merge and continue."""
+        header, cond, body_l, cont, merge = (self.m.id() for _ in range(5))
+        self.op(S.Store, counter, lo)
+        self.branch(header)
+        self.label(header)
+        self.op(S.LoopMerge, merge, cont, 0)
+        self.branch(cond)
+        self.label(cond)
+        i = self.op(S.Load, counter, t=self.u64)
+        self.op(S.BranchConditional, self.op(S.SLessThan, i, hi, t=self.bool_t()), body_l, merge)
+        self.label(body_l)
+        self.loops.append((cont, merge))
+        body(i)
+        self.loops.pop()
+        self.branch(cont)
+        self.label(cont)
+        cur = self.op(S.Load, counter, t=self.u64)
+        self.op(S.Store, counter, self.op(S.IAdd, cur, step, t=self.u64))
+        self.branch(header)
+        self.label(merge)
+
+    def s_RangeFor(self, s: ir.RangeFor) -> None:
+        counter = self.fn.local(self.m.pointer(StorageClass.Function, self.u64))
+
+        def body(i: int) -> None:
+            self.wide[s.var] = i
+            dt = s.var.dtype
+            self.vals[s.var] = i if dt.bits == 64 else self.op(S.UConvert, i, t=self.ty(dt))
+            self.block(s.body)
+        self.loop(counter, self.index64(s.begin), self.index64(s.end), self.u64c(1), body)
+
+    def s_While(self, s: ir.While) -> None:
+        header, body_l, cont, merge = (self.m.id() for _ in range(4))
+        self.branch(header)
+        self.label(header)
+        self.op(S.LoopMerge, merge, cont, 0)
+        self.branch(body_l)
+        self.label(body_l)
+        self.loops.append((cont, merge))
+        self.block(s.body)
+        self.loops.pop()
+        self.branch(cont)
+        self.label(cont)
+        self.branch(header)
+        self.label(merge)
+
+    def s_Break(self, s: ir.Break) -> None:
+        self.branch(self.loops[-1][1])
+
+    def s_Continue(self, s: ir.Continue) -> None:
+        self.branch(self.loops[-1][0])
+
+    def s_Return(self, s: ir.Return) -> None:
+        for k, x in enumerate(s.values):
+            p = self.slot_ptr(HEADER_WORDS + k, self.u64)
+            self.op(S.Store, p, self.to_bits(x.dtype, self.v(x)), MemoryAccess.Aligned, 8)
+        self.op(S.Return)
+        self.done = True
+
+    # ------------------------------------------------------------ memory
+    def s_GlobalPtr(self, s: ir.GlobalPtr) -> None:
+        if s in self.vals:
+            return
+        if not s.indices:
+            lin = self.u64c(0)
+        else:
+            lin = self.index64(s.indices[-1])
+            for axis in range(len(s.indices) - 2, -1, -1):
+                lin = self.op(S.IAdd, self.op(S.IMul, self.index64(s.indices[axis]), self.stride(s.buffer, axis),
+                                              t=self.u64), lin, t=self.u64)
+        off = self.op(S.IMul, lin, self.u64c(s.dtype.itemsize), t=self.u64)
+        self.vals[s] = self.op(S.IAdd, self.ctx_word(("buf", s.buffer)), off, t=self.u64)
+
+    def pointer(self, addr: int, pointee: int) -> int:
+        return self.op(S.ConvertUToPtr, addr, t=self.psb(pointee))
+
+    def s_GlobalLoad(self, s: ir.GlobalLoad) -> None:
+        dt = s.dtype
+        mt = self.mem_ty(dt)
+        raw = self.op(S.Load, self.pointer(self.vals[s.ptr], mt), MemoryAccess.Aligned, dt.itemsize, t=mt)
+        self.vals[s] = self.from_mem(dt, raw)
+
+    def from_mem(self, dt: T.DataType, raw: int) -> int:
+        if dt is T.u1:
+            return self.op(S.INotEqual, raw, self.c(T.u8, 0), t=self.bool_t())
+        if dt is T.f16:
+            return so.f16_bits_to_f32(self, self.op(S.UConvert, raw, t=self.u32))
+        return raw
+
+    def to_mem(self, dt: T.DataType, v: int) -> int:
+        if dt is T.u1:
+            return so.select(self, self.ty(T.u8), v, self.c(T.u8, 1), self.c(T.u8, 0))
+        if dt is T.f16:
+            return self.op(S.UConvert, so.f32_to_f16_bits(self, v), t=self.ty(T.u16))
+        return v
+
+    def s_GlobalStore(self, s: ir.GlobalStore) -> None:
+        dt = s.ptr.dtype
+        mt = self.mem_ty(dt)
+        self.op(S.Store, self.pointer(self.vals[s.ptr], mt), self.to_mem(dt, self.v(s.value)),
+                MemoryAccess.Aligned, dt.itemsize)
+
+    # ------------------------------------------------------------ atomics
+    def s_AtomicRMW(self, s: ir.AtomicRMW) -> None:
+        if s in self.reductions:
+            r = self.reductions[s]
+            cur = self.op(S.Load, r.acc, t=self.ty(s.dtype))
+            self.op(S.Store, r.acc, self.combine(r.red.op, s.dtype, cur, self.v(s.value)))
+            return
+        self.vals[s] = self.atomic(s.op, s.dtype, self.vals[s.ptr], self.v(s.value))
+
+    def combine(self, op: Op, dt: T.DataType, acc: int, v: int) -> int:
+        """The accumulator update of a reduction (sub accumulates by subtraction from -0.0 / by addition)."""
+        if dt.is_float and op is Op.SUB:
+            return so.lower_op(self, Op.SUB, [dt, dt], dt, [acc, v])
+        return so.lower_op(self, Op.ADD if op is Op.SUB else op, [dt, dt], dt, [acc, v])
+
+    def _scope(self) -> tuple[int, int]:
+        return self.u32c(Scope.Device), self.u32c(0)
+
+    def atomic(self, op: Op, dt: T.DataType, addr: int, v: int) -> int:
+        """`*addr = op(*addr, v)` atomically at device scope; returns the old value."""
+        if dt is T.u1 or dt.bits < 32 or (dt.is_float and op in (Op.BIT_AND, Op.BIT_OR, Op.BIT_XOR)):
+            raise QuadrantsTypeError(f"atomic {op.value} on {dt} is not supported on the vulkan tier "
+                                     f"(Vulkan has 32- and 64-bit atomics only)")
+        if dt.bits == 64:
+            if not self.caps.int64_atomics:
+                raise QuadrantsTypeError(f"atomic {op.value} on {dt} needs 64-bit atomics, which this Vulkan device "
+                                         f"lacks (shaderBufferInt64Atomics)")
+            self.m.capability(Capability.Int64Atomics)
+        scope, sem = self._scope()
+        t = self.ty(dt)
+        if dt.is_int and op is not Op.MUL:
+            s = dt.is_signed
+            code = {Op.ADD: S.AtomicIAdd, Op.SUB: S.AtomicISub, Op.BIT_AND: S.AtomicAnd, Op.BIT_OR: S.AtomicOr,
+                    Op.BIT_XOR: S.AtomicXor, Op.MIN: S.AtomicSMin if s else S.AtomicUMin,
+                    Op.MAX: S.AtomicSMax if s else S.AtomicUMax}[op]
+            return self.op(code, self.pointer(addr, t), scope, sem, v, t=t)
+        native = self.caps.float64_atomic_add if dt.bits == 64 else self.caps.float32_atomic_add
+        if dt.is_float and op in (Op.ADD, Op.SUB) and native:
+            self.m.extension("SPV_EXT_shader_atomic_float_add")
+            self.m.capability(Capability.AtomicFloat64AddEXT if dt.bits == 64 else Capability.AtomicFloat32AddEXT)
+            x = v if op is Op.ADD else self.op(S.FNegate, v, t=t)
+            return self.op(S.AtomicFAddEXT, self.pointer(addr, t), scope, sem, x, t=t)
+
+        def update(old: int) -> int:
+            if op in (Op.MIN, Op.MAX):
+                return so.fminmax(self, dt, op is Op.MIN, old, v)
+            return so.lower_op(self, op, [dt, dt], dt, [old, v])
+        return self.cas_loop(dt, addr, update)
+
+    def cas_loop(self, dt: T.DataType, addr: int, update) -> int:
+        """A compare-and-swap loop on the bits of `*addr` (a do-while loop construct); returns the old value."""
+        ity = self.ty(T.u64 if dt.bits == 64 else T.u32)
+        t = self.ty(dt)
+        scope, sem = self._scope()
+        ptr = self.pointer(addr, ity)
+        seen_var = self.fn.local(self.m.pointer(StorageClass.Function, ity))
+        done_var = self.fn.local(self.m.pointer(StorageClass.Function, self.bool_t()))
+        self.op(S.Store, seen_var, self.op(S.AtomicLoad, ptr, scope, sem, t=ity))
+        header, body_l, cont, merge = (self.m.id() for _ in range(4))
+        self.branch(header)
+        self.label(header)
+        self.op(S.LoopMerge, merge, cont, 0)
+        self.branch(body_l)
+        self.label(body_l)
+        bits = self.op(S.Load, seen_var, t=ity)
+        old = bits if dt.is_int else self.op(S.Bitcast, bits, t=t)
+        new = update(old)
+        nbits = new if dt.is_int else self.op(S.Bitcast, new, t=ity)
+        seen = self.op(S.AtomicCompareExchange, ptr, scope, sem, sem, nbits, bits, t=ity)
+        self.op(S.Store, seen_var, seen)
+        self.op(S.Store, done_var, self.op(S.IEqual, seen, bits, t=self.bool_t()))
+        self.branch(cont)
+        self.label(cont)
+        self.op(S.BranchConditional, self.op(S.Load, done_var, t=self.bool_t()), merge, header)
+        self.done = True
+        self.label(merge)
+        return old
+
+    # ------------------------------------------------------------ random numbers, thread slots
+    def mix64(self, z: int) -> int:
+        u = self.u64
+        for shift, mul in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
+            z = self.op(S.IMul, self.op(S.BitwiseXor, z, self.op(S.ShiftRightLogical, z, self.u64c(shift), t=u), t=u),
+                        self.u64c(mul), t=u)
+        return self.op(S.BitwiseXor, z, self.op(S.ShiftRightLogical, z, self.u64c(31), t=u), t=u)
+
+    def rng_reset(self) -> None:
+        """Start of an iteration (or a serial task): counter 0, key from (launch key base, tid)."""
+        if not any(isinstance(s, ir.RandomValue) for s in ir.walk(self.task.body)):
+            return
+        if self.rng is None:
+            self.rng = (self.fn.local(self.m.pointer(StorageClass.Function, self.u64)),
+                        self.fn.local(self.m.pointer(StorageClass.Function, self.u64)))
+        ctr, key = self.rng
+        self.op(S.Store, ctr, self.u64c(0))
+        mixed = self.op(S.BitwiseXor, self.ctx_word(("rng",)), self.op(S.IMul, self.tid, self.u64c(_TID_MIX), t=self.u64),
+                        t=self.u64)
+        self.op(S.Store, key, self.mix64(mixed))
+
+    def s_RandomValue(self, s: ir.RandomValue) -> None:
+        u, dt = self.u64, s.dtype
+        ctr_var, key_var = self.rng
+        ctr = self.op(S.IAdd, self.op(S.Load, ctr_var, t=u), self.u64c(1), t=u)
+        self.op(S.Store, ctr_var, ctr)
+        x = self.mix64(self.op(S.IAdd, self.op(S.Load, key_var, t=u), self.op(S.IMul, ctr, self.u64c(_GOLDEN), t=u),
+                               t=u))
+        if dt.is_float and dt.bits == 64:
+            f = self.op(S.ConvertUToF, self.op(S.ShiftRightLogical, x, self.u64c(11), t=u), t=self.ty(dt))
+            v = self.op(S.FMul, f, self.c(dt, 1.1102230246251565e-16), t=self.ty(dt))
+        elif dt.is_float:
+            f32 = self.ty(T.f32)
+            f = self.op(S.ConvertUToF, self.op(S.UConvert, self.op(S.ShiftRightLogical, x, self.u64c(40), t=u),
+                                               t=self.u32), t=f32)
+            v = self.op(S.FMul, f, self.c(T.f32, 5.9604644775390625e-08), t=f32)
+            if dt is T.f16:
+                v = so.round_f16(self, v)
+        elif dt is T.u1:
+            v = self.op(S.INotEqual, x, self.u64c(0), t=self.bool_t())
+        else:
+            v = x if dt.bits == 64 else self.op(S.UConvert, x, t=self.ty(dt))
+        self.vals[s] = v
+
+    def s_ThreadSlot(self, s: ir.ThreadSlot) -> None:
+        self.vals[s] = self.gid() if self.task.kind == "range" else self.u64c(0)
+
+    # ------------------------------------------------------------ prints and checks
+    def s_Print(self, s: ir.Print) -> None:
+        values = [x for x in s.items if isinstance(x, ir.Value)]
+        words = [self.to_bits(x.dtype, self.v(x)) for x in values]
+        n = len(words)
+        scope, sem = self._scope()
+        pos32 = self.op(S.AtomicIAdd, self.slot_ptr(PRINTLEN_WORD, self.u32), scope, sem, self.u32c(n + 3), t=self.u32)
+        pos = self.op(S.UConvert, pos32, t=self.u64)
+        full = self.op(S.SGreaterThan, self.op(S.IAdd, pos, self.u64c(n + 3), t=self.u64), self.u64c(self.kg.print_words),
+                       t=self.bool_t())
+        on_full, on_room, merge = self.m.id(), self.m.id(), self.m.id()
+        self.op(S.SelectionMerge, merge, 0)
+        self.op(S.BranchConditional, full, on_full, on_room)
+        self.label(on_full)
+        self.op(S.AtomicIAdd, self.slot_ptr(8, self.u32), scope, sem, self.u32c(1), t=self.u32)
+        self.branch(merge)
+        self.label(on_room)
+        base = self.ctx_word(("print",))
+        head = [self.u64c(self.kg.print_ids[s]), self.tid, self.u64c(n)]
+        for k, w in enumerate(head + words):
+            a = self.op(S.IAdd, base, self.op(S.IMul, self.op(S.IAdd, pos, self.u64c(k), t=self.u64), self.u64c(8),
+                                              t=self.u64), t=self.u64)
+            self.op(S.Store, self.pointer(a, self.u64), w, MemoryAccess.Aligned, 8)
+        self.branch(merge)
+        self.label(merge)
+
+    def s_Check(self, s: ir.Check) -> None:
+        ok, fail = self.m.id(), self.m.id()
+        self.op(S.SelectionMerge, ok, 0)
+        self.op(S.BranchConditional, so.truth(self, s.cond.dtype, self.v(s.cond)), ok, fail)
+        self.label(fail)
+        words = [self.to_bits(a.dtype, self.v(a)) for a in s.args]
+        scope, sem = self._scope()
+        prev = self.op(S.AtomicCompareExchange, self.slot_ptr(0, self.u32), scope, sem, sem, self.u32c(1),
+                       self.u32c(0), t=self.u32)
+        rec, end = self.m.id(), self.m.id()
+        self.op(S.SelectionMerge, end, 0)
+        self.op(S.BranchConditional, self.op(S.IEqual, prev, self.u32c(0), t=self.bool_t()), rec, end)
+        self.label(rec)
+        n = min(len(words), MAX_CHECK_ARGS)
+        for k, w in enumerate([self.u64c(s.check), self.tid, self.u64c(n)] + words[:n]):
+            self.op(S.Store, self.slot_ptr(1 + k, self.u64), w, MemoryAccess.Aligned, 8)
+        self.branch(end)
+        self.label(end)
+        self.op(S.Return)
+        self.done = True
+        self.label(ok)
+
+    # ------------------------------------------------------------ tasks
+    def build(self) -> list[int]:
+        if self.task.kind == "serial":
+            self.rng_reset()
+            self.block(self.task.body)
+        else:
+            self.range_task()
+        if not self.done:
+            self.op(S.Return)
+        self.fn.end()
+        m = self.m
+        m.entry_point(ExecutionModel.GLCompute, self.fn.id, "main", (self.pc, self.gid_var, self.nwg_var))
+        m.execution_mode(self.fn.id, ExecutionMode.LocalSize, self.local_size, 1, 1)
+        return m.words()
+
+    def range_task(self) -> None:
+        t = self.task
+        self.block(t.prologue)
+        lo, hi = self.index64(t.begin), self.index64(t.end)
+        accs = self.start_reductions()
+        start = self.op(S.IAdd, lo, self.gid(), t=self.u64)
+        counter = self.fn.local(self.m.pointer(StorageClass.Function, self.u64))
+
+        def body(i: int) -> None:
+            self.tid = i
+            self.wide[t.var] = i
+            dt = t.var.dtype
+            self.vals[t.var] = i if dt.bits == 64 else self.op(S.UConvert, i, t=self.ty(dt))
+            self.rng_reset()
+            self.block(t.body)
+        self.loop(counter, start, hi, self.nthreads(), body)
+        self.flush_reductions(accs)
+
+    def start_reductions(self) -> list[_Reduction]:
+        prologue = set(self.task.prologue.stmts)
+        out = []
+        for red in find_reductions(self.task):
+            if red.dtype.bits < 32:
+                continue  # narrow atomics are refused at the atomic itself
+            for idx in red.ptr.indices:
+                for x in invariant_values(idx, prologue):
+                    self.s_OpStmt(x)
+            self.s_GlobalPtr(red.ptr)
+            acc = self.fn.local(self.m.pointer(StorageClass.Function, self.ty(red.dtype)))
+            self.op(S.Store, acc, self.c(red.dtype, red.identity()))
+            r = _Reduction(red, acc, self.vals[red.ptr])
+            for a in red.atomics:
+                self.reductions[a] = r
+                self.vals[a.ptr] = r.addr
+            out.append(r)
+        return out
+
+    def flush_reductions(self, accs: list[_Reduction]) -> None:
+        for r in accs:
+            red, dt = r.red, r.red.dtype
+            total = self.op(S.Load, r.acc, t=self.ty(dt))
+            op = Op.ADD if red.op is Op.SUB and dt.is_float else red.op
+            group = self.subgroup_reduce(red.op, dt, total)
+            if group is None:
+                self.atomic(op, dt, r.addr, total)
+                continue
+            elect, merge = self.m.id(), self.m.id()
+            leader = self.op(S.GroupNonUniformElect, self.u32c(Scope.Subgroup), t=self.bool_t())
+            self.op(S.SelectionMerge, merge, 0)
+            self.op(S.BranchConditional, leader, elect, merge)
+            self.label(elect)
+            self.atomic(op, dt, r.addr, group)
+            self.branch(merge)
+            self.label(merge)
+
+    def subgroup_reduce(self, op: Op, dt: T.DataType, v: int) -> int | None:
+        """The subgroup-wide reduction of per-invocation accumulators, where the device has subgroup
+        arithmetic and the op is exact to regroup (int ops; float add/sub, which a reduction may reassociate)."""
+        if not self.caps.subgroup_arith:
+            return None
+        if dt.is_float:
+            code = S.GroupNonUniformFAdd if op in (Op.ADD, Op.SUB) else None
+        else:
+            s = dt.is_signed
+            code = {Op.ADD: S.GroupNonUniformIAdd, Op.SUB: S.GroupNonUniformIAdd,
+                    Op.MIN: S.GroupNonUniformSMin if s else S.GroupNonUniformUMin,
+                    Op.MAX: S.GroupNonUniformSMax if s else S.GroupNonUniformUMax,
+                    Op.BIT_AND: S.GroupNonUniformBitwiseAnd, Op.BIT_OR: S.GroupNonUniformBitwiseOr,
+                    Op.BIT_XOR: S.GroupNonUniformBitwiseXor}.get(op)
+        if code is None:
+            return None
+        self.m.capability(Capability.GroupNonUniform)
+        self.m.capability(Capability.GroupNonUniformArithmetic)
+        return self.op(code, self.u32c(Scope.Subgroup), GroupOperation.Reduce, v, t=self.ty(dt))
+
+
+__all__ = ["HEADER_WORDS", "LOCAL_SIZE", "PRINTLEN_WORD", "STATUS_WORDS", "Caps", "SpirvKernel", "SpirvTask",
+           "build_spirv"]

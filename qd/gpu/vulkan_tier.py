@@ -1,0 +1,150 @@
+"""The Vulkan tier's backend for the device runtime (`qd/runtime/device.py`): an allocator, a copy engine
+and a launcher over `qd/gpu/vulkan.py`, and the compiler from offloaded IR to pipelines (`qd/gpu/spirv.py`).
+
+This is all a GPU tier adds (GPU.md §1): the runtime owns mirrors, launch slots, pending work and errors.
+Memory: device-local buffers where the device has them (host-visible ones are mapped and copied by memcpy:
+all of lavapipe's memory), staging buffers otherwise. A launch is one command buffer: a barrier, zero fills
+of per-launch scratch, then one dispatch per task with barriers between, submitted with a fence.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from qd import ir
+from qd.gpu import spirv
+from qd.gpu.vulkan import Buffer, Device, Pipeline
+
+
+@dataclass
+class Program:
+    """A kernel instance compiled for one device: its SPIR-V kernel and one pipeline per task."""
+
+    kernel: spirv.SpirvKernel
+    pipelines: list[Pipeline]
+
+
+class VulkanBackend:
+    name = "vulkan"
+
+    def __init__(self) -> None:
+        self.dev = Device()
+        f = self.dev.features
+        missing = [k for k in ("int64", "device_address") if not f[k]]
+        if missing:
+            raise RuntimeError(f"qd: Vulkan device {self.dev.name} lacks {', '.join(missing)} (shaderInt64 and "
+                               f"bufferDeviceAddress are required by the vulkan tier)")
+        self.caps = spirv.Caps(float64=f["float64"], int64_atomics=f["int64_atomics"],
+                               float32_atomic_add=f["float32_atomic_add"], float64_atomic_add=f["float64_atomic_add"],
+                               subgroup_arith=f["subgroup_arith"])
+        limit = int(self.dev.props.limits.maxComputeWorkGroupCount[0])
+        cpu = self.dev.props.deviceType == self.dev.vk.VK_PHYSICAL_DEVICE_TYPE_CPU
+        # enough invocations to fill the device; the grid-stride loop covers the rest of a range
+        self.max_groups = min(limit, 8 * (os.cpu_count() or 2) if cpu else 2048)
+        self._staging: Buffer | None = None
+
+    @property
+    def device_name(self) -> str:
+        return self.dev.name
+
+    # ------------------------------------------------------------ memory
+    def alloc(self, nbytes: int, host: bool = False) -> Buffer:
+        return self.dev.buffer(nbytes, host)
+
+    def free(self, buf: Buffer) -> None:
+        buf.destroy()
+
+    def _stage(self, nbytes: int) -> Buffer:
+        if self._staging is None or self._staging.nbytes < nbytes:
+            if self._staging is not None:
+                self._staging.destroy()
+            self._staging = self.dev.buffer(max(nbytes, 1 << 20), host=True)
+        return self._staging
+
+    def upload(self, buf: Buffer, arr: np.ndarray) -> None:
+        """Host -> device, complete when it returns (the caller has waited for work using `buf`)."""
+        data = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+        if not data.nbytes:
+            return
+        if buf.mapped:
+            buf.view(np.uint8, data.nbytes)[:] = data
+            return
+        st = self._stage(data.nbytes)
+        st.view(np.uint8, data.nbytes)[:] = data
+        cmd = self.dev.begin()
+        self.dev.copy(cmd, st, buf, data.nbytes)
+        self.dev.wait(self.dev.submit(cmd))
+
+    def download(self, buf: Buffer, arr: np.ndarray) -> None:
+        """Device -> host into C-contiguous `arr`, complete when it returns."""
+        out = arr.reshape(-1).view(np.uint8)
+        if not out.nbytes:
+            return
+        if buf.mapped:
+            out[:] = buf.view(np.uint8, out.nbytes)
+            return
+        st = self._stage(out.nbytes)
+        cmd = self.dev.begin()
+        self.dev.copy(cmd, buf, st, out.nbytes)
+        self.dev.wait(self.dev.submit(cmd))
+        out[:] = st.view(np.uint8, out.nbytes)
+
+    # ------------------------------------------------------------ code
+    def compile(self, k: ir.KernelIR, fast_math: bool, print_words: int) -> Program:
+        sk = spirv.build_spirv(k, self.caps, fast_math, print_words)
+        return Program(sk, [self.dev.pipeline(t.words, 0, push_bytes=8) for t in sk.tasks])
+
+    def release(self, prog: Program) -> None:
+        for p in prog.pipelines:
+            p.destroy()
+
+    # ------------------------------------------------------------ launches
+    def enqueue(self, prog: Program, slot: Buffer, groups: list[int], zero: list[tuple[Buffer, int]]) -> Any:
+        """Records and submits one launch: zero fills, then every task with `groups[t]` workgroups."""
+        dev = self.dev
+        cmd = dev.begin()
+        if zero:
+            for buf, nbytes in zero:
+                dev.fill_zero(cmd, buf, nbytes)
+            dev.barrier(cmd)
+        push = struct.pack("<Q", slot.address)
+        for t, (pipe, g) in enumerate(zip(prog.pipelines, groups)):
+            if t:
+                dev.barrier(cmd)
+            if g > 0:
+                dev.run(cmd, pipe, push, (g, 1, 1))
+        return dev.submit(cmd)
+
+    def done(self, work: Any) -> bool:
+        return self.dev.done(work)
+
+    def wait(self, work: Any) -> None:
+        self.dev.wait(work)
+
+
+def probe() -> tuple[bool, str]:
+    """Whether this machine can run the vulkan tier, and why not (for `qd.runtime.arch.set_available`)."""
+    from qd.gpu.vulkan import VulkanUnavailable
+
+    try:
+        dev = Device()
+    except VulkanUnavailable as e:
+        return False, str(e)
+    except Exception as e:  # a broken driver: report it, never crash the probe
+        return False, f"the Vulkan driver failed to start ({type(e).__name__}: {e})"
+    try:
+        f = dev.features
+        missing = [k for k in ("int64", "device_address") if not f[k]]
+        if missing:
+            return False, f"Vulkan device {dev.name} lacks {', '.join(missing)} (required by the vulkan tier)"
+        return True, ""
+    finally:
+        dev.close()
+
+
+__all__ = ["Program", "VulkanBackend", "probe"]

@@ -1,0 +1,248 @@
+"""The device runtime shared by every GPU tier (GPU.md §1-2): device-resident data with lazily synced host
+mirrors, asynchronous launches, and errors and prints that come back at the next synchronising point.
+
+A tier adds a *backend*: an allocator (`alloc`, `free`), a copy engine (`upload`, `download`), a compiler
+(`compile`, `release`) and a launcher (`enqueue`, `done`, `wait`), plus `caps` and `max_groups`
+(`qd/gpu/vulkan_tier.py`). Everything else lives here and in `qd/runtime/device_launch.py`.
+
+- **Mirrors.** A field or ndarray used on a GPU arch gets a `Mirror`: its device buffer and two dirty flags.
+  `HostData.arr` (every host read and write goes through it) calls `Mirror.to_host` when the device copy is
+  newer; every host write path calls `_bump`, which marks the host copy newer, uploaded before the next
+  launch that binds it. A kernel that writes a buffer marks the device copy newer (and bumps the generation
+  counter, as on the CPU tiers).
+- **Pending launches.** A launch enqueues work and returns; its record (slot, prints, what to copy back) waits
+  in `pending`. `sync()` waits for all of it, then reads every record in launch order: prints are flushed,
+  the first failure is raised (the others' records are still released). Host reads sync; each launch first
+  collects finished records (`poll`), so an error also surfaces at the next launch, Quadrants' "raised at
+  the next Python entry". Uploads wait for pending work first (it may still read the old contents).
+- **Slots.** The small host-visible buffer of one launch (status, print length, returns, context words) comes
+  from a free list and goes back when its record is read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from qd.runtime import program
+
+MAX_PENDING = 64  # launches in flight before a launch waits for the oldest (bounds slot memory)
+
+
+class Mirror:
+    """The device copy of one field or ndarray."""
+
+    __slots__ = ("rt", "buf", "nbytes", "host_dirty", "device_dirty", "__weakref__")
+
+    def __init__(self, rt: "DeviceRuntime", nbytes: int) -> None:
+        self.rt, self.nbytes = rt, nbytes
+        self.buf = rt.backend.alloc(nbytes)
+        self.host_dirty = True
+        self.device_dirty = False
+
+    def to_host(self, arr: np.ndarray) -> None:
+        """Bring the host copy up to date: waits for pending work (raising its errors), then downloads."""
+        self.rt.sync()
+        if self.device_dirty:
+            self.rt.backend.download(self.buf, arr)
+            self.device_dirty = False
+
+    def to_device(self, arr: np.ndarray) -> Any:
+        if self.host_dirty:
+            self.rt.wait_all()
+            self.rt.backend.upload(self.buf, arr)
+            self.host_dirty = False
+        return self.buf
+
+    def __del__(self) -> None:
+        try:
+            self.rt.free_later(self.buf)
+        except Exception:  # interpreter shutdown
+            pass
+
+
+@dataclass
+class Record:
+    """One launch in flight: what its completion must be checked and released for."""
+
+    work: Any
+    finish: Callable[[], BaseException | None]  # reads status and prints; returns the error to raise, if any
+    release: list = field(default_factory=list)  # (pool key, buffer) pairs to recycle
+
+
+class DeviceRuntime:
+    """One GPU arch's device in this process (kept across `qd.init`: opening a device is slow)."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.pending: list[Record] = []
+        self.pool: dict[Any, list] = {}
+        self.dead: list = []  # buffers whose owners died while work may still use them
+
+    # ------------------------------------------------------------ buffers
+    def mirror_of(self, hd: Any) -> Mirror:
+        """The device buffer of field/ndarray `hd`, made on first use, brought up to date."""
+        m = hd._mirror
+        arr = hd._arr
+        if m is None or m.rt is not self or m.nbytes != arr.nbytes:
+            m = hd._mirror = Mirror(self, arr.nbytes)
+        if hd.escaped:  # the storage is shared outside qd: writes may have bypassed `_bump`
+            m.host_dirty = True
+        m.to_device(arr)
+        return m
+
+    def take(self, key: Any, make: Callable[[], Any]) -> Any:
+        """A pooled buffer (slots, print buffers, scratch) for one launch; give it back with the record."""
+        free = self.pool.get(key)
+        return free.pop() if free else make()
+
+    def scratch(self, nbytes: int, host: bool = False) -> tuple[Any, Any]:
+        """(pool key, buffer) of at least `nbytes` (sizes rounded up to a power of two)."""
+        size = 1 << max(8, (max(1, int(nbytes)) - 1).bit_length())
+        key = ("scratch", size, host)
+        return key, self.take(key, lambda: self.backend.alloc(size, host))
+
+    def free_later(self, buf: Any) -> None:
+        if self.pending:
+            self.dead.append(buf)
+        else:
+            self.backend.free(buf)
+
+    # ------------------------------------------------------------ pending work
+    def submit(self, rec: Record) -> None:
+        self.pending.append(rec)
+        if len(self.pending) > MAX_PENDING:
+            self.backend.wait(self.pending[0].work)
+            self.pending[0].work = None
+
+    def wait_all(self) -> None:
+        """Waits for every launch in flight; their records stay for `sync` to read."""
+        for rec in self.pending:
+            if rec.work is not None:
+                self.backend.wait(rec.work)
+                rec.work = None
+
+    def poll(self) -> None:
+        """Reads the records of launches that have finished, in order; raises the first failure."""
+        done = 0
+        for rec in self.pending:
+            if rec.work is not None and not self.backend.done(rec.work):
+                break
+            done += 1
+        if done:
+            self._read(done)
+
+    def sync(self) -> None:
+        """Waits for all work, then reads every record in launch order; raises the first failure."""
+        if not self.pending:
+            return
+        self.wait_all()
+        self._read(len(self.pending))
+
+    def _read(self, n: int) -> None:
+        recs, self.pending = self.pending[:n], self.pending[n:]
+        first: BaseException | None = None
+        for rec in recs:
+            if rec.work is not None:
+                self.backend.wait(rec.work)
+                rec.work = None
+            try:
+                err = rec.finish()
+            except BaseException as e:  # never lose the release of the others
+                err = e
+            if err is not None and first is None:
+                first = err
+            for key, buf in rec.release:
+                self.pool.setdefault(key, []).append(buf)
+        if not self.pending:
+            for buf in self.dead:
+                self.backend.free(buf)
+            self.dead.clear()
+        if first is not None:
+            raise first
+
+
+# ------------------------------------------------------------------ the runtime of each GPU arch
+
+_FACTORIES: dict[str, Callable[[], Any]] = {}
+_RUNTIMES: dict[str, DeviceRuntime] = {}
+_FAILED: dict[str, str] = {}
+
+
+def register(arch_name: str, factory: Callable[[], Any]) -> None:
+    _FACTORIES[arch_name] = factory
+
+
+def runtime(arch_name: str) -> DeviceRuntime:
+    """The runtime of a GPU arch, its device opened on first use; RuntimeError saying why it cannot be."""
+    rt = _RUNTIMES.get(arch_name)
+    if rt is not None:
+        return rt
+    if arch_name in _FAILED:
+        raise RuntimeError(_FAILED[arch_name])
+    try:
+        backend = _FACTORIES[arch_name]()
+    except Exception as e:
+        _FAILED[arch_name] = f"qd: the {arch_name} device could not be opened: {e}"
+        raise RuntimeError(_FAILED[arch_name]) from None
+    rt = _RUNTIMES[arch_name] = DeviceRuntime(backend)
+    return rt
+
+
+def probe(arch_name: str) -> Callable[[], bool]:
+    def run() -> bool:
+        try:
+            runtime(arch_name)
+        except RuntimeError:
+            return False
+        return True
+    return run
+
+
+def reason(arch_name: str) -> Callable[[], str]:
+    return lambda: _FAILED.get(arch_name, f"the {arch_name} device is not available")
+
+
+def current() -> DeviceRuntime | None:
+    """The runtime of the current program's arch when it is a GPU arch, else None."""
+    from qd.runtime import config
+
+    a = config.current().arch
+    if not getattr(a, "is_gpu", False):
+        return None
+    return runtime(a.name)
+
+
+def sync_all() -> None:
+    for rt in list(_RUNTIMES.values()):
+        rt.sync()
+
+
+def _on_reset() -> None:
+    for rt in list(_RUNTIMES.values()):
+        try:
+            rt.sync()
+        except Exception:  # an error of the finished program is not the new one's
+            pass
+
+
+program.on_reset(_on_reset)
+
+
+def _register_tiers() -> None:
+    from qd.runtime import arch as _arch
+
+    def vulkan() -> Any:
+        from qd.gpu.vulkan_tier import VulkanBackend
+
+        return VulkanBackend()
+    register("vulkan", vulkan)
+    _arch.set_available(_arch.vulkan, probe("vulkan"), reason("vulkan"))
+
+
+_register_tiers()
+
+
+__all__ = ["DeviceRuntime", "Mirror", "Record", "current", "register", "runtime", "sync_all"]

@@ -1,0 +1,268 @@
+"""The launch path of the GPU tiers: bind a compiled kernel instance's buffers on the device, fill its slot,
+enqueue it and return (DESIGN §6, GPU.md §1-3).
+
+- Fields and ndarrays are bound through their mirrors (`qd/runtime/device.py`); a raw numpy array (or a
+  torch CPU tensor) passed for an ndarray parameter, a counting kernel's output and the adstack meta words go
+  through per-launch scratch buffers, copied in before, and back after when the kernel may write them (such
+  a launch, and one with return values, waits for its own completion).
+- Offload temps are per-launch scratch, zero-filled on the device.
+- Grid: a serial task is one invocation; a range task gets ceil(n / local size) workgroups, at most the
+  backend's `max_groups` (the grid-stride loop covers the rest), when its bounds are known on the host
+  (constants, scalar arguments, shapes and integer ops over them), else `max_groups`.
+- Adstack heaps: one row per launched invocation of the widest range task; sized exactly from live data
+  (the host sizer over the buffers' host copies, as on the CPU tiers); above `HEAP_BUDGET` bytes the grid
+  shrinks instead of failing. Heaps stay per kernel instance on the device and grow on demand.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from qd import ir
+from qd.ad.adstack import OVERFLOW_KIND
+from qd.ad.counting import COUNTS_KIND
+from qd.bytecode.lower import register_bits
+from qd.ops import Op
+from qd.runtime import config
+from qd.runtime import launch as _launch
+from qd.runtime.device import DeviceRuntime, Record
+from qd.runtime.status import PRINT_WORDS, STATUS_WORDS, check_error, decode_returns, flush_prints
+
+HEAP_BUDGET = 1 << 30
+_M64 = (1 << 64) - 1
+
+
+def _mix64(z: int) -> int:
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+def rng_base(seed: int, launch: int, task: int) -> int:
+    """`qd_rng_key(seed, launch, task, 0)` of qd/_interp_support.h: every tier draws the same numbers."""
+    return _mix64(_mix64(_mix64((seed ^ 0x9E3779B97F4A7C15) & _M64) ^ launch) ^ ((task << 40) & _M64))
+
+
+class _State:
+    """Per (kernel instance, device): the program, and the adstack heaps on the device."""
+
+    def __init__(self, rt: DeviceRuntime, ck: Any, fast_math: bool) -> None:
+        self.prog = rt.backend.compile(ck.ir, fast_math, PRINT_WORDS)
+        self.heaps: dict[int, Any] = {}  # buffer index -> device heap
+
+
+def _state(rt: DeviceRuntime, ck: Any) -> _State:
+    cfg = config.current()
+    key = (id(rt), bool(cfg.fast_math))
+    if ck.device is None:
+        ck.device = {}
+    st = ck.device.get(key)
+    if st is None:
+        st = ck.device[key] = _State(rt, ck, bool(cfg.fast_math))
+    return st
+
+
+def launch(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Sequence[Any]) -> Any:
+    """Enqueues kernel instance `ck`; returns its return values (waiting for them) or None at once."""
+    cfg = config.current()
+    rt.poll()
+    plan = ck.adstack
+    if plan is not None and plan.counter is not None and not cfg.ad_stack_size:
+        _launch._count_while_loops(plan, bindings, args)
+    st = _state(rt, ck)
+    sk = st.prog.kernel
+    owners = _launch._owners(ck, bindings, args)
+    lb = _Binding(rt)
+    for b, (decl, owner) in enumerate(zip(ck.ir.buffers, owners)):
+        lb.bind(b, decl, owner, ck, b in ck.written)
+    groups = [1 if t.kind == "serial" else _groups(rt, t.task, ck.ir, args, lb.shapes) for t in sk.tasks]
+    if plan is not None:
+        groups = _bind_adstack(rt, st, ck, lb, owners, args, groups, sk)
+    seed, launch_id = int(cfg.random_seed) & _M64, next(_launch._launch_ids)
+    slot_key = ("slot", sk.slot_words)
+    slot = rt.take(slot_key, lambda: rt.backend.alloc(8 * sk.slot_words, host=True))
+    lb.release.append((slot_key, slot))
+    words = slot.view(np.uint64, sk.slot_words)
+    words[:] = 0
+    printbuf = None
+    if sk.prints:
+        printbuf = rt.take(("print",), lambda: rt.backend.alloc(8 * PRINT_WORDS, host=True))
+        lb.release.append((("print",), printbuf))
+    base = sk.slot_words - len(sk.ctx)
+    for n, key in enumerate(sk.ctx):
+        words[base + n] = _ctx_value(key, ck.ir, lb, args, printbuf, seed, launch_id)
+    work = rt.backend.enqueue(st.prog, slot, groups, lb.zero)
+    for b in ck.written:
+        owner = owners[b]
+        if getattr(owner, "_mirror", None) is not None:
+            owner._bump_device()
+    out: list = []
+    rec = Record(work, lambda: _finish(ck, sk, slot, printbuf, lb, out, owners, args), lb.release)
+    rt.submit(rec)
+    if lb.copy_back or ck.ir.rets:
+        rt.sync()
+        return out[0] if out else None
+    return None
+
+
+class _Binding:
+    """The device buffer, physical shape and copies of every buffer of one launch."""
+
+    def __init__(self, rt: DeviceRuntime) -> None:
+        self.rt = rt
+        self.bufs: dict[int, Any] = {}
+        self.shapes: dict[int, tuple] = {}
+        self.release: list = []
+        self.zero: list = []
+        self.copy_back: list = []  # (host array, device buffer)
+
+    def bind(self, b: int, decl: ir.BufferDecl, owner: Any, ck: Any, written: bool) -> None:
+        if owner is not None and hasattr(owner, "_mirror"):
+            self.bufs[b] = self.rt.mirror_of(owner).buf
+            self.shapes[b] = owner._arr.shape
+        elif owner is not None:
+            self.raw(b, _launch._array_of(owner), written)
+        elif decl.kind == COUNTS_KIND:
+            self.raw(b, ck.counts, True)
+        elif decl.kind.startswith("adstack"):
+            if ck.adstack is None:  # a kernel generated from a reverse kernel keeps the buffers, has no stacks
+                self.raw(b, np.zeros(1, decl.dtype.np_dtype), False)
+        else:
+            nbytes = int(np.prod(decl.shape, dtype=np.int64)) * decl.dtype.itemsize
+            key, buf = self.rt.scratch(nbytes)
+            self.release.append((key, buf))
+            self.zero.append((buf, nbytes))
+            self.bufs[b] = buf
+            self.shapes[b] = tuple(decl.shape)
+
+    def raw(self, b: int, arr: np.ndarray, written: bool) -> None:
+        if not arr.flags.c_contiguous:
+            raise ValueError("qd: an array passed to a kernel on a GPU arch must be C-contiguous")
+        key, buf = self.rt.scratch(arr.nbytes)
+        self.release.append((key, buf))
+        self.rt.backend.upload(buf, arr)
+        self.bufs[b] = buf
+        self.shapes[b] = arr.shape
+        if written:
+            self.copy_back.append((arr, buf))
+
+
+def _ctx_value(key: tuple, k: ir.KernelIR, lb: _Binding, args: Sequence[Any], printbuf: Any, seed: int,
+               launch_id: int) -> int:
+    kind = key[0]
+    if kind == "buf":
+        return lb.bufs[key[1]].address
+    if kind == "shape":
+        return int(lb.shapes[key[1]][key[2]]) & _M64
+    if kind == "arg":
+        return register_bits(k.args[key[1]].dtype, args[key[1]]) & _M64
+    if kind == "print":
+        return printbuf.address
+    if kind == "rng":
+        return rng_base(seed, launch_id, key[1])
+    raise KeyError(f"unknown context entry {key!r}")
+
+
+def _finish(ck: Any, sk: Any, slot: Any, printbuf: Any, lb: _Binding, out: list, owners: list,
+            args: Sequence[Any]) -> BaseException | None:
+    """After the launch completed: copies back, prints, return values; the error its checks recorded."""
+    for arr, buf in lb.copy_back:
+        lb.rt.backend.download(buf, arr)
+    words = slot.view(np.int64, sk.slot_words)
+    status = words[:STATUS_WORDS].copy()
+    plen = int(words[16])
+    if printbuf is not None and (plen or status[8]):
+        flush_prints(ck.ir, sk.prints, printbuf.view(np.int64, PRINT_WORDS), plen, int(status[8]))
+    if status[0]:
+        decl = ck.ir.checks[int(status[1])]
+        if decl.kind == OVERFLOW_KIND and ck.adstack is not None:
+            forced = int(config.current().ad_stack_size or 0)
+            arrays = [getattr(o, "arr", o) for o in owners]
+            return ck.adstack.overflow_error(decl, int(status[4]), int(status[5]), int(status[2]), forced, arrays,
+                                             args)
+        return check_error(ck.ir, sk.check_args, status)
+    if ck.ir.rets:
+        out.append(decode_returns(ck.ir.rets, words[17:17 + len(ck.ir.rets)].view(np.uint64)))
+    return None
+
+
+# ------------------------------------------------------------------ grid
+
+_HOST_OPS = {Op.ADD: lambda a, b: a + b, Op.SUB: lambda a, b: a - b, Op.MUL: lambda a, b: a * b,
+             Op.MIN: min, Op.MAX: max,
+             Op.FLOORDIV: lambda a, b: a // b if b else 0, Op.MOD: lambda a, b: a % b if b else 0}
+
+
+def _host_value(v: ir.Value, args: Sequence[Any], shapes: dict, memo: dict) -> int | None:
+    """An integer value of a task prologue computed on the host, or None when it needs the device."""
+    if v in memo:
+        return memo[v]
+    r: int | None = None
+    if isinstance(v, ir.Const) and v.dtype.is_int:
+        r = int(v.value)
+    elif isinstance(v, ir.ArgLoad) and v.dtype.is_int:
+        r = int(args[v.index])
+    elif isinstance(v, ir.ExternalShape):
+        r = int(shapes[v.buffer][v.axis]) if v.buffer in shapes else None
+    elif isinstance(v, ir.OpStmt) and v.dtype.is_int:
+        xs = [_host_value(a, args, shapes, memo) for a in v.args]
+        if all(x is not None for x in xs) and all(a.dtype.is_int for a in v.args):
+            if v.op is Op.CAST:
+                r = xs[0]
+            elif v.op in _HOST_OPS:
+                r = _HOST_OPS[v.op](*xs)
+            if r is not None:
+                bits = v.dtype.bits
+                r &= (1 << bits) - 1
+                if v.dtype.is_signed and r >> (bits - 1):
+                    r -= 1 << bits
+    memo[v] = r
+    return r
+
+
+def _groups(rt: DeviceRuntime, t: ir.Task, k: ir.KernelIR, args: Sequence[Any], shapes: dict) -> int:
+    from qd.gpu.spirv import LOCAL_SIZE
+
+    memo: dict = {}
+    lo, hi = _host_value(t.begin, args, shapes, memo), _host_value(t.end, args, shapes, memo)
+    cap = rt.backend.max_groups
+    if lo is None or hi is None:
+        return cap
+    return max(1, min(cap, -(-(hi - lo) // LOCAL_SIZE)))
+
+
+# ------------------------------------------------------------------ adstack
+
+def _bind_adstack(rt: DeviceRuntime, st: _State, ck: Any, lb: _Binding, owners: list, args: Sequence[Any],
+                  groups: list[int], sk: Any) -> list[int]:
+    """Sizes the stacks from live data, lays out one heap row per launched invocation (fewer invocations
+    when the heap would pass `HEAP_BUDGET`), binds the meta words and the heaps; returns the grid."""
+    from qd.gpu.spirv import LOCAL_SIZE
+
+    plan = ck.adstack
+    forced = int(config.current().ad_stack_size or 0)
+    arrays = [(getattr(o, "arr", o) if b in plan.reads else None) for b, o in enumerate(owners)]
+    sizes = plan.sizes_for(owners, arrays, args, forced)
+    meta, stride = plan.meta_for(sizes)
+    per_thread = sum(n * dt.itemsize for dt, n in stride.items())
+    widest = max(g * t.local_size for g, t in zip(groups, sk.tasks))
+    if per_thread * widest > HEAP_BUDGET:
+        cap = max(1, HEAP_BUDGET // (per_thread * LOCAL_SIZE))
+        groups = [g if t.kind == "serial" else min(g, cap) for g, t in zip(groups, sk.tasks)]
+        widest = max(g * t.local_size for g, t in zip(groups, sk.tasks))
+    lb.raw(plan.meta, meta, False)
+    for dt, b in plan.heap_of.items():
+        need = max(1, widest * stride.get(dt, 0)) * dt.itemsize
+        heap = st.heaps.get(b)
+        if heap is None or heap.nbytes < need:
+            if heap is not None:
+                rt.free_later(heap)
+            heap = st.heaps[b] = rt.backend.alloc(max(need, 2 * (heap.nbytes if heap is not None else 0)))
+        lb.bufs[b] = heap
+        lb.shapes[b] = (heap.nbytes // dt.itemsize,)
+    return groups
+
+
+__all__ = ["launch", "rng_base"]
