@@ -126,22 +126,45 @@ def test_arch_registry():
     assert qd.x64 is qd.cpu or qd.arm64 is qd.cpu
     assert qd.get_host_arch_list() == [qd.cpu]
     assert qd.is_arch_supported(qd.cpu) and qd.is_arch_supported(qd.interp)
-    for a in (qd.cuda, qd.vulkan, qd.opencl, qd.metal, qd.amdgpu, qd.gpu):
+    for a in (qd.cuda, qd.opencl, qd.metal, qd.amdgpu):
         assert not qd.is_arch_supported(a)
+    # vulkan is built: supported exactly when a device opens here (lavapipe in CI), and then so is `gpu`
+    vk = qd.vulkan.unavailable_reason() is None
+    assert qd.is_arch_supported(qd.vulkan) == vk and qd.is_arch_supported(qd.gpu) == vk
     assert qd.lang.misc.get_host_arch_list() == [qd.cpu]
 
 
-@pytest.mark.parametrize("name", ["cuda", "vulkan", "opencl", "gpu"])
+@pytest.mark.parametrize("name", ["cuda", "opencl"])
 def test_gpu_fallback_warns(name):
     with pytest.warns(QuadrantsWarning, match="not built yet; falling back to cpu"):
         qd.init(arch=getattr(qd, name), log_level="warn")
     assert qd.cfg.arch is qd.cpu
 
 
-@pytest.mark.parametrize("name", ["cuda", "vulkan", "opencl", "gpu"])
+@pytest.mark.parametrize("name", ["cuda", "opencl"])
 def test_no_fallback_raises(name):
     with pytest.raises(RuntimeError, match="not built yet"):
         qd.init(arch=getattr(qd, name), enable_fallback=False, log_level="warn")
+
+
+def test_gpu_picks_vulkan_when_it_opens():
+    """`qd.gpu` is the first available of cuda, vulkan, opencl (Quadrants' order): vulkan where it opens."""
+    why = qd.vulkan.unavailable_reason()
+    if why is not None:
+        pytest.skip(f"vulkan is not available here: {why}")
+    qd.init(arch=qd.gpu, log_level="warn")
+    assert qd.cfg.arch is qd.vulkan
+
+
+def test_missing_vulkan_driver_is_a_clear_error(monkeypatch):
+    """A machine without a usable Vulkan device: `qd.init(arch=qd.vulkan, enable_fallback=False)` raises a
+    RuntimeError naming what is missing (the test forces the probe's failure)."""
+    from qd.runtime import device
+
+    monkeypatch.setitem(device._FAILED, "vulkan", "qd: the vulkan device could not be opened: no driver (test)")
+    monkeypatch.delitem(device._RUNTIMES, "vulkan", raising=False)
+    with pytest.raises(RuntimeError, match="could not be opened: no driver"):
+        qd.init(arch=qd.vulkan, enable_fallback=False, log_level="warn")
 
 
 def test_arch_list_and_names():

@@ -232,6 +232,7 @@ program.on_reset(_on_reset)
 
 
 def _register_tiers() -> None:
+    from qd import extension as _ext
     from qd.runtime import arch as _arch
 
     def vulkan() -> Any:
@@ -240,6 +241,8 @@ def _register_tiers() -> None:
         return VulkanBackend()
     register("vulkan", vulkan)
     _arch.set_available(_arch.vulkan, probe("vulkan"), reason("vulkan"))
+    # the vulkan tier requires shaderInt64 and uses f64 where the device has it (a clear error where not)
+    _ext.set_supported("vulkan", {_ext.adstack, _ext.data64, _ext.assertion, _ext.dynamic_index})
 
 
 _register_tiers()
