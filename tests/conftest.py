@@ -24,6 +24,8 @@ ARCHS: tuple[str, ...] = ("interp", "cpu", "cuda", "vulkan", "opencl")
 
 # The verifier runs after every pass in tests (DESIGN §3); `QD_VERIFY=0` turns it off.
 os.environ.setdefault("QD_VERIFY", "1")
+# every SPIR-V module the tests make goes through spirv-val before the driver (installed by dev.sh)
+os.environ.setdefault("QD_SPIRV_VALIDATE", "1" if __import__("shutil").which("spirv-val") else "0")
 
 
 def selected_archs() -> list[str]:

@@ -9,7 +9,7 @@ launcher fills, its address the one push constant) holds, in 64-bit words:
     [16]    print length (words used in the print buffer)
     [17:17+nrets)  return values (register bits)
     then the kernel's context entries, in `SpirvKernel.ctx` order: ("buf", b) base address, ("shape", b, axis)
-    extent, ("arg", i) scalar argument bits, ("print",) print buffer address, ("rng",) random key base
+    extent, ("arg", i) scalar argument bits, ("print",) print buffer address, ("rng", task) the task's random key base
 
 Each task is one entry point `main`. A serial task runs on one invocation (local size 1, one workgroup). A
 range task is a grid-stride loop: invocation g of G runs indices begin + g, begin + g + G, ... of [begin, end),
@@ -103,8 +103,8 @@ def build_spirv(k: ir.KernelIR, caps: Caps, fast_math: bool, print_words: int) -
     `print_words` is the capacity of the print buffer the launcher binds."""
     kg = KernelGen(k, caps, fast_math, print_words)
     tasks = []
-    for t in k.tasks:
-        e = FnEmitter(kg, t)
+    for n, t in enumerate(k.tasks):
+        e = FnEmitter(kg, t, n)
         tasks.append(SpirvTask(t.kind, e.build(), e.local_size, t))
     uses_random = any(isinstance(s, ir.RandomValue) for s in ir.walk_kernel(k))
     return SpirvKernel(tasks, sorted(kg.ctx, key=kg.ctx.__getitem__), print_table(k), check_arg_table(k),
@@ -124,6 +124,7 @@ class FnEmitter:
 
     kg: KernelGen
     task: ir.Task
+    index: int = 0  # the task's number (its random key base)
     vals: dict = field(default_factory=dict)
     wide: dict = field(default_factory=dict)
     cache: dict = field(default_factory=dict)
@@ -368,8 +369,9 @@ class FnEmitter:
 
     def s_If(self, s: ir.If) -> None:
         then, other, merge = self.m.id(), self.m.id(), self.m.id()
+        cond = so.truth(self, s.cond.dtype, self.v(s.cond))  # before the merge: it must precede the branch
         self.op(S.SelectionMerge, merge, 0)
-        self.op(S.BranchConditional, so.truth(self, s.cond.dtype, self.v(s.cond)), then, other)
+        self.op(S.BranchConditional, cond, then, other)
         for blk, lid in ((s.then, then), (s.else_, other)):
             self.label(lid)
             self.block(blk)
@@ -575,7 +577,7 @@ class FnEmitter:
                         self.fn.local(self.m.pointer(StorageClass.Function, self.u64)))
         ctr, key = self.rng
         self.op(S.Store, ctr, self.u64c(0))
-        mixed = self.op(S.BitwiseXor, self.ctx_word(("rng",)), self.op(S.IMul, self.tid, self.u64c(_TID_MIX), t=self.u64),
+        mixed = self.op(S.BitwiseXor, self.ctx_word(("rng", self.index)), self.op(S.IMul, self.tid, self.u64c(_TID_MIX), t=self.u64),
                         t=self.u64)
         self.op(S.Store, key, self.mix64(mixed))
 
@@ -633,16 +635,18 @@ class FnEmitter:
 
     def s_Check(self, s: ir.Check) -> None:
         ok, fail = self.m.id(), self.m.id()
+        cond = so.truth(self, s.cond.dtype, self.v(s.cond))
         self.op(S.SelectionMerge, ok, 0)
-        self.op(S.BranchConditional, so.truth(self, s.cond.dtype, self.v(s.cond)), ok, fail)
+        self.op(S.BranchConditional, cond, ok, fail)
         self.label(fail)
         words = [self.to_bits(a.dtype, self.v(a)) for a in s.args]
         scope, sem = self._scope()
         prev = self.op(S.AtomicCompareExchange, self.slot_ptr(0, self.u32), scope, sem, sem, self.u32c(1),
                        self.u32c(0), t=self.u32)
         rec, end = self.m.id(), self.m.id()
+        won = self.op(S.IEqual, prev, self.u32c(0), t=self.bool_t())
         self.op(S.SelectionMerge, end, 0)
-        self.op(S.BranchConditional, self.op(S.IEqual, prev, self.u32c(0), t=self.bool_t()), rec, end)
+        self.op(S.BranchConditional, won, rec, end)
         self.label(rec)
         n = min(len(words), MAX_CHECK_ARGS)
         for k, w in enumerate([self.u64c(s.check), self.tid, self.u64c(n)] + words[:n]):

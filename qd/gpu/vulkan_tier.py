@@ -97,7 +97,26 @@ class VulkanBackend:
     # ------------------------------------------------------------ code
     def compile(self, k: ir.KernelIR, fast_math: bool, print_words: int) -> Program:
         sk = spirv.build_spirv(k, self.caps, fast_math, print_words)
-        return Program(sk, [self.dev.pipeline(t.words, 0, push_bytes=8) for t in sk.tasks])
+        dump = os.environ.get("QD_DUMP_SPIRV")  # a folder: every module as <kernel>_<task>.spv (debugging)
+        if dump:
+            os.makedirs(dump, exist_ok=True)
+            for n, t in enumerate(sk.tasks):
+                with open(os.path.join(dump, f"{k.name}_{n}.spv"), "wb") as f:
+                    f.write(struct.pack(f"<{len(t.words)}I", *t.words))
+        if VALIDATE:
+            for n, t in enumerate(sk.tasks):
+                validate(t.words, f"task {n} of kernel {k.name}")
+        pipelines = []
+        try:
+            for n, t in enumerate(sk.tasks):
+                pipelines.append(self.dev.pipeline(t.words, 0, push_bytes=8))
+        except Exception as e:
+            for p in pipelines:
+                p.destroy()
+            raise RuntimeError(f"qd: the Vulkan driver of {self.dev.name} could not compile task {len(pipelines)} of "
+                               f"kernel {k.name} ({type(e).__name__}); set QD_DUMP_SPIRV=<folder> to keep its "
+                               f"SPIR-V") from None
+        return Program(sk, pipelines)
 
     def release(self, prog: Program) -> None:
         for p in prog.pipelines:
@@ -127,24 +146,25 @@ class VulkanBackend:
         self.dev.wait(work)
 
 
-def probe() -> tuple[bool, str]:
-    """Whether this machine can run the vulkan tier, and why not (for `qd.runtime.arch.set_available`)."""
-    from qd.gpu.vulkan import VulkanUnavailable
-
-    try:
-        dev = Device()
-    except VulkanUnavailable as e:
-        return False, str(e)
-    except Exception as e:  # a broken driver: report it, never crash the probe
-        return False, f"the Vulkan driver failed to start ({type(e).__name__}: {e})"
-    try:
-        f = dev.features
-        missing = [k for k in ("int64", "device_address") if not f[k]]
-        if missing:
-            return False, f"Vulkan device {dev.name} lacks {', '.join(missing)} (required by the vulkan tier)"
-        return True, ""
-    finally:
-        dev.close()
+# QD_SPIRV_VALIDATE=1 runs `spirv-val` on every module before the driver sees it (the test suite sets it)
+VALIDATE = os.environ.get("QD_SPIRV_VALIDATE", "") not in ("", "0")
 
 
-__all__ = ["Program", "VulkanBackend", "probe"]
+def validate(words: list[int], what: str) -> None:
+    """Raises RuntimeError with spirv-val's message when the module is invalid SPIR-V for Vulkan 1.2."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    val = shutil.which("spirv-val")
+    if val is None:
+        raise RuntimeError("QD_SPIRV_VALIDATE is set but spirv-val is not installed (apt-get install spirv-tools)")
+    with tempfile.NamedTemporaryFile(suffix=".spv") as f:
+        f.write(struct.pack(f"<{len(words)}I", *words))
+        f.flush()
+        r = subprocess.run([val, "--target-env", "vulkan1.2", f.name], capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError(f"qd: invalid SPIR-V for {what}: {(r.stdout + r.stderr).strip()}")
+
+
+__all__ = ["Program", "VulkanBackend", "validate"]

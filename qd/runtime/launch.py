@@ -140,8 +140,13 @@ def _arrays(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any], nt
 
 def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> Any:
     """Runs a compiled kernel instance on the tier `qd.jit.tiering` picks (the interpreter or native
-    code: same memory, same results); raises what its checks recorded."""
+    code: same memory, same results); raises what its checks recorded. On a GPU arch the launch is
+    enqueued on the device instead (`qd/runtime/device_launch.py`)."""
     cfg = config.current()
+    if cfg.arch.is_gpu:
+        from qd.runtime import device, device_launch
+
+        return device_launch.launch(device.runtime(cfg.arch.name), ck, bindings, args)
     sc = ck.scratch if ck.scratch is not None and not ck.scratch.busy else _Scratch(ck)
     ck.scratch = sc
     sc.busy = True
