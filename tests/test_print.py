@@ -35,6 +35,8 @@ def test_scalar_formats_match_quadrants(capfd):
         print(f"TEST_PRINT: {a[0] = :.1f}")
 
     func()
+
+    qd.sync()  # GPU archs flush kernel prints at sync
     assert _lines(capfd.readouterr().out) == [
         "TEST_PRINT: a[0] = 1.000000",
         "TEST_PRINT: a[0] = 1.000000",
@@ -57,6 +59,8 @@ def test_matrix_formats_match_quadrants(capfd):
         print(f"TEST_PRINT: {m = :g}")
 
     func()
+
+    qd.sync()  # GPU archs flush kernel prints at sync
     assert _lines(capfd.readouterr().out) == [
         "TEST_PRINT: m = [[20.000000, 300.000000, 4000.000000], [50000.000000, 600000.000000, 7000000.000000]]",
         "TEST_PRINT: m = [[20.0, 300.0, 4000.0], [50000.0, 600000.0, 7000000.0]]",
@@ -72,6 +76,8 @@ def test_parallel_prints_are_all_collected(capfd):
             print("TEST_PRINT:", i, i * 2)
 
     func(100)
+
+    qd.sync()  # GPU archs flush kernel prints at sync
     got = sorted(_lines(capfd.readouterr().out), key=lambda s: int(s.split()[1]))
     assert got == [f"TEST_PRINT: {i} {2 * i}" for i in range(100)]
 

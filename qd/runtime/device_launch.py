@@ -4,7 +4,8 @@ enqueue it and return (DESIGN §6, GPU.md §1-3).
 - Fields and ndarrays are bound through their mirrors (`qd/runtime/device.py`); a raw numpy array (or a
   torch CPU tensor) passed for an ndarray parameter, a counting kernel's output and the adstack meta words go
   through per-launch scratch buffers, copied in before, and back after when the kernel may write them (such
-  a launch, and one with return values, waits for its own completion).
+  a launch, one with return values, and every launch with `debug=True` (its checks raise at the launch, as
+  in Quadrants) wait for their own completion).
 - Offload temps are per-launch scratch, zero-filled on the device.
 - Grid: a serial task is one invocation; a range task gets ceil(n / local size) workgroups, at most the
   backend's `max_groups` (the grid-stride loop covers the rest), when its bounds are known on the host
@@ -101,7 +102,7 @@ def launch(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Sequence[A
     out: list = []
     rec = Record(work, lambda: _finish(ck, sk, slot, printbuf, lb, out, owners, args), lb.release)
     rt.submit(rec)
-    if lb.copy_back or ck.ir.rets:
+    if lb.copy_back or ck.ir.rets or cfg.debug:  # debug: checks raise at the launch (Quadrants, Taichi)
         rt.sync()
         return out[0] if out else None
     return None
