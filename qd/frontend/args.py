@@ -352,10 +352,10 @@ def ndarray_spec(p: Param, v: Any) -> tuple[DataType, int, tuple, Any, Callable 
     spec = getattr(v, "_qd_arg_spec", None)  # cached on qd ndarrays: their dtype never changes
     if spec is not None:
         dt, es = spec
-        arr, obj = v.arr, v
+        arr, obj = v._storage(), v  # shape and dtype only: no device sync
     elif hasattr(v, "arr") and _v.global_kind(v) == "ndarray":
         dt, _, es = _v.describe_object(v)
-        arr, obj = v.arr, v
+        arr, obj = v._storage(), v
         try:
             v._qd_arg_spec = (dt, es)
         except AttributeError:
@@ -532,7 +532,7 @@ def _hidden_of(p: Param, v: Any, attr: str) -> Any:
         g = getattr(v, attr, None)
         if g is None:
             raise QuadrantsRuntimeError(f"{where} the ndarray passed has no {attr} (create it with needs_grad=True)")
-        src, arr = v.arr, g.arr
+        src, arr = v._storage(), g._storage()
     elif type(v).__module__.startswith("torch"):
         if v.grad is None and v.requires_grad:
             _ensure_torch_grad(v)

@@ -11,6 +11,7 @@ first integrated GPU, else the first device (lavapipe on CPU machines). Errors n
 
 from __future__ import annotations
 
+import itertools
 import os
 import struct
 from typing import Any
@@ -43,6 +44,7 @@ def _const(vk: Any, name: str) -> int:
     return v if v is not None else _SPEC[name]
 
 
+_serials = itertools.count(1)  # identities of buffers that outlive no reuse (recorded command buffers key on them)
 _TYPE_RANK = {2: 0, 1: 1, 3: 2, 4: 3, 0: 4}  # discrete, integrated, virtual, CPU, other
 
 
@@ -54,6 +56,7 @@ class Buffer:
     def __init__(self, dev: "Device", nbytes: int, host: bool = True) -> None:
         vk = dev.vk
         self.dev, self.nbytes = dev, max(4, int(nbytes))
+        self.serial = next(_serials)
         limit = dev.max_allocation
         if self.nbytes > limit:
             raise MemoryError(f"qd: a {self.nbytes}-byte buffer is larger than Vulkan device {dev.name} allows in one "
@@ -314,17 +317,18 @@ class Device:
         self.wait(self.submit(cmd))
 
     # ------------------------------------------------------------ command buffers (the launcher's steps)
-    def begin(self) -> Any:
+    def begin(self, once: bool = True) -> Any:
         """A command buffer in the recording state, starting with a full barrier: it sees every write of the
-        work submitted before it (submission order) and of the host (mapped memory)."""
+        work submitted before it (submission order) and of the host (mapped memory). `once=False` records one
+        to submit again and again (`end`, then `submit_recorded`); it is never recycled."""
         vk = self.vk
-        cmd = self._free_cmds.pop() if self._free_cmds else vk.vkAllocateCommandBuffers(
+        cmd = self._free_cmds.pop() if once and self._free_cmds else vk.vkAllocateCommandBuffers(
             self.device, vk.VkCommandBufferAllocateInfo(
                 sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, commandPool=self.cmd_pool,
                 level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
         vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo(
             sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-            flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+            flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT if once else 0))
         self.barrier(cmd)
         return cmd
 
@@ -357,42 +361,56 @@ class Device:
                                   vk.ffi.from_buffer(push))
         vk.vkCmdDispatch(cmd, *groups)
 
-    def submit(self, cmd: Any) -> tuple[Any, Any]:
-        """Ends `cmd` (with a barrier making its writes visible to the host) and submits it; returns the
-        (command buffer, fence) pair to poll, wait for and release."""
+    def end(self, cmd: Any) -> Any:
+        """Ends a reusable recording (with the barrier that makes its writes visible to the host); returns what
+        `submit_recorded` takes."""
         vk = self.vk
         self.barrier(cmd, host=True)
         vk.vkEndCommandBuffer(cmd)
+        handles = vk.ffi.new("VkCommandBuffer[1]", [cmd])
+        info = vk.ffi.new("VkSubmitInfo*", {"sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1,
+                                            "pCommandBuffers": handles})
+        return (cmd, info, handles)
+
+    def submit(self, cmd: Any) -> tuple[Any, Any, bool]:
+        """Ends one-shot `cmd` and submits it; returns the work to poll, wait for and release."""
+        rec = self.end(cmd)
+        return self._submit(rec, True)
+
+    def submit_recorded(self, rec: Any) -> tuple[Any, Any, bool]:
+        """Submits a recording made with `begin(once=False)` + `end` again (the raw call: the package's
+        wrapper builds its structures anew each time, tens of microseconds)."""
+        return self._submit(rec, False)
+
+    def _submit(self, rec: Any, once: bool) -> tuple[Any, Any, bool]:
+        vk = self.vk
         fence = self._free_fences.pop() if self._free_fences else vk.vkCreateFence(
             self.device, vk.VkFenceCreateInfo(sType=vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO), None)
-        try:
-            vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(sType=vk.VK_STRUCTURE_TYPE_SUBMIT_INFO,
-                                                             commandBufferCount=1, pCommandBuffers=[cmd])], fence)
-        except vk.VkError as e:
-            raise RuntimeError(f"qd: Vulkan device {self.name} refused a submission ({type(e).__name__}); the "
-                               f"device may be lost") from None
-        return cmd, fence
+        rc = vk.lib.vkQueueSubmit(self.queue, 1, rec[1], fence)
+        if rc != vk.VK_SUCCESS:
+            self._free_fences.append(fence)
+            raise RuntimeError(f"qd: Vulkan device {self.name} refused a submission (VkResult {rc}); the device "
+                               f"may be lost")
+        return rec[0], fence, once
 
-    def done(self, work: tuple[Any, Any]) -> bool:
-        try:
-            self.vk.vkGetFenceStatus(self.device, work[1])  # raises VkNotReady while it runs
-        except self.vk.VkNotReady:
-            return False
-        return True
+    def done(self, work: tuple[Any, Any, bool]) -> bool:
+        return self.vk.lib.vkGetFenceStatus(self.device, work[1]) == self.vk.VK_SUCCESS  # NOT_READY while it runs
 
-    def wait(self, work: tuple[Any, Any]) -> None:
-        """Waits for submitted `work` and recycles its command buffer and fence."""
+    def wait(self, work: tuple[Any, Any, bool]) -> None:
+        """Waits for submitted `work` and recycles its fence (and a one-shot command buffer). Raw calls: the
+        package's wrappers cost tens of microseconds each."""
         vk = self.vk
-        cmd, fence = work
-        try:
-            vk.vkWaitForFences(self.device, 1, [fence], vk.VK_TRUE, 600 * 10**9)
-        except vk.VkError as e:  # VkTimeout, VkErrorDeviceLost
-            raise RuntimeError(f"qd: Vulkan device {self.name} did not finish a kernel within 600 s (device lost "
-                               f"or a kernel that never ends: {type(e).__name__})") from None
-        vk.vkResetFences(self.device, 1, [fence])
-        vk.vkResetCommandBuffer(cmd, 0)
+        cmd, fence, once = work
+        one = vk.ffi.new("VkFence[1]", [fence])
+        rc = vk.lib.vkWaitForFences(self.device, 1, one, vk.VK_TRUE, 600 * 10**9)
+        if rc != vk.VK_SUCCESS:
+            raise RuntimeError(f"qd: Vulkan device {self.name} did not finish a kernel within 600 s (VkResult {rc}: "
+                               f"device lost, or a kernel that never ends)")
+        vk.lib.vkResetFences(self.device, 1, one)
         self._free_fences.append(fence)
-        self._free_cmds.append(cmd)
+        if once:
+            vk.vkResetCommandBuffer(cmd, 0)
+            self._free_cmds.append(cmd)
 
     def close(self) -> None:
         vk = self.vk

@@ -9,9 +9,10 @@ of per-launch scratch, then one dispatch per task with barriers between, submitt
 
 from __future__ import annotations
 
+import itertools
 import os
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -21,12 +22,16 @@ from qd.gpu import spirv
 from qd.gpu.vulkan import Buffer, Device, Pipeline
 
 
+_programs = itertools.count(1)
+
+
 @dataclass
 class Program:
     """A kernel instance compiled for one device: its SPIR-V kernel and one pipeline per task."""
 
     kernel: spirv.SpirvKernel
     pipelines: list[Pipeline]
+    serial: int = field(default_factory=lambda: next(_programs))
 
 
 class VulkanBackend:
@@ -124,9 +129,19 @@ class VulkanBackend:
 
     # ------------------------------------------------------------ launches
     def enqueue(self, prog: Program, slot: Buffer, groups: list[int], zero: list[tuple[Buffer, int]]) -> Any:
-        """Records and submits one launch: zero fills, then every task with `groups[t]` workgroups."""
+        """Submits one launch: zero fills, then every task with `groups[t]` workgroups. The command buffer is
+        recorded once per (program, slot, grid, fills) and kept on the slot (pooled, so it comes back): a
+        repeated launch is one submission."""
+        key = (prog.serial, tuple(groups), tuple((b.serial, n) for b, n in zero))
+        cache = slot.__dict__.setdefault("recorded", {})
+        rec = cache.get(key)
+        if rec is None:
+            rec = cache[key] = self._record(prog, slot, groups, zero)
+        return self.dev.submit_recorded(rec)
+
+    def _record(self, prog: Program, slot: Buffer, groups: list[int], zero: list[tuple[Buffer, int]]) -> Any:
         dev = self.dev
-        cmd = dev.begin()
+        cmd = dev.begin(once=False)
         if zero:
             for buf, nbytes in zero:
                 dev.fill_zero(cmd, buf, nbytes)
@@ -137,7 +152,7 @@ class VulkanBackend:
                 dev.barrier(cmd)
             if g > 0:
                 dev.run(cmd, pipe, push, (g, 1, 1))
-        return dev.submit(cmd)
+        return dev.end(cmd)
 
     def done(self, work: Any) -> bool:
         return self.dev.done(work)

@@ -114,6 +114,13 @@ class HostData:
             m.to_host(self._arr)
         return self._arr
 
+    def _storage(self) -> np.ndarray:
+        """The host array as it is, without bringing it up to date from the device: for its shape, dtype and
+        identity only (on a GPU arch its contents may be stale; `arr` syncs)."""
+        if self._arr is None:
+            self._raise_no_storage()
+        return self._arr
+
     def _raise_no_storage(self) -> None:
         raise QuadrantsRuntimeError(f"{self._kind} has no storage")
 
