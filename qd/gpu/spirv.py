@@ -64,6 +64,7 @@ class SpirvTask:
     words: list[int]
     local_size: int
     task: ir.Task
+    reduces: bool = False  # accumulates atomics per invocation: fewer, longer-running invocations pay off
 
 
 @dataclass
@@ -105,7 +106,7 @@ def build_spirv(k: ir.KernelIR, caps: Caps, fast_math: bool, print_words: int) -
     tasks = []
     for n, t in enumerate(k.tasks):
         e = FnEmitter(kg, t, n)
-        tasks.append(SpirvTask(t.kind, e.build(), e.local_size, t))
+        tasks.append(SpirvTask(t.kind, e.build(), e.local_size, t, bool(e.reductions)))
     uses_random = any(isinstance(s, ir.RandomValue) for s in ir.walk_kernel(k))
     return SpirvKernel(tasks, sorted(kg.ctx, key=kg.ctx.__getitem__), print_table(k), check_arg_table(k),
                        len(k.rets), uses_random)
@@ -502,9 +503,10 @@ class FnEmitter:
 
     def atomic(self, op: Op, dt: T.DataType, addr: int, v: int) -> int:
         """`*addr = op(*addr, v)` atomically at device scope; returns the old value."""
-        if dt is T.u1 or dt.bits < 32 or (dt.is_float and op in (Op.BIT_AND, Op.BIT_OR, Op.BIT_XOR)):
-            raise QuadrantsTypeError(f"atomic {op.value} on {dt} is not supported on the vulkan tier "
-                                     f"(Vulkan has 32- and 64-bit atomics only)")
+        if dt is T.u1 or (dt.is_float and op in (Op.BIT_AND, Op.BIT_OR, Op.BIT_XOR)):
+            raise QuadrantsTypeError(f"atomic {op.value} is not supported on {dt}")
+        if dt.bits < 32:
+            return self.narrow_atomic(op, dt, addr, v)
         if dt.bits == 64:
             if not self.caps.int64_atomics:
                 raise QuadrantsTypeError(f"atomic {op.value} on {dt} needs 64-bit atomics, which this Vulkan device "
@@ -524,12 +526,36 @@ class FnEmitter:
             self.m.capability(Capability.AtomicFloat64AddEXT if dt.bits == 64 else Capability.AtomicFloat32AddEXT)
             x = v if op is Op.ADD else self.op(S.FNegate, v, t=t)
             return self.op(S.AtomicFAddEXT, self.pointer(addr, t), scope, sem, x, t=t)
+        return self.cas_loop(dt, addr, self._update(op, dt, v))
 
+    def _update(self, op: Op, dt: T.DataType, v: int):
         def update(old: int) -> int:
-            if op in (Op.MIN, Op.MAX):
+            if dt.is_float and op in (Op.MIN, Op.MAX):
                 return so.fminmax(self, dt, op is Op.MIN, old, v)
             return so.lower_op(self, op, [dt, dt], dt, [old, v])
-        return self.cas_loop(dt, addr, update)
+        return update
+
+    def narrow_atomic(self, op: Op, dt: T.DataType, addr: int, v: int) -> int:
+        """An 8- or 16-bit atomic (Vulkan has none): a CAS loop on the aligned 32-bit word holding it, the
+        other bytes kept. Returns the old value."""
+        u = self.u32
+        shift = self.op(S.UConvert, self.op(S.IMul, self.op(S.BitwiseAnd, addr, self.u64c(3), t=self.u64),
+                                             self.u64c(8), t=self.u64), t=u)
+        word = self.op(S.BitwiseAnd, addr, self.u64c(~3 & 0xFFFFFFFFFFFFFFFF), t=self.u64)
+        mask = self.op(S.ShiftLeftLogical, self.u32c((1 << dt.bits) - 1), shift, t=u)
+        mt = self.mem_ty(dt)
+        update = self._update(op, dt, v)
+        out: list[int] = []
+
+        def on_word(old_word: int) -> int:
+            raw = self.op(S.UConvert, self.op(S.ShiftRightLogical, old_word, shift, t=u), t=mt)
+            old = self.from_mem(dt, raw)
+            new = self.op(S.UConvert, self.to_mem(dt, update(old)), t=u)
+            out.append(old)
+            kept = self.op(S.BitwiseAnd, old_word, self.op(S.Not, mask, t=u), t=u)
+            return self.op(S.BitwiseOr, kept, self.op(S.ShiftLeftLogical, new, shift, t=u), t=u)
+        self.cas_loop(T.u32, word, on_word)
+        return out[0]
 
     def cas_loop(self, dt: T.DataType, addr: int, update) -> int:
         """A compare-and-swap loop on the bits of `*addr` (a do-while loop construct); returns the old value."""
@@ -695,7 +721,7 @@ class FnEmitter:
         out = []
         for red in find_reductions(self.task):
             if red.dtype.bits < 32:
-                continue  # narrow atomics are refused at the atomic itself
+                continue  # a narrow atomic is a CAS loop on its word: no accumulator
             for idx in red.ptr.indices:
                 for x in invariant_values(idx, prologue):
                     self.s_OpStmt(x)

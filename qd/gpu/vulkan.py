@@ -55,7 +55,7 @@ class Buffer:
 
     def __init__(self, dev: "Device", nbytes: int, host: bool = True) -> None:
         vk = dev.vk
-        self.dev, self.nbytes = dev, max(4, int(nbytes))
+        self.dev, self.nbytes = dev, max(4, (int(nbytes) + 3) & ~3)  # whole words: fills work in 4-byte units
         self.serial = next(_serials)
         limit = dev.max_allocation
         if self.nbytes > limit:

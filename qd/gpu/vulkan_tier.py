@@ -49,8 +49,15 @@ class VulkanBackend:
                                subgroup_arith=f["subgroup_arith"])
         limit = int(self.dev.props.limits.maxComputeWorkGroupCount[0])
         cpu = self.dev.props.deviceType == self.dev.vk.VK_PHYSICAL_DEVICE_TYPE_CPU
-        # enough invocations to fill the device; the grid-stride loop covers the rest of a range
-        self.max_groups = min(limit, 8 * (os.cpu_count() or 2) if cpu else 2048)
+        # `max_groups`: enough invocations to fill the device, for tasks that gain from running several indices
+        # per invocation (reductions accumulate in registers) or whose range is unknown on the host; the
+        # grid-stride loop covers the rest. `group_limit`: one invocation per index for the others, as many
+        # memory accesses in flight as the device takes (a CPU device gains nothing from more groups).
+        env = os.environ.get("QD_VULKAN_GROUPS", "")  # "max_groups,group_limit" (tuning)
+        self.max_groups = min(limit, 8 * (os.cpu_count() or 2) if cpu else 4096)
+        self.group_limit = self.max_groups if cpu else limit
+        if env:
+            self.max_groups, self.group_limit = (min(limit, int(x)) for x in env.split(","))
         self._staging: Buffer | None = None
 
     @property
@@ -71,33 +78,39 @@ class VulkanBackend:
             self._staging = self.dev.buffer(max(nbytes, 1 << 20), host=True)
         return self._staging
 
-    def upload(self, buf: Buffer, arr: np.ndarray) -> None:
-        """Host -> device, complete when it returns (the caller has waited for work using `buf`)."""
+    def upload(self, buf: Buffer, arr: np.ndarray, offset: int = 0) -> None:
+        """Host -> device at byte `offset`, complete when it returns (the caller has waited for work using `buf`)."""
         data = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
         if not data.nbytes:
             return
         if buf.mapped:
-            buf.view(np.uint8, data.nbytes)[:] = data
+            buf.view(np.uint8, data.nbytes, offset)[:] = data
             return
         st = self._stage(data.nbytes)
         st.view(np.uint8, data.nbytes)[:] = data
         cmd = self.dev.begin()
-        self.dev.copy(cmd, st, buf, data.nbytes)
+        self.dev.copy(cmd, st, buf, data.nbytes, dst_offset=offset)
         self.dev.wait(self.dev.submit(cmd))
 
-    def download(self, buf: Buffer, arr: np.ndarray) -> None:
-        """Device -> host into C-contiguous `arr`, complete when it returns."""
+    def download(self, buf: Buffer, arr: np.ndarray, offset: int = 0) -> None:
+        """Device (from byte `offset`) -> host into C-contiguous `arr`, complete when it returns."""
         out = arr.reshape(-1).view(np.uint8)
         if not out.nbytes:
             return
         if buf.mapped:
-            out[:] = buf.view(np.uint8, out.nbytes)
+            out[:] = buf.view(np.uint8, out.nbytes, offset)
             return
         st = self._stage(out.nbytes)
         cmd = self.dev.begin()
-        self.dev.copy(cmd, buf, st, out.nbytes)
+        self.dev.copy(cmd, buf, st, out.nbytes, src_offset=offset)
         self.dev.wait(self.dev.submit(cmd))
         out[:] = st.view(np.uint8, out.nbytes)
+
+    def fill(self, buf: Buffer, nbytes: int, pattern: int) -> Any:
+        """Enqueues filling the first `nbytes` (rounded up to 4) of `buf` with the 32-bit `pattern`."""
+        cmd = self.dev.begin()
+        self.dev.vk.vkCmdFillBuffer(cmd, buf.handle, 0, (int(nbytes) + 3) & ~3, pattern & 0xFFFFFFFF)
+        return self.dev.submit(cmd)
 
     # ------------------------------------------------------------ code
     def compile(self, k: ir.KernelIR, fast_math: bool, print_words: int) -> Program:

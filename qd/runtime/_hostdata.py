@@ -140,13 +140,15 @@ class HostData:
     def _physical_shape(self) -> tuple[int, ...]:
         return self._physical(tuple(self.shape))
 
-    def _host_view(self) -> np.ndarray:
-        """The storage with canonical axes: `arr` itself, or a transposed view of it under a layout."""
+    def _host_view(self, sync: bool = True) -> np.ndarray:
+        """The storage with canonical axes: `arr` itself, or a transposed view of it under a layout. With
+        `sync=False` the host array as it is (no download from the device: for shapes and offsets)."""
+        a = self.arr if sync else self._storage()
         lay = self._layout
         if lay is None:
-            return self.arr
+            return a
         n = len(lay)
-        return self.arr.transpose(tuple(lay.index(a) for a in range(n)) + tuple(range(n, self.arr.ndim)))
+        return a.transpose(tuple(lay.index(k) for k in range(n)) + tuple(range(n, a.ndim)))
 
     def _relayout(self, layout: Any) -> None:
         """Store the outer axes in `layout` order from now on (None or the identity: canonical order),
@@ -223,7 +225,13 @@ class HostData:
 
     def __getitem__(self, key: Any) -> Any:
         idx = self._normalize_key(key)
-        x = self._host_view()[idx]
+        m = self._mirror
+        if m is not None and m.device_dirty:  # read the element alone from the device, not the whole buffer
+            off, n = self._element_bytes(idx)
+            x = np.frombuffer(m.read(off, n), dtype=self.dtype.np_dtype).reshape(self.elem_shape)
+            x = x if self.elem_shape else x[()]
+        else:
+            x = self._host_view()[idx]
         if self.elem_shape:
             obj = element_object(x, self.dtype)
             if not isinstance(obj, np.ndarray):  # `x[i][j] = v` writes through, as in Quadrants
@@ -236,11 +244,24 @@ class HostData:
 
     def _store_element(self, idx: tuple[int, ...], value: Any) -> None:
         """Store at storage indices `idx` (offset already applied)."""
-        if self.elem_shape:
-            self._host_view()[idx] = self._cast_array(value, self.elem_shape)
-        else:
-            self._host_view()[idx] = cast_scalar(value, self.dtype)
+        v = self._cast_array(value, self.elem_shape) if self.elem_shape else cast_scalar(value, self.dtype)
+        m = self._mirror
+        if m is not None and not m.host_dirty and not self.escaped:
+            # write through to the device copy, the element alone (the host copy may be stale: it gets the value
+            # too, which keeps it in step where it is not)
+            self._host_view(sync=False)[idx] = v
+            off, _ = self._element_bytes(idx)
+            m.write(off, np.ascontiguousarray(v, dtype=self.dtype.np_dtype).tobytes())
+            self.generation += 1
+            return
+        self._host_view()[idx] = v
         self._bump()
+
+    def _element_bytes(self, idx: tuple[int, ...]) -> tuple[int, int]:
+        """(byte offset in the storage, byte size) of the element at canonical storage indices `idx`."""
+        view = self._host_view(sync=False)
+        off = sum(int(i) * st for i, st in zip(idx, view.strides))
+        return off, self.dtype.np_dtype.itemsize * int(np.prod(self.elem_shape, dtype=np.int64))
 
     def _cast_array(self, value: Any, target_shape: tuple[int, ...]) -> np.ndarray:
         """`value` (scalar or array) cast to dtype; its shape must be () or broadcast-free `target_shape`."""
@@ -259,8 +280,15 @@ class HostData:
     # ---------------------------------------------------------------- bulk host writes and reads
 
     def fill(self, val: Any) -> None:
-        """Set every element to `val` (a scalar, or for vector/matrix elements also one element)."""
-        self.arr[...] = self._cast_array(val, self.elem_shape)
+        """Set every element to `val` (a scalar, or for vector/matrix elements also one element). On a GPU arch
+        the device copy is filled on the device, in order with the launches (no transfer)."""
+        v = self._cast_array(val, self.elem_shape)
+        m = self._mirror
+        if m is not None and not self.escaped and m.fill(v):
+            self._storage()[...] = v  # both copies now hold the value
+            self.generation += 1
+            return
+        self.arr[...] = v
         self._bump()
 
     def _full_shape(self) -> tuple[int, ...]:

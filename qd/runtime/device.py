@@ -49,6 +49,33 @@ class Mirror:
             self.rt.backend.download(self.buf, arr)
             self.device_dirty = False
 
+    def read(self, offset: int, nbytes: int) -> bytes:
+        """`nbytes` of the device copy at `offset` (waits for pending work first, raising its errors)."""
+        self.rt.sync()
+        out = np.empty(nbytes, np.uint8)
+        self.rt.backend.download(self.buf, out, offset)
+        return out.tobytes()
+
+    def write(self, offset: int, data: bytes) -> None:
+        """Writes `data` into the device copy at `offset` (after pending work, which may still read it)."""
+        self.rt.wait_all()
+        self.rt.backend.upload(self.buf, np.frombuffer(data, np.uint8), offset)
+
+    def fill(self, value: np.ndarray) -> bool:
+        """Fills the device copy with one element `value` on the device, in order with the launches; False
+        when the element is no repeated 32-bit pattern (the caller then writes the host copy)."""
+        raw = np.ascontiguousarray(value).tobytes()
+        if len(set(raw)) == 1:
+            word = raw[:1] * 4
+        elif len(raw) in (2, 4) or (len(raw) % 4 == 0 and raw == raw[:4] * (len(raw) // 4)):
+            word = (raw * 2)[:4]
+        else:
+            return False
+        pattern = int.from_bytes(word, "little")
+        self.rt.submit(Record(self.rt.backend.fill(self.buf, self.nbytes, pattern), lambda: None))
+        self.host_dirty = self.device_dirty = False
+        return True
+
     def to_device(self, arr: np.ndarray) -> Any:
         if self.host_dirty:
             self.rt.wait_all()

@@ -78,8 +78,9 @@ def launch(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Sequence[A
     lb = _Binding(rt)
     for b, (decl, owner) in enumerate(zip(ck.ir.buffers, owners)):
         lb.bind(b, decl, owner, ck, b in ck.written)
-    groups = [1 if t.kind == "serial" else _groups(rt, t.task, ck.ir, args, lb.shapes) for t in sk.tasks]
-    if plan is not None:
+    groups = [1 if t.kind == "serial" else _groups(rt, t, args, lb.shapes) for t in sk.tasks]
+    if plan is not None:  # a heap row per invocation: a bounded grid, each invocation runs several indices
+        groups = [min(g, rt.backend.max_groups) for g in groups]
         groups = _bind_adstack(rt, st, ck, lb, owners, args, groups, sk)
     seed, launch_id = int(cfg.random_seed) & _M64, next(_launch._launch_ids)
     slot_key = ("slot", sk.slot_words)
@@ -223,15 +224,18 @@ def _host_value(v: ir.Value, args: Sequence[Any], shapes: dict, memo: dict) -> i
     return r
 
 
-def _groups(rt: DeviceRuntime, t: ir.Task, k: ir.KernelIR, args: Sequence[Any], shapes: dict) -> int:
+def _groups(rt: DeviceRuntime, st: Any, args: Sequence[Any], shapes: dict) -> int:
+    """Workgroups of range task `st` (a `SpirvTask`): one invocation per index up to the backend's
+    `group_limit`, at most `max_groups` for a reducing task; `max_groups` when the bounds need the device."""
     from qd.gpu.spirv import LOCAL_SIZE
 
     memo: dict = {}
+    t = st.task
     lo, hi = _host_value(t.begin, args, shapes, memo), _host_value(t.end, args, shapes, memo)
-    cap = rt.backend.max_groups
+    b = rt.backend
     if lo is None or hi is None:
-        return cap
-    return max(1, min(cap, -(-(hi - lo) // LOCAL_SIZE)))
+        return b.max_groups
+    return max(1, min(b.max_groups if st.reduces else b.group_limit, -(-(hi - lo) // LOCAL_SIZE)))
 
 
 # ------------------------------------------------------------------ adstack

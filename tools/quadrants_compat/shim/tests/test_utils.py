@@ -1,7 +1,7 @@
 """qd's stand-in for Quadrants' `tests/test_utils.py` (written from scratch for the compat runner).
 
 `test(arch=..., exclude=..., require=..., **options)` marks a test to run once per qd arch that is
-available here (`interp` and `cpu` today; `QD_WANTED_ARCHS=cpu` or `^interp` narrows the set), skipping
+available here (`interp`, `cpu`, and the GPU tiers whose device opens, `vulkan` today; `QD_WANTED_ARCHS=cpu` or `^interp` narrows the set), skipping
 visibly when nothing is left. The `req_arch` / `req_options` parameters it adds are consumed by the
 autouse fixture in `qd_compat_plugin.py`, which calls `qd.init` before and `qd.reset` after each test.
 """
@@ -19,7 +19,7 @@ import qd
 from qd.extension import is_extension_supported
 from qd.runtime import arch as _arch
 
-_QD_ARCHS = (qd.interp, qd.cpu)
+_QD_ARCHS = (qd.interp, qd.cpu, qd.vulkan, qd.cuda, qd.opencl)  # the built ones that open here run
 
 
 def _as_list(value: Any) -> list[Any]:

@@ -1,0 +1,37 @@
+#!/bin/bash
+# Set up a lent GPU machine (no network) for qd and Quadrants, then run STEP... From the repository root, with
+# these carried (git-ignored): .gl/ (libvulkan1 .deb), .whl/ (cp312 wheels: vulkan, cffi, pycparser, quadrants,
+# pytest-xdist, ...), qd/_interp.c qd/_sizer.c (the Cython output of a local build, compiled here with gcc).
+#   bash bench/gpu_machine.sh bench        # bench/_gpu_workloads.py for qd and Quadrants on vulkan -> $OUT
+#   bash bench/gpu_machine.sh tests ARGS   # qd's test suite on vulkan (pytest ARGS) -> $OUT/tests.log
+set -u
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+[ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] && export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$(pwd) PYTHONUNBUFFERED=1
+PYINC=$(python3 -c "import sysconfig;print(sysconfig.get_paths()['include'])")
+NPINC=$(python3 -c "import numpy;print(numpy.get_include())")
+EXT=$(python3 -c "import sysconfig;print(sysconfig.get_config_var('EXT_SUFFIX'))")
+for m in _interp _sizer; do
+  [ -f qd/$m$EXT ] || gcc -shared -fPIC -O3 -fopenmp -fno-strict-aliasing -w -DNPY_NO_DEPRECATED_API=NPY_1_7_API_VERSION \
+    -I$NPINC -Iqd -I$PYINC qd/$m.c -o qd/$m$EXT -lm || exit 1
+done
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+python3 -c "from qd.gpu.vulkan import Device; d = Device(); print(d.name, d.features)" || exit 1
+step=$1; shift
+case $step in
+  groups)  # qd alone under several QD_VULKAN_GROUPS settings (max_groups,group_limit)
+    for g in "$@"; do
+      QD_VULKAN_GROUPS=$g timeout 200 python3 bench/_gpu_workloads.py qd vulkan W1 W2 W3 > $OUT/qd_$g.json 2>/dev/null
+      echo "groups=$g"; cat $OUT/qd_$g.json; echo
+    done ;;
+  bench)
+    for lib in qd quadrants; do
+      timeout 280 python3 bench/_gpu_workloads.py $lib vulkan "$@" > $OUT/$lib.json 2> $OUT/$lib.log
+      echo "$lib rc=$?"; tail -2 $OUT/$lib.log; cat $OUT/$lib.json
+    done ;;
+  tests)
+    QD_TEST_ARCHS=vulkan timeout 560 python3 -m pytest -q -p no:cacheprovider "$@" > $OUT/tests.log 2>&1
+    echo "rc=$?"; tail -15 $OUT/tests.log ;;
+esac
