@@ -140,8 +140,11 @@ class Kernel:
     @property
     def stats(self) -> dict:
         """Tiering facts of the instance launched last: launches per tier (`interp`, `cpu`), the tier
-        of the last launch, compile time in ms and whether native code came from the disk cache."""
+        of the last launch, compile time in ms and whether native code came from the disk cache; on a GPU
+        arch also `device_ms`, the device time of the last launch whose completion was read (timestamps)."""
         ck = getattr(self, "_last_ck", None)
+        if ck is not None and getattr(ck, "tier_stats", None) is not None:  # a GPU arch: its launches, device ms
+            return ck.tier_stats()
         if ck is None or ck.tier is None:
             return {"launches": {"interp": 0, "cpu": 0}, "last_tier": None, "compile_ms": None,
                     "from_cache": None}

@@ -63,7 +63,7 @@ from qd.types import dtypes as T
 if TYPE_CHECKING:
     from qd.gpu.spirv_ops import Emit
 
-Num = "float | int"  # a Python float (a constant) or an id
+Val = int | float  # an id (int) or a constant (a Python float)
 
 # ------------------------------------------------------------------ constants
 
@@ -124,7 +124,7 @@ class _D:
     def __init__(self, e: Emit) -> None:
         self.e, self.t, self.u, self.bt = e, e.ty(T.f64), e.ty(T.u64), e.bool_t()
 
-    def v(self, a: float | int) -> int:
+    def v(self, a: Val) -> int:
         return self.e.c(T.f64, a) if isinstance(a, float) else a
 
     def _nc(self, rid: int) -> int:
@@ -135,19 +135,19 @@ class _D:
         finally:
             self.e.fast = fast
 
-    def _f(self, code: S, a: float | int, b: float | int) -> int:
+    def _f(self, code: S, a: Val, b: Val) -> int:
         return self._nc(self.e.op(code, self.v(a), self.v(b), t=self.t))
 
-    def add(self, a: float | int, b: float | int) -> int:
+    def add(self, a: Val, b: Val) -> int:
         return self._f(S.FAdd, a, b)
 
-    def sub(self, a: float | int, b: float | int) -> int:
+    def sub(self, a: Val, b: Val) -> int:
         return self._f(S.FSub, a, b)
 
-    def mul(self, a: float | int, b: float | int) -> int:
+    def mul(self, a: Val, b: Val) -> int:
         return self._f(S.FMul, a, b)
 
-    def div(self, a: float | int, b: float | int) -> int:
+    def div(self, a: Val, b: Val) -> int:
         return self._f(S.FDiv, a, b)
 
     def neg(self, a: int) -> int:
@@ -156,19 +156,19 @@ class _D:
     def ext(self, inst: GLSL, a: int) -> int:
         return self.e.ext(inst, self.t, a)
 
-    def sel(self, c: int, a: float | int, b: float | int) -> int:
+    def sel(self, c: int, a: Val, b: Val) -> int:
         return self.e.op(S.Select, c, self.v(a), self.v(b), t=self.t)
 
-    def cmp(self, code: S, a: float | int, b: float | int) -> int:
+    def cmp(self, code: S, a: Val, b: Val) -> int:
         return self.e.op(code, self.v(a), self.v(b), t=self.bt)
 
-    def lt(self, a: float | int, b: float | int) -> int:
+    def lt(self, a: Val, b: Val) -> int:
         return self.cmp(S.FOrdLessThan, a, b)
 
-    def gt(self, a: float | int, b: float | int) -> int:
+    def gt(self, a: Val, b: Val) -> int:
         return self.cmp(S.FOrdGreaterThan, a, b)
 
-    def eq(self, a: float | int, b: float | int) -> int:
+    def eq(self, a: Val, b: Val) -> int:
         return self.cmp(S.FOrdEqual, a, b)
 
     def isnan(self, a: int) -> int:
@@ -195,13 +195,13 @@ class _D:
         return p
 
     # ------------------------------------------------ error-free transforms
-    def two_sum(self, a: float | int, b: float | int) -> tuple[int, int]:
+    def two_sum(self, a: Val, b: Val) -> tuple[int, int]:
         """(s, err) with s = fl(a + b) and s + err == a + b exactly."""
         s = self.add(a, b)
         bb = self.sub(s, a)
         return s, self.add(self.sub(a, self.sub(s, bb)), self.sub(b, bb))
 
-    def fast_two_sum(self, a: float | int, b: float | int) -> tuple[int, int]:
+    def fast_two_sum(self, a: Val, b: Val) -> tuple[int, int]:
         """two_sum for |a| >= |b| (or a == 0)."""
         s = self.add(a, b)
         return s, self.sub(b, self.sub(s, a))
@@ -258,7 +258,7 @@ class _D:
 
 # ------------------------------------------------------------------ exp, log, pow
 
-def _exp_core(d: _D, xh: int, xl: float | int) -> tuple[int, int, int]:
+def _exp_core(d: _D, xh: int, xl: Val) -> tuple[int, int, int]:
     """(a, b, k) with e^(xh + xl) ~ (a + b) 2^k, a + b in [0.7, 1.42], k an integral f64; |xh| <= 1500,
     |xl| <= ulp(xh)."""
     k = d.ext(GLSL.RoundEven, d.mul(xh, _INV_LN2))
@@ -344,3 +344,192 @@ def f64_pow(e: Emit, x: int, y: int) -> int:
     from qd.gpu.spirv_ops import pow_float
 
     return pow_float(e, T.f64, x, y, lambda ax, yy: f64_pow_abs(e, ax, yy))
+
+
+# ------------------------------------------------------------------ sin, cos, tan
+
+def _reduce_pio2(d: _D, x: int) -> tuple[int, int, int]:
+    """(h, l, q): x = k pi/2 + h + l, |h + l| <= pi/4 (+ 2^-23), q = k mod 4 as f64 in {0, 1, 2, 3}.
+    Exact up to the rounding of k * _PIO2_4 while |k| < 2^30; past that the q * P_i round (see the module
+    docstring), and h is clamped to +-pi/4 so the kernels stay finite."""
+    k = d.ext(GLSL.RoundEven, d.mul(x, _TWO_OVER_PI))
+    r1 = d.sub(x, d.mul(k, _PIO2_1))  # exact (Sterbenz, k * _PIO2_1 exact)
+    a, ea = d.two_sum(r1, d.neg(d.mul(k, _PIO2_2)))
+    b, eb = d.two_sum(a, d.neg(d.mul(k, _PIO2_3)))
+    h, lo = d.two_sum(b, d.sub(d.add(ea, eb), d.mul(k, _PIO2_4)))
+    wild = d.gt(d.ext(GLSL.FAbs, h), 0.8)  # only for |x| past ~2^52
+    h, lo = d.sel(wild, d.clamp(h, -_PIO4[0], _PIO4[0]), h), d.sel(wild, 0.0, lo)
+    q = d.sub(k, d.mul(d.ext(GLSL.Floor, d.mul(k, 0.25)), 4.0))
+    return h, lo, q
+
+
+def _sincos_dd(d: _D, h: int, lo: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """sin and cos of h + lo (|h| <= pi/4, |lo| <= ulp(h)) as normalised double-doubles."""
+    zh, zl = d.two_prod(h, h)
+    s_tail = d.add(d.mul(d.mul(h, zh), d.horner(zh, _SIN)), d.mul(lo, d.sub(1.0, d.mul(0.5, zh))))
+    hz = d.mul(0.5, zh)
+    w = d.sub(1.0, hz)
+    corr = d.sub(d.sub(d.sub(1.0, w), hz), d.mul(0.5, zl))  # (1 - w) - hz: w's rounding error, exact
+    c_tail = d.add(corr, d.sub(d.mul(d.mul(zh, zh), d.horner(zh, _COS)), d.mul(h, lo)))
+    return d.fast_two_sum(h, s_tail), d.fast_two_sum(w, c_tail)
+
+
+def _quadrant(d: _D, q: int, s: int, c: int) -> int:
+    """sin(k pi/2 + r) from s = sin r, c = cos r and q = k mod 4."""
+    odd = d.lor(d.eq(q, 1.0), d.eq(q, 3.0))
+    v = d.sel(odd, c, s)
+    return d.sel(d.cmp(S.FOrdGreaterThanEqual, q, 2.0), d.neg(v), v)
+
+
+def _trig(e: Emit, x: int, which: str) -> int:
+    d = _D(e)
+    h, lo, q = _reduce_pio2(d, x)
+    (sh, sl), (ch, cl) = _sincos_dd(d, h, lo)
+    if which == "tan":
+        odd = d.lor(d.eq(q, 1.0), d.eq(q, 3.0))
+        nh, nl = d.sel(odd, d.neg(ch), sh), d.sel(odd, d.neg(cl), sl)
+        r = _dd_div(d, nh, nl, d.sel(odd, sh, ch), d.sel(odd, sl, cl))
+    else:
+        s, c = d.add(sh, sl), d.add(ch, cl)
+        r = _quadrant(d, d.sel(d.eq(q, 3.0), 0.0, d.add(q, 1.0)) if which == "cos" else q, s, c)
+    if which != "cos":  # sin x = tan x = x (correctly rounded) for |x| < 2^-27; keeps -0
+        r = d.sel(d.lt(d.ext(GLSL.FAbs, x), 2.0 ** -27), x, r)
+    return d.sel(d.lor(d.isnan(x), d.isinf(x)), float("nan"), r)
+
+
+def _dd_div(d: _D, nh: int, nl: int, dh: int, dl: int) -> int:
+    """(nh + nl) / (dh + dl), both normalised double-doubles: one Newton correction of nh / dh."""
+    q1 = d.div(nh, dh)
+    p, pe = d.two_prod(q1, dh)
+    rem = d.sub(d.add(d.sub(d.sub(nh, p), pe), nl), d.mul(q1, dl))  # nh - p is exact
+    return d.add(q1, d.div(rem, dh))
+
+
+def f64_sin(e: Emit, x: int) -> int:
+    """sin x: < 1 ulp for |x| < 1.6e9 (see the module docstring beyond); inf and NaN give NaN."""
+    return _trig(e, x, "sin")
+
+
+def f64_cos(e: Emit, x: int) -> int:
+    """cos x: < 1 ulp for |x| < 1.6e9 (see the module docstring beyond); inf and NaN give NaN."""
+    return _trig(e, x, "cos")
+
+
+def f64_tan(e: Emit, x: int) -> int:
+    """tan x = sin/cos in double-double: < 1.5 ulp for |x| < 1.6e9; inf and NaN give NaN."""
+    return _trig(e, x, "tan")
+
+
+# ------------------------------------------------------------------ asin, acos
+
+def _asin_far(d: _D, ax: int) -> tuple[int, int, int, int]:
+    """For 1/2 < ax <= 1: (s, df, c, pz) with z = (1 - ax)/2, s = sqrt z, s ~ df + c (df: s to 21 bits, so
+    df^2 and z - df^2 are exact), pz = s z P(z): asin(s) = s + pz."""
+    z = d.mul(d.sub(1.0, ax), 0.5)  # exact
+    s = d.ext(GLSL.Sqrt, d.sel(d.lt(z, 0.0), 0.0, z))
+    df = d.fbits(d.iop(S.BitwiseAnd, d.bits(s), d.uc(0xFFFFFFFF00000000)))
+    den = d.add(s, df)
+    c = d.div(d.sub(z, d.mul(df, df)), d.sel(d.eq(den, 0.0), 1.0, den))
+    return s, df, c, d.mul(d.mul(s, z), d.horner(z, _ASIN))
+
+
+def _asin_near(d: _D, x: int) -> int:
+    """x^3 P(x^2): asin x = x + this for |x| <= 1/2."""
+    z = d.mul(x, x)
+    return d.mul(d.mul(x, z), d.horner(z, _ASIN))
+
+
+def _domain(d: _D, x: int, ax: int, r: int) -> int:
+    """NaN for |x| > 1 and NaN x, else r."""
+    return d.sel(d.lor(d.gt(ax, 1.0), d.isnan(x)), float("nan"), r)
+
+
+def f64_asin(e: Emit, x: int) -> int:
+    """asin x: < 1 ulp; NaN outside [-1, 1]."""
+    d = _D(e)
+    ax = d.ext(GLSL.FAbs, x)
+    near = d.add(x, _asin_near(d, x))
+    _, df, c, pz = _asin_far(d, ax)
+    # pi/2 - 2 (df + c + pz), grouped as fdlibm does: pio4_hi - 2 df is exact
+    p = d.sub(d.mul(2.0, pz), d.sub(_PIO2[1], d.mul(2.0, c)))
+    far = d.sub(_PIO4[0], d.sub(p, d.sub(_PIO4[0], d.mul(2.0, df))))
+    return _domain(d, x, ax, d.sel(d.gt(ax, 0.5), d.copysign(far, x), near))
+
+
+def f64_acos(e: Emit, x: int) -> int:
+    """acos x: < 1 ulp; NaN outside [-1, 1]."""
+    d = _D(e)
+    ax = d.ext(GLSL.FAbs, x)
+    near = d.sub(_PIO2[0], d.sub(x, d.sub(_PIO2[1], _asin_near(d, x))))
+    s, df, c, pz = _asin_far(d, ax)
+    pos = d.mul(2.0, d.add(df, d.add(c, pz)))  # 2 asin(sqrt((1 - x)/2))
+    neg = d.sub(_PI[0], d.mul(2.0, d.add(s, d.sub(pz, _PIO2[1]))))  # pi - 2 asin(sqrt((1 + x)/2))
+    r = d.sel(d.gt(x, 0.5), pos, d.sel(d.lt(x, -0.5), neg, near))
+    return _domain(d, x, ax, r)
+
+
+# ------------------------------------------------------------------ tanh
+
+def f64_tanh(e: Emit, x: int) -> int:
+    """tanh x: < 1 ulp; +-1 from |x| >= 22 (and +-inf), -0 for -0."""
+    d = _D(e)
+    ax = d.ext(GLSL.FAbs, x)
+    z = d.mul(x, x)
+    near = d.add(x, d.mul(d.mul(x, z), d.horner(z, _TANH)))
+    a, b, k = _exp_core(d, d.mul(2.0, d.clamp(ax, 0.0, 22.0)), 0.0)  # e^{2|x|} = (a + b) 2^k, k <= 64
+    p2 = d.pow2(d.to_int(k))
+    eh, el = d.fast_two_sum(d.mul(a, p2), d.mul(b, p2))
+    dh, dl = d.fast_two_sum(eh, 1.0)
+    dl = d.add(dl, el)
+    q1 = d.div(2.0, dh)  # 2 / (e^{2|x|} + 1) = q1 + ql
+    p, pe = d.two_prod(q1, dh)
+    ql = d.div(d.sub(d.sub(d.sub(2.0, p), pe), d.mul(q1, dl)), dh)
+    one, err = d.fast_two_sum(1.0, d.neg(q1))
+    far = d.add(one, d.sub(err, ql))
+    r = d.sel(d.lt(ax, 0.5), near, d.copysign(far, x))
+    return d.sel(d.isnan(x), x, r)
+
+
+# ------------------------------------------------------------------ atan2
+
+def _atan_dd(d: _D, mn: int, mx: int) -> tuple[int, int, int, int]:
+    """atan(mn / mx) = ch + cl + u + rest for 0 <= mn <= mx, 2^-900 <= mx <= 2^901 (or mn = 0, mx = 1)."""
+    t = d.div(mn, mx)
+    mid, hi = d.cmp(S.FOrdGreaterThanEqual, t, 7 / 16), d.cmp(S.FOrdGreaterThanEqual, t, 11 / 16)
+    c = d.sel(hi, 1.0, d.sel(mid, 0.5, 0.0))
+    num = d.sub(mn, d.mul(c, mx))  # exact (Sterbenz): u = (t - c) / (1 + c t)
+    den, denl = d.two_sum(mx, d.mul(c, mn))
+    u = d.div(num, den)
+    p, pe = d.two_prod(u, den)
+    ul = d.div(d.sub(d.sub(d.sub(num, p), pe), d.mul(u, denl)), den)  # u's rounding error
+    z = d.mul(u, u)
+    rest = d.add(d.mul(d.mul(u, z), d.horner(z, _ATAN)), d.mul(ul, d.sub(1.0, z)))
+    ch = d.sel(hi, _PIO4[0], d.sel(mid, _ATAN_HALF[0], 0.0))
+    cl = d.sel(hi, _PIO4[1], d.sel(mid, _ATAN_HALF[1], 0.0))
+    return ch, cl, u, rest
+
+
+def f64_atan2(e: Emit, y: int, x: int) -> int:
+    """C's atan2(y, x) (C99 Annex F at zeros and infinities, -0 counting as negative): < 1 ulp."""
+    d = _D(e)
+    ax, ay = d.ext(GLSL.FAbs, x), d.ext(GLSL.FAbs, y)
+    both_inf = d.e.op(S.LogicalAnd, d.isinf(ax), d.isinf(ay), t=d.bt)
+    ax, ay = d.sel(both_inf, 1.0, ax), d.sel(both_inf, 1.0, ay)
+    swap = d.gt(ay, ax)
+    mx, mn = d.sel(swap, ay, ax), d.sel(swap, ax, ay)
+    f = d.sel(d.gt(mx, 2.0 ** 900), 2.0 ** -200, d.sel(d.lt(mx, 2.0 ** -900), 2.0 ** 200, 1.0))
+    mx_inf = d.isinf(mx)
+    mn = d.sel(mx_inf, 0.0, d.mul(mn, f))
+    mx = d.sel(d.lor(mx_inf, d.eq(mx, 0.0)), 1.0, d.mul(mx, f))
+    ch, cl, u, rest = _atan_dd(d, mn, mx)
+    # |result| = base +- atan: atan; pi/2 - atan (swap); pi - atan (x < 0); pi/2 + atan (both)
+    xneg = d.signbit(x)
+    flip = d.lne(swap, xneg)
+    bh = d.sel(swap, _PIO2[0], d.sel(xneg, _PI[0], 0.0))
+    bl = d.sel(swap, _PIO2[1], d.sel(xneg, _PI[1], 0.0))
+    s1, e1 = d.two_sum(bh, d.sel(flip, d.neg(ch), ch))
+    s2, e2 = d.two_sum(s1, d.sel(flip, d.neg(u), u))
+    tail = d.add(cl, rest)
+    lo = d.add(d.add(e1, e2), d.add(bl, d.sel(flip, d.neg(tail), tail)))
+    r = d.copysign(d.add(s2, lo), y)
+    return d.sel(d.lor(d.isnan(x), d.isnan(y)), float("nan"), r)

@@ -6,7 +6,7 @@ floor division and modulo with `x // 0 == 0`, masked shift counts, the interpret
 pair or a NaN `y` gives `x`), f16 computed in f32 and rounded to half after every op (in integer
 arithmetic, exact), C's `pow` and `atan2` at their special values. Vulkan restricts `OpBitCount` and
 `FindUMsb` to 32 bits: wider and narrower operands are split or widened. Transcendentals are GLSL.std.450's
-(f32); f64 ones have no GLSL form and are refused with a clear error until qd's own implementations land.
+(f32); f64 ones have no GLSL form and come from qd's own straight-line implementations (`spirv_libm.py`).
 `TABLE` maps every op to its lowering (`tests/test_ops_coverage.py` checks it); `lower_op` dispatches.
 """
 
@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from qd.errors import QuadrantsTypeError
+from qd.gpu import spirv_libm as libm
 from qd.gpu.spirv_defs import GLSL, Decoration
 from qd.gpu.spirv_defs import Op as S
 from qd.ops import Op
@@ -240,17 +241,20 @@ def _is_integer(e: Emit, dt: T.DataType, y: int) -> int:
     return e.op(S.FOrdEqual, e.ext(GLSL.Floor, e.ty(dt), y), y, t=e.bool_t())
 
 
-def _pow_float(e: Emit, dt: T.DataType, x: int, y: int) -> int:
-    """C's pow through GLSL `Pow` (defined for x > 0 only): |x|**y with the sign of an odd integral y for
-    x < 0, NaN for a non-integral y there; x == 0 and y == 0 per C (y == 0 gives 1 even for NaN x)."""
+def pow_float(e: Emit, dt: T.DataType, x: int, y: int, core: Callable[[int, int], int]) -> int:
+    """C's pow (C99 Annex F) around `core(ax, y)`, which gives |x|**y for ax = |x| > 0 (GLSL `Pow`, defined
+    for x > 0 only, or qd's own f64 one): the sign of an odd integral y for x < 0, NaN for a non-integral y
+    there (but not for x = -inf: +inf or +0), x == 0 per C, NaN y gives NaN, and x == 1 or y == 0 give 1
+    even for a NaN operand."""
     t, bt = e.ty(dt), e.bool_t()
     ax = e.ext(GLSL.FAbs, t, x)
-    r = e.ext(GLSL.Pow, t, ax, y)
+    r = core(ax, y)
     half = e.op(S.FMul, y, e.c(dt, 0.5), t=t)
     odd = e.op(S.LogicalAnd, _is_integer(e, dt, y), e.op(S.LogicalNot, _is_integer(e, dt, half), t=bt), t=bt)
     neg = e.op(S.FOrdLessThan, x, e.c(dt, 0.0), t=bt)
     signed = select(e, t, odd, e.op(S.FNegate, r, t=t), r)
-    r = select(e, t, neg, select(e, t, _is_integer(e, dt, y), signed, e.c(dt, float("nan"))), r)
+    domain = e.op(S.LogicalOr, _is_integer(e, dt, y), e.op(S.IsInf, x, t=bt), t=bt)
+    r = select(e, t, neg, select(e, t, domain, signed, e.c(dt, float("nan"))), r)
     # x == +-0: y > 0 gives +-0 (sign for odd y), y < 0 gives +-inf
     zx = e.op(S.FOrdEqual, x, e.c(dt, 0.0), t=bt)
     ypos = e.op(S.FOrdGreaterThan, y, e.c(dt, 0.0), t=bt)
@@ -259,6 +263,7 @@ def _pow_float(e: Emit, dt: T.DataType, x: int, y: int) -> int:
                                                       e.c(dt, 0.0), t=bt), t=bt),
                     e.op(S.FNegate, zero_r, t=t), zero_r)
     r = select(e, t, zx, zero_r, r)
+    r = select(e, t, e.op(S.IsNan, y, t=bt), y, r)
     r = select(e, t, e.op(S.FOrdEqual, x, e.c(dt, 1.0), t=bt), e.c(dt, 1.0), r)
     return select(e, t, e.op(S.FOrdEqual, y, e.c(dt, 0.0), t=bt), e.c(dt, 1.0), r)
 
@@ -280,11 +285,9 @@ _GLSL_UNARY = {Op.SQRT: GLSL.Sqrt, Op.EXP: GLSL.Exp, Op.LOG: GLSL.Log, Op.SIN: G
                Op.TAN: GLSL.Tan, Op.ASIN: GLSL.Asin, Op.ACOS: GLSL.Acos, Op.TANH: GLSL.Tanh, Op.FLOOR: GLSL.Floor,
                Op.CEIL: GLSL.Ceil, Op.ROUND: GLSL.RoundEven, Op.ABS: GLSL.FAbs}
 _F64_NATIVE = (Op.SQRT, Op.FLOOR, Op.CEIL, Op.ROUND, Op.ABS)  # GLSL.std.450 has f64 forms of these only
-
-
-def _no_f64(op: Op) -> QuadrantsTypeError:
-    return QuadrantsTypeError(f"{op.value} on f64 is not available on the vulkan tier yet (GLSL.std.450 has no "
-                              f"64-bit form); use f32, or run this kernel on qd.cpu")
+# the others on f64: qd's own (qd/gpu/spirv_libm.py)
+_F64_LIBM = {Op.EXP: libm.f64_exp, Op.LOG: libm.f64_log, Op.SIN: libm.f64_sin, Op.COS: libm.f64_cos,
+             Op.TAN: libm.f64_tan, Op.ASIN: libm.f64_asin, Op.ACOS: libm.f64_acos, Op.TANH: libm.f64_tanh}
 
 
 def _float_binary(op: Op) -> Lowering:
@@ -300,9 +303,11 @@ def _float_binary(op: Op) -> Lowering:
             return e.exact(e.op(S.FSub, x, e.exact(e.op(S.FMul, y, q, t=t)), t=t))
         if op in (Op.MIN, Op.MAX):
             return fminmax(e, dt, op is Op.MIN, x, y)
-        if dt.bits == 64:
-            raise _no_f64(op)
-        return _pow_float(e, dt, x, y) if op is Op.POW else _atan2(e, dt, x, y)
+        if op is Op.POW:
+            core = ((lambda ax, yy: libm.f64_pow_abs(e, ax, yy)) if dt.bits == 64
+                    else (lambda ax, yy: e.ext(GLSL.Pow, t, ax, yy)))
+            return pow_float(e, dt, x, y, core)
+        return libm.f64_atan2(e, x, y) if dt.bits == 64 else _atan2(e, dt, x, y)  # atan2(x=y, y=x)
     return lower
 
 
@@ -333,7 +338,7 @@ def _unary(op: Op) -> Lowering:
             if op is Op.RSQRT:
                 return e.exact(e.op(S.FDiv, e.c(dt, 1.0), e.ext(GLSL.Sqrt, t, x), t=t))
             if dt.bits == 64 and op not in _F64_NATIVE:
-                raise _no_f64(op)
+                return _F64_LIBM[op](e, x)
             return e.ext(_GLSL_UNARY[op], t, x)
         if op is Op.NEG:
             return e.op(S.SNegate, x, t=t)
@@ -494,4 +499,4 @@ def lower_op(e: Emit, op: Op, arg_dts: Sequence[T.DataType], out: T.DataType, ar
 
 
 __all__ = ["COMPOSED", "TABLE", "Decoration", "Emit", "bit_cast", "cast", "f16_bits_to_f32", "f32_to_f16_bits",
-           "fminmax", "lower_op", "round_f16", "select", "truth"]
+           "fminmax", "lower_op", "pow_float", "round_f16", "select", "truth"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import os
 import struct
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,7 @@ class Program:
 
     kernel: spirv.SpirvKernel
     pipelines: list[Pipeline]
+    compile_ms: float = 0.0
     serial: int = field(default_factory=lambda: next(_programs))
 
 
@@ -59,6 +61,9 @@ class VulkanBackend:
         if env:
             self.max_groups, self.group_limit = (min(limit, int(x)) for x in env.split(","))
         self._staging: Buffer | None = None
+        fam = self.dev.vk.vkGetPhysicalDeviceQueueFamilyProperties(self.dev.physical)[self.dev.family]
+        self.timestamps = bool(fam.timestampValidBits) and bool(self.dev.props.limits.timestampComputeAndGraphics)
+        self.tick_ns = float(self.dev.props.limits.timestampPeriod)
 
     @property
     def device_name(self) -> str:
@@ -114,6 +119,7 @@ class VulkanBackend:
 
     # ------------------------------------------------------------ code
     def compile(self, k: ir.KernelIR, fast_math: bool, print_words: int) -> Program:
+        t0 = time.perf_counter()
         sk = spirv.build_spirv(k, self.caps, fast_math, print_words)
         dump = os.environ.get("QD_DUMP_SPIRV")  # a folder: every module as <kernel>_<task>.spv (debugging)
         if dump:
@@ -134,7 +140,7 @@ class VulkanBackend:
             raise RuntimeError(f"qd: the Vulkan driver of {self.dev.name} could not compile task {len(pipelines)} of "
                                f"kernel {k.name} ({type(e).__name__}); set QD_DUMP_SPIRV=<folder> to keep its "
                                f"SPIR-V") from None
-        return Program(sk, pipelines)
+        return Program(sk, pipelines, compile_ms=(time.perf_counter() - t0) * 1e3)
 
     def release(self, prog: Program) -> None:
         for p in prog.pipelines:
@@ -152,9 +158,37 @@ class VulkanBackend:
             rec = cache[key] = self._record(prog, slot, groups, zero)
         return self.dev.submit_recorded(rec)
 
+    def _queries(self, slot: Buffer) -> Any:
+        """The slot's timestamp query pool (2 queries: start and end of its launch), made once."""
+        pool = slot.__dict__.get("queries")
+        if pool is None and self.timestamps:
+            vk = self.dev.vk
+            pool = slot.queries = vk.vkCreateQueryPool(self.dev.device, vk.VkQueryPoolCreateInfo(
+                sType=vk.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, queryType=vk.VK_QUERY_TYPE_TIMESTAMP,
+                queryCount=2), None)
+            slot.query_out = vk.ffi.new("uint64_t[2]")
+        return pool
+
+    def elapsed_ms(self, slot: Buffer) -> float | None:
+        """Device time of the launch that used `slot` last (after it completed), or None without timestamps."""
+        pool = slot.__dict__.get("queries")
+        if pool is None:
+            return None
+        vk = self.dev.vk
+        out = slot.query_out
+        rc = vk.lib.vkGetQueryPoolResults(self.dev.device, pool, 0, 2, 16, out, 8, vk.VK_QUERY_RESULT_64_BIT)
+        if rc != vk.VK_SUCCESS:
+            return None
+        return (int(out[1]) - int(out[0])) * self.tick_ns * 1e-6
+
     def _record(self, prog: Program, slot: Buffer, groups: list[int], zero: list[tuple[Buffer, int]]) -> Any:
         dev = self.dev
+        vk = dev.vk
         cmd = dev.begin(once=False)
+        pool = self._queries(slot)
+        if pool is not None:
+            vk.vkCmdResetQueryPool(cmd, pool, 0, 2)
+            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, pool, 0)
         if zero:
             for buf, nbytes in zero:
                 dev.fill_zero(cmd, buf, nbytes)
@@ -165,6 +199,8 @@ class VulkanBackend:
                 dev.barrier(cmd)
             if g > 0:
                 dev.run(cmd, pipe, push, (g, 1, 1))
+        if pool is not None:
+            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool, 1)
         return dev.end(cmd)
 
     def done(self, work: Any) -> bool:

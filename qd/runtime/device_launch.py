@@ -52,6 +52,14 @@ class _State:
     def __init__(self, rt: DeviceRuntime, ck: Any, fast_math: bool) -> None:
         self.prog = rt.backend.compile(ck.ir, fast_math, PRINT_WORDS)
         self.heaps: dict[int, Any] = {}  # buffer index -> device heap
+        self.launches = 0
+        self.device_ms: float | None = None  # the device time of the last launch read back (timestamps)
+        ck.tier_stats = self.stats  # `kernel.stats` of this instance (qd/frontend/kernel.py)
+
+    def stats(self) -> dict:
+        arch = config.current().arch.name
+        return {"launches": {arch: self.launches}, "last_tier": arch, "compile_ms": self.prog.compile_ms,
+                "from_cache": False, "device_ms": self.device_ms}
 
 
 def _state(rt: DeviceRuntime, ck: Any) -> _State:
@@ -101,7 +109,12 @@ def launch(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Sequence[A
         if getattr(owner, "_mirror", None) is not None:
             owner._bump_device()
     out: list = []
-    rec = Record(work, lambda: _finish(ck, sk, slot, printbuf, lb, out, owners, args), lb.release)
+    st.launches += 1
+
+    def finish() -> BaseException | None:
+        st.device_ms = rt.backend.elapsed_ms(slot)
+        return _finish(ck, sk, slot, printbuf, lb, out, owners, args)
+    rec = Record(work, finish, lb.release)
     rt.submit(rec)
     if lb.copy_back or ck.ir.rets or cfg.debug:  # debug: checks raise at the launch (Quadrants, Taichi)
         rt.sync()

@@ -59,6 +59,7 @@ class CompiledKernel:
     adstack: AdStackPlan | None = None  # sizes and heap of a reverse-mode kernel's adstacks
     counts: np.ndarray | None = None  # a counting kernel's output (`qd/ad/counting.py`)
     device: dict | None = None  # per GPU device: the compiled program and heaps (`qd/runtime/device_launch.py`)
+    tier_stats: Any = None  # on a GPU arch: the callable behind `kernel.stats`
 
 
 def compile_kernel(k: ir.KernelIR) -> CompiledKernel:
