@@ -330,6 +330,7 @@ def test_overflow_with_a_forced_size_raises_and_resets(arch: object) -> None:
     qd.cfg.ad_stack_size = 4
     with pytest.raises(QuadrantsAssertionError, match=r"^Adstack overflow: kernel k") as e:
         k.grad()
+        qd.sync()  # GPU archs raise a kernel's errors at the next sync
     msg = str(e.value)
     assert "4 slots" in msg and "re-computed" in msg and f"is {COUNTS.max()}" in msg and "ad_stack_size" in msg
     qd.cfg.ad_stack_size = 0  # the flag was reset: the next launch runs cleanly
@@ -560,6 +561,7 @@ def test_while_with_an_int_counter_and_forced_size_overflow(arch: object) -> Non
     qd.cfg.ad_stack_size = 3
     with pytest.raises(QuadrantsAssertionError, match=r"^Adstack overflow: kernel k"):
         k.grad()
+        qd.sync()  # GPU archs raise a kernel's errors at the next sync
 
 
 def test_while_with_break_in_its_body_is_refused(arch: object) -> None:

@@ -161,6 +161,7 @@ def test_overflow_from_init_option_names_the_kernel_then_a_bigger_size_runs_clea
     k()  # the primal has no stacks: it runs under any size
     with pytest.raises(QuadrantsAssertionError, match=r"^Adstack overflow: kernel sin_recurrence\b") as e:
         _seeded_grad(k, x, loss)
+        qd.sync()  # GPU archs raise a kernel's errors at the next sync
     msg = str(e.value)
     assert f"ad_stack_size={TRIPS.max() - 1}" in msg and f"is {TRIPS.max()}" in msg
     qd.sync()  # nothing is left pending after the raise
@@ -178,6 +179,7 @@ def test_overflow_from_cfg_then_exact_sizing_again(arch: Any) -> None:
     qd.cfg.ad_stack_size = 1
     with pytest.raises(QuadrantsAssertionError, match=r"^Adstack overflow:.*\bsin_recurrence\b"):
         _seeded_grad(k, x, loss)
+        qd.sync()  # GPU archs raise a kernel's errors at the next sync
     a.from_numpy(np.minimum(TRIPS, 1))  # with every trip count <= 1 the forced size fits
     _seeded_grad(k, x, loss)
     np.testing.assert_allclose(x.grad.to_numpy(), _sin_chain(XS, np.minimum(TRIPS, 1))[1], rtol=1e-12)
@@ -227,6 +229,7 @@ def test_nested_stacks_need_the_largest_trip_count_not_the_product(arch: Any) ->
     np.testing.assert_allclose(x.grad.to_numpy(), _sin_chain(XS, np.full(N, 25))[1], rtol=1e-12)
     with pytest.raises(QuadrantsAssertionError, match="^Adstack overflow: kernel nested"):
         nested.grad(6)
+        qd.sync()  # GPU archs raise a kernel's errors at the next sync
 
 
 _CHILD = """

@@ -39,6 +39,7 @@ from qd.ops import Op
 from qd.types import dtypes as T
 
 STATUS_WORDS = 16
+LOOP_LIMIT = -2  # the check id recorded when an invocation reaches the driver's loop limit (`Caps.loop_limit`)
 PRINTLEN_WORD = 16
 HEADER_WORDS = 17
 LOCAL_SIZE = 128
@@ -56,6 +57,7 @@ class Caps:
     float32_atomic_add: bool = False
     float64_atomic_add: bool = False
     subgroup_arith: bool = False
+    loop_limit: int = 0  # a driver that ends any invocation's loops after this many iterations in all (lavapipe)
 
 
 @dataclass
@@ -161,6 +163,7 @@ class FnEmitter:
         self.done = False  # the current block has its terminator
         self.tid = self.u64c(0)
         self.rng: tuple[int, int] | None = None
+        self.budget: int | None = None
 
     # ------------------------------------------------------------ the Emit protocol
     def ty(self, dt: T.DataType) -> int:
@@ -392,6 +395,7 @@ class FnEmitter:
         i = self.op(S.Load, counter, t=self.u64)
         self.op(S.BranchConditional, self.op(S.SLessThan, i, hi, t=self.bool_t()), body_l, merge)
         self.label(body_l)
+        self.tick()
         self.loops.append((cont, merge))
         body(i)
         self.loops.pop()
@@ -419,6 +423,7 @@ class FnEmitter:
         self.op(S.LoopMerge, merge, cont, 0)
         self.branch(body_l)
         self.label(body_l)
+        self.tick()
         self.loops.append((cont, merge))
         self.block(s.body)
         self.loops.pop()
@@ -426,6 +431,42 @@ class FnEmitter:
         self.label(cont)
         self.branch(header)
         self.label(merge)
+
+    def tick(self) -> None:
+        """On a driver with a loop limit (lavapipe ends an invocation's loops after 65535 iterations in all,
+        silently), count every loop iteration and fail with check `LOOP_LIMIT` before the driver would cut."""
+        limit = self.caps.loop_limit
+        if not limit:
+            return
+        if self.budget is None:
+            self.budget = self.fn.local(self.m.pointer(StorageClass.Function, self.u32), self.u32c(0))
+        n = self.op(S.IAdd, self.op(S.Load, self.budget, t=self.u32), self.u32c(1), t=self.u32)
+        self.op(S.Store, self.budget, n)
+        over = self.op(S.UGreaterThanEqual, n, self.u32c(limit - 64), t=self.bool_t())
+        ok, fail = self.m.id(), self.m.id()
+        self.op(S.SelectionMerge, ok, 0)
+        self.op(S.BranchConditional, over, fail, ok)
+        self.label(fail)
+        self.fail(LOOP_LIMIT, [])
+        self.label(ok)
+
+    def fail(self, check: int, words: list[int]) -> None:
+        """Records failure `check` with `words` in the status (the first failure wins) and returns."""
+        scope, sem = self._scope()
+        prev = self.op(S.AtomicCompareExchange, self.slot_ptr(0, self.u32), scope, sem, sem, self.u32c(1),
+                       self.u32c(0), t=self.u32)
+        rec, end = self.m.id(), self.m.id()
+        won = self.op(S.IEqual, prev, self.u32c(0), t=self.bool_t())
+        self.op(S.SelectionMerge, end, 0)
+        self.op(S.BranchConditional, won, rec, end)
+        self.label(rec)
+        n = min(len(words), MAX_CHECK_ARGS)
+        for k, w in enumerate([self.u64c(check), self.tid, self.u64c(n)] + words[:n]):
+            self.op(S.Store, self.slot_ptr(1 + k, self.u64), w, MemoryAccess.Aligned, 8)
+        self.branch(end)
+        self.label(end)
+        self.op(S.Return)
+        self.done = True
 
     def s_Break(self, s: ir.Break) -> None:
         self.branch(self.loops[-1][1])
@@ -665,22 +706,7 @@ class FnEmitter:
         self.op(S.SelectionMerge, ok, 0)
         self.op(S.BranchConditional, cond, ok, fail)
         self.label(fail)
-        words = [self.to_bits(a.dtype, self.v(a)) for a in s.args]
-        scope, sem = self._scope()
-        prev = self.op(S.AtomicCompareExchange, self.slot_ptr(0, self.u32), scope, sem, sem, self.u32c(1),
-                       self.u32c(0), t=self.u32)
-        rec, end = self.m.id(), self.m.id()
-        won = self.op(S.IEqual, prev, self.u32c(0), t=self.bool_t())
-        self.op(S.SelectionMerge, end, 0)
-        self.op(S.BranchConditional, won, rec, end)
-        self.label(rec)
-        n = min(len(words), MAX_CHECK_ARGS)
-        for k, w in enumerate([self.u64c(s.check), self.tid, self.u64c(n)] + words[:n]):
-            self.op(S.Store, self.slot_ptr(1 + k, self.u64), w, MemoryAccess.Aligned, 8)
-        self.branch(end)
-        self.label(end)
-        self.op(S.Return)
-        self.done = True
+        self.fail(s.check, [self.to_bits(a.dtype, self.v(a)) for a in s.args])
         self.label(ok)
 
     # ------------------------------------------------------------ tasks

@@ -1,6 +1,6 @@
 """f64 transcendentals for the SPIR-V tier: GLSL.std.450 has no 64-bit Exp/Log/Sin/Cos/Tan/Asin/Acos/Tanh/
 Atan2/Pow, so these emit their own straight-line code (no loops, no tables in memory) through the `Emit`
-protocol of `qd/gpu/spirv_ops.py`, using only IEEE f64 add/sub/mul/div, Sqrt, Floor, RoundEven, FAbs and
+protocol of `qd/gpu/spirv_ops.py`, using only IEEE f64 add/sub/mul/div, Sqrt, Floor, FAbs and
 u64 bit manipulation.
 
 Method (fdlibm-style, coefficients fitted for this file: Chebyshev interpolation with mpmath at 400 bits,
@@ -238,6 +238,13 @@ class _D:
         """An integral f64 as i64 (in the u64 type)."""
         return self.e.op(S.ConvertFToS, a, t=self.u)
 
+    def rint(self, a: int) -> int:
+        """a rounded to the nearest integer, ties to even (GLSL RoundEven on f64 is wrong on lavapipe: it
+        rounds 3.5 to 3 and not at all from 2^24); -0 and the sign of a kept; inf and NaN pass."""
+        ab = self.ext(GLSL.FAbs, a)
+        r = self.copysign(self.sub(self.add(ab, 2.0 ** 52), 2.0 ** 52), a)
+        return self.sel(self.lt(ab, 2.0 ** 52), r, a)
+
     def pow2(self, n: int) -> int:
         """2^n as f64 for an i64 `n` in [-1022, 1023]."""
         return self.fbits(self.iop(S.ShiftLeftLogical, self.iop(S.IAdd, n, self.uc(1023)), self.uc(52)))
@@ -261,13 +268,18 @@ class _D:
 def _exp_core(d: _D, xh: int, xl: Val) -> tuple[int, int, int]:
     """(a, b, k) with e^(xh + xl) ~ (a + b) 2^k, a + b in [0.7, 1.42], k an integral f64; |xh| <= 1500,
     |xl| <= ulp(xh)."""
-    k = d.ext(GLSL.RoundEven, d.mul(xh, _INV_LN2))
+    k = d.rint(d.mul(xh, _INV_LN2))
     rh = d.sub(xh, d.mul(k, _LN2_HI))  # exact
     rl = d.sub(xl, d.mul(k, _LN2_LO))
     s2 = d.mul(d.mul(rh, rh), d.horner(rh, _EXP))  # e^rh = 1 + rh + s2
     t = d.add(s2, d.mul(rl, d.add(1.0, d.add(rh, s2))))  # + rl e^rh
     a, b = d.fast_two_sum(1.0, rh)
     return a, d.add(b, t), k
+
+
+def f64_round_even(e: Emit, x: int) -> int:
+    """x rounded to the nearest integer, ties to even (for `round` on f64: see `_D.rint`)."""
+    return _D(e).rint(x)
 
 
 def f64_exp(e: Emit, x: int) -> int:
@@ -296,7 +308,7 @@ def _log_dd(d: _D, x: int) -> tuple[int, int]:
     big = d.cmp(S.FOrdGreaterThanEqual, m, _SQRT2)
     m = d.sel(big, d.mul(m, 0.5), m)
     k = d.add(d.sub(k, d.sel(sub, 1023.0 + 54.0, 1023.0)), d.sel(big, 1.0, 0.0))
-    j = d.ext(GLSL.RoundEven, d.mul(m, 16.0))
+    j = d.rint(d.mul(m, 16.0))
     c = d.mul(j, 0.0625)
     f = d.sub(m, c)  # exact
     dh, dl = d.two_sum(m, c)
@@ -352,7 +364,7 @@ def _reduce_pio2(d: _D, x: int) -> tuple[int, int, int]:
     """(h, l, q): x = k pi/2 + h + l, |h + l| <= pi/4 (+ 2^-23), q = k mod 4 as f64 in {0, 1, 2, 3}.
     Exact up to the rounding of k * _PIO2_4 while |k| < 2^30; past that the q * P_i round (see the module
     docstring), and h is clamped to +-pi/4 so the kernels stay finite."""
-    k = d.ext(GLSL.RoundEven, d.mul(x, _TWO_OVER_PI))
+    k = d.rint(d.mul(x, _TWO_OVER_PI))
     r1 = d.sub(x, d.mul(k, _PIO2_1))  # exact (Sterbenz, k * _PIO2_1 exact)
     a, ea = d.two_sum(r1, d.neg(d.mul(k, _PIO2_2)))
     b, eb = d.two_sum(a, d.neg(d.mul(k, _PIO2_3)))

@@ -244,8 +244,8 @@ def _is_integer(e: Emit, dt: T.DataType, y: int) -> int:
 def pow_float(e: Emit, dt: T.DataType, x: int, y: int, core: Callable[[int, int], int]) -> int:
     """C's pow (C99 Annex F) around `core(ax, y)`, which gives |x|**y for ax = |x| > 0 (GLSL `Pow`, defined
     for x > 0 only, or qd's own f64 one): the sign of an odd integral y for x < 0, NaN for a non-integral y
-    there (but not for x = -inf: +inf or +0), x == 0 per C, NaN y gives NaN, and x == 1 or y == 0 give 1
-    even for a NaN operand."""
+    there (but not for x = -inf: +inf or +0), x == 0 per C, a NaN operand gives NaN, except that x == 1,
+    y == 0 and (-1) ** +-inf give 1."""
     t, bt = e.ty(dt), e.bool_t()
     ax = e.ext(GLSL.FAbs, t, x)
     r = core(ax, y)
@@ -263,8 +263,10 @@ def pow_float(e: Emit, dt: T.DataType, x: int, y: int, core: Callable[[int, int]
                                                       e.c(dt, 0.0), t=bt), t=bt),
                     e.op(S.FNegate, zero_r, t=t), zero_r)
     r = select(e, t, zx, zero_r, r)
-    r = select(e, t, e.op(S.IsNan, y, t=bt), y, r)
-    r = select(e, t, e.op(S.FOrdEqual, x, e.c(dt, 1.0), t=bt), e.c(dt, 1.0), r)
+    r = select(e, t, e.op(S.LogicalOr, e.op(S.IsNan, x, t=bt), e.op(S.IsNan, y, t=bt), t=bt), e.c(dt, float("nan")), r)
+    one = e.op(S.LogicalOr, e.op(S.FOrdEqual, x, e.c(dt, 1.0), t=bt),  # also (-1) ** +-inf
+               e.op(S.LogicalAnd, e.op(S.FOrdEqual, ax, e.c(dt, 1.0), t=bt), e.op(S.IsInf, y, t=bt), t=bt), t=bt)
+    r = select(e, t, one, e.c(dt, 1.0), r)
     return select(e, t, e.op(S.FOrdEqual, y, e.c(dt, 0.0), t=bt), e.c(dt, 1.0), r)
 
 
@@ -284,10 +286,11 @@ def _atan2(e: Emit, dt: T.DataType, y: int, x: int) -> int:
 _GLSL_UNARY = {Op.SQRT: GLSL.Sqrt, Op.EXP: GLSL.Exp, Op.LOG: GLSL.Log, Op.SIN: GLSL.Sin, Op.COS: GLSL.Cos,
                Op.TAN: GLSL.Tan, Op.ASIN: GLSL.Asin, Op.ACOS: GLSL.Acos, Op.TANH: GLSL.Tanh, Op.FLOOR: GLSL.Floor,
                Op.CEIL: GLSL.Ceil, Op.ROUND: GLSL.RoundEven, Op.ABS: GLSL.FAbs}
-_F64_NATIVE = (Op.SQRT, Op.FLOOR, Op.CEIL, Op.ROUND, Op.ABS)  # GLSL.std.450 has f64 forms of these only
-# the others on f64: qd's own (qd/gpu/spirv_libm.py)
+# GLSL.std.450 has f64 forms of Sqrt, Floor, Ceil, RoundEven and FAbs only; the others on f64 are qd's own
+# (qd/gpu/spirv_libm.py), and so is RoundEven (lavapipe's f64 one rounds 3.5 to 3, and not at all from 2^24)
 _F64_LIBM = {Op.EXP: libm.f64_exp, Op.LOG: libm.f64_log, Op.SIN: libm.f64_sin, Op.COS: libm.f64_cos,
-             Op.TAN: libm.f64_tan, Op.ASIN: libm.f64_asin, Op.ACOS: libm.f64_acos, Op.TANH: libm.f64_tanh}
+             Op.TAN: libm.f64_tan, Op.ASIN: libm.f64_asin, Op.ACOS: libm.f64_acos, Op.TANH: libm.f64_tanh,
+             Op.ROUND: libm.f64_round_even}
 
 
 def _float_binary(op: Op) -> Lowering:
@@ -337,7 +340,7 @@ def _unary(op: Op) -> Lowering:
                 return e.op(S.FNegate, x, t=t)
             if op is Op.RSQRT:
                 return e.exact(e.op(S.FDiv, e.c(dt, 1.0), e.ext(GLSL.Sqrt, t, x), t=t))
-            if dt.bits == 64 and op not in _F64_NATIVE:
+            if dt.bits == 64 and op in _F64_LIBM:
                 return _F64_LIBM[op](e, x)
             return e.ext(_GLSL_UNARY[op], t, x)
         if op is Op.NEG:

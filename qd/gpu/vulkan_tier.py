@@ -26,6 +26,11 @@ from qd.gpu.vulkan import Buffer, Device, Pipeline
 _programs = itertools.count(1)
 
 
+# llvmpipe (lavapipe) ends the loops of an invocation after 65535 iterations in all, without an error: the
+# emitter counts iterations there and fails loudly first (`spirv.Caps.loop_limit`)
+LLVMPIPE_LOOP_LIMIT = 65535
+
+
 @dataclass
 class Program:
     """A kernel instance compiled for one device: its SPIR-V kernel and one pipeline per task."""
@@ -48,7 +53,8 @@ class VulkanBackend:
                                f"bufferDeviceAddress are required by the vulkan tier)")
         self.caps = spirv.Caps(float64=f["float64"], int64_atomics=f["int64_atomics"],
                                float32_atomic_add=f["float32_atomic_add"], float64_atomic_add=f["float64_atomic_add"],
-                               subgroup_arith=f["subgroup_arith"])
+                               subgroup_arith=f["subgroup_arith"],
+                               loop_limit=LLVMPIPE_LOOP_LIMIT if "llvmpipe" in self.dev.name else 0)
         limit = int(self.dev.props.limits.maxComputeWorkGroupCount[0])
         cpu = self.dev.props.deviceType == self.dev.vk.VK_PHYSICAL_DEVICE_TYPE_CPU
         # `max_groups`: enough invocations to fill the device, for tasks that gain from running several indices
@@ -57,7 +63,8 @@ class VulkanBackend:
         # memory accesses in flight as the device takes (a CPU device gains nothing from more groups).
         env = os.environ.get("QD_VULKAN_GROUPS", "")  # "max_groups,group_limit" (tuning)
         self.max_groups = min(limit, 8 * (os.cpu_count() or 2) if cpu else 4096)
-        self.group_limit = self.max_groups if cpu else limit
+        self.group_limit = limit
+        self.loop_limit = self.caps.loop_limit
         if env:
             self.max_groups, self.group_limit = (min(limit, int(x)) for x in env.split(","))
         self._staging: Buffer | None = None

@@ -25,6 +25,8 @@ from qd import ir
 from qd.ad.adstack import OVERFLOW_KIND
 from qd.ad.counting import COUNTS_KIND
 from qd.bytecode.lower import register_bits
+from qd.errors import QuadrantsRuntimeError
+from qd.gpu.spirv import LOOP_LIMIT
 from qd.ops import Op
 from qd.runtime import config
 from qd.runtime import launch as _launch
@@ -191,6 +193,14 @@ def _finish(ck: Any, sk: Any, slot: Any, printbuf: Any, lb: _Binding, out: list,
     if printbuf is not None and (plen or status[8]):
         flush_prints(ck.ir, sk.prints, printbuf.view(np.int64, PRINT_WORDS), plen, int(status[8]))
     if status[0]:
+        if int(status[1]) == LOOP_LIMIT:
+            where = sk.tasks[0].task.loc if sk.tasks else None
+            return QuadrantsRuntimeError(
+                f"kernel {ck.ir.name}: thread {int(status[2])} reached the Vulkan driver's loop limit ({lb.rt.backend.loop_limit} "
+                f"loop iterations per invocation, all loops together; llvmpipe/lavapipe ends loops there without an "
+                f"error, so qd stops the launch instead of returning a wrong result). Run this kernel on a GPU or on "
+                f"qd.cpu, or split its long loops over parallel iterations."
+                + (f" (kernel at {where.file}:{where.line})" if where else ""))
         decl = ck.ir.checks[int(status[1])]
         if decl.kind == OVERFLOW_KIND and ck.adstack is not None:
             forced = int(config.current().ad_stack_size or 0)
@@ -248,7 +258,11 @@ def _groups(rt: DeviceRuntime, st: Any, args: Sequence[Any], shapes: dict) -> in
     b = rt.backend
     if lo is None or hi is None:
         return b.max_groups
-    return max(1, min(b.max_groups if st.reduces else b.group_limit, -(-(hi - lo) // LOCAL_SIZE)))
+    want = -(-(hi - lo) // LOCAL_SIZE)
+    g = min(b.max_groups if st.reduces else b.group_limit, want)
+    if b.loop_limit:  # leave most of a driver's loop budget to the body's own loops
+        g = max(g, min(want, b.group_limit, -(-want // (b.loop_limit // 16))))
+    return max(1, g)
 
 
 # ------------------------------------------------------------------ adstack
