@@ -138,6 +138,7 @@ class FnEmitter:
     def __post_init__(self) -> None:
         self.k, self.caps = self.kg.k, self.kg.caps
         self.fast = self.kg.fast_math
+        self.wide_f32 = self.caps.float64
         self.local_size = 1 if self.task.kind == "serial" else LOCAL_SIZE
         m = self.m = Module((1, 5))
         for cap in (Capability.Shader, Capability.Int64, Capability.PhysicalStorageBufferAddresses):
@@ -284,7 +285,7 @@ class FnEmitter:
             return self.op(S.UConvert, self.op(S.Bitcast, v, t=self.u32), t=self.u64)
         if dt.bits == 64:
             return v
-        return self.op(S.SConvert if dt.is_signed else S.UConvert, v, t=self.u64)
+        return so.sext(self, dt, T.u64, v) if dt.is_signed else self.op(S.UConvert, v, t=self.u64)
 
     def shape(self, buf: int, axis: int) -> int:
         return self.ctx_word(("shape", buf, axis))
@@ -315,7 +316,7 @@ class FnEmitter:
             return so.select(self, self.u64, v, self.u64c(1), self.u64c(0))
         if x.dtype.bits == 64:
             return v
-        return self.op(S.SConvert if x.dtype.is_signed else S.UConvert, v, t=self.u64)
+        return so.sext(self, x.dtype, T.u64, v) if x.dtype.is_signed else self.op(S.UConvert, v, t=self.u64)
 
     def v(self, x: ir.Value) -> int:
         if x in self.vals:

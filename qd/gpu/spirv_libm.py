@@ -14,13 +14,15 @@ degree chosen so the fit error is far below 2^-53, then rounded to double; log u
   double-double; the result is a double-double good to ~2^-68 relative (log rounds it once).
 - pow: |x|**y = exp(y * log|x|) with that double-double log, an exact product (Veltkamp/Dekker) and exp
   of a double-double argument; C99 special cases come from `spirv_ops.pow_float`.
-- sin/cos/tan: x = q pi/2 + r with pi/2 in four parts (three of 23 bits, so q*P_i is exact for
-  |q| < 2^30, and error-free sums: r is a double-double good to ~2^-90 absolute), then minimax
+- sin/cos/tan: x = k pi/2 + r with pi/2 in four parts (three of 23 bits, so k*P_i is exact for
+  |k| < 2^30, and error-free sums: r is a double-double good to ~2^-90 absolute), then minimax
   sin/cos kernels on |r| <= pi/4 (degree 6 in r^2); tan divides the two double-double kernels with one
-  correction step. BEYOND |x| ~ 1.6e9 (|q| >= 2^30) THE PRODUCTS q*P_i ROUND: the reduced argument then has an
-  absolute error growing like |x| * 2^-53 (about 1e-7 at 1e9 * 2^1.5, 1e-3 near 2^43), so the result
-  degrades smoothly to meaningless around |x| ~ 2^52; it always stays finite and within [-1, 1] for
-  sin/cos (the reduced argument is clamped), and inf/NaN inputs give NaN. No Payne-Hanek reduction.
+  correction step. Exact reduction, so < 1 ulp, for |x| < 1.6e9 (|k| < 2^30). BEYOND, the products k*P_i
+  round: the reduced argument has an absolute error of about |x| 2^-54 (measured: 2e-6 near 3e10, 6e-5 near
+  1e12, 2e-3 near 3.5e13, 0.1 near 1e15), so sin/cos lose accuracy smoothly and mean nothing from about
+  2^52 on (tan's error is that times 1 + tan^2). The result always stays finite, within [-1, 1] for sin and
+  cos (the reduced argument is clamped to +-pi/4 where it runs wild, up to the largest double); inf and
+  NaN give NaN. There is no Payne-Hanek reduction.
 - asin/acos: |x| <= 1/2: asin x = x + x^3 P(x^2) (degree 12); beyond, asin x = pi/2 - 2 asin(sqrt((1-x)/2))
   with the square root split as hi (21 bits) + exact correction (fdlibm's scheme).
 - tanh: |x| < 1/2: x + x^3 T(x^2) (degree 10); else 1 - 2/(e^{2|x|} + 1) with e^{2|x|} and the quotient
@@ -30,26 +32,31 @@ degree chosen so the fit error is far below 2^-53, then rounded to double; log u
   its rounding error carried), polynomial of degree 11 in u^2; octant folded with double-double pi/2, pi.
 
 Every float op here is NoContraction, even under fast math: the error-free transforms (two-sum, Dekker's
-product) are wrong once an implementation fuses or reassociates them. The ulp figures assume the
-device's f64 add/sub/mul/div/sqrt are correctly rounded (IEEE; true of lavapipe; Vulkan allows a less
-exact OpFDiv for 64-bit on some devices, which would add about an ulp).
+product) are wrong once an implementation fuses or reassociates them (GLSL Fma is not used: Vulkan does not
+require it fused, and lavapipe's is not). Rounding to an integer is the 2^52 trick, not GLSL RoundEven, which
+is wrong on f64 on lavapipe (`f64_round_even` serves `round` on f64 too). The figures assume the device's f64
+add/sub/mul/div/sqrt are correctly rounded (IEEE; true of lavapipe); one whose division or square root is
+not would add about an ulp.
 
-Measured on lavapipe against numpy float64 (max over 10^6 inputs per op, plus the special values; the
-ranges are those of `tests/test_spirv_libm.py`, `-m slow`), in ulps (the distance between the two
-doubles, counted through their ordered bit patterns):
+Measured on lavapipe (`pytest tests/test_spirv_libm.py -m slow -s`): max ulps against numpy float64 over
+10^6 random inputs per op plus the special values (the distance between the two doubles, counted through
+their ordered bit patterns; every special value matches numpy exactly, zeros by sign), and the max error
+against the exact value (mpmath at 200 bits) over 10^5 of the same inputs:
 
-    op      max ulp  inputs
-    exp     MEASURE  uniform [-745.2, 709.8], +-10^[-20, 2.85] log-uniform
-    log     MEASURE  all positive finite doubles (random bit patterns, subnormals included), 1 +- 2^-[1, 52]
-    sin     MEASURE  uniform [-10, 10], +-10^[-10, 9] log-uniform, near multiples of pi/2
-    cos     MEASURE  as sin
-    tan     MEASURE  as sin
-    asin    MEASURE  uniform [-1, 1], +-(1 - 10^[-16, 0]), +-10^[-20, 0]
-    acos    MEASURE  as asin
-    tanh    MEASURE  uniform [-25, 25], +-10^[-20, 1.5]
-    atan2   MEASURE  y, x each +-10^[-300, 300] log-uniform and uniform [-10, 10] (independently)
-    pow     MEASURE  x 10^[-300, 300], y uniform so |y log x| <= 760; x 1 +- 2^-[1, 52] with large y;
-                     negative x with integral y
+    op      numpy   exact   inputs
+    exp     1       0.60    uniform [-745.2, 709.8]; +-10^[-20, 2.85] log-uniform (subnormal results included)
+    log     1       0.50    random bit patterns: every positive finite double, subnormals included; 1 +- 2^-[1, 52]
+    sin     1       0.68    uniform [-10, 10]; +-10^[-10, 9.2] log-uniform; round(U(-1e6, 1e6)) pi/2 and the
+                            next double up (the reduction's cancellation cases)
+    cos     1       0.71    as sin
+    tan     1       0.79    as sin
+    asin    1       0.76    uniform [-1, 1]; +-(1 - 10^[-16, 0]); +-10^[-20, 0]
+    acos    1       0.87    as asin
+    tanh    1       0.61    uniform [-25, 25]; +-10^[-20, 1.5]
+    atan2   1       0.61    y and x independently: half +-10^[-300, 300] log-uniform, half uniform [-10, 10]
+    pow     1       0.64    x 10^[-300, 300], y uniform with |y ln x| <= 760 (underflow to overflow); x = 1 +-
+                            2^-[1, 52] with |y ln x| <= 700; x = -10^[-3, 3] with integral y in [-100, 100];
+                            edge cases (2^+-1074.., 10^+-308.., (1 + 2^-52)^(2^60))
 """
 
 from __future__ import annotations
@@ -343,7 +350,8 @@ def f64_pow_abs(e: Emit, ax: int, y: int) -> int:
     yc = d.clamp(y, -2.0 ** 63, 2.0 ** 63)  # beyond, y log ax is past +-1024 for every ax != 1
     ph, pl = d.two_prod(yc, lh)
     ph, pl = d.fast_two_sum(ph, d.add(pl, d.mul(yc, ll)))
-    a, b, k = _exp_core(d, d.clamp(ph, -1400.0, 1400.0), pl)
+    far = d.gt(d.ext(GLSL.FAbs, ph), 1400.0)  # saturates either way; pl would be large there
+    a, b, k = _exp_core(d, d.clamp(ph, -1400.0, 1400.0), d.sel(far, 0.0, pl))
     r = d.scale(d.add(a, b), k)
     r = d.sel(d.eq(ax, float("inf")), d.sel(d.gt(y, 0.0), float("inf"), 0.0), r)
     r = d.sel(d.eq(ax, 0.0), d.sel(d.gt(y, 0.0), 0.0, float("inf")), r)
@@ -428,7 +436,7 @@ def f64_cos(e: Emit, x: int) -> int:
 
 
 def f64_tan(e: Emit, x: int) -> int:
-    """tan x = sin/cos in double-double: < 1.5 ulp for |x| < 1.6e9; inf and NaN give NaN."""
+    """tan x = sin/cos in double-double: < 1 ulp for |x| < 1.6e9 (see the module docstring beyond)."""
     return _trig(e, x, "tan")
 
 
@@ -499,7 +507,7 @@ def f64_tanh(e: Emit, x: int) -> int:
     one, err = d.fast_two_sum(1.0, d.neg(q1))
     far = d.add(one, d.sub(err, ql))
     r = d.sel(d.lt(ax, 0.5), near, d.copysign(far, x))
-    return d.sel(d.isnan(x), x, r)
+    return d.sel(d.lor(d.isnan(x), d.lt(ax, 2.0 ** -27)), x, r)  # tanh x = x (rounded) there; keeps -0
 
 
 # ------------------------------------------------------------------ atan2

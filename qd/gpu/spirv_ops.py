@@ -27,6 +27,7 @@ class Emit(Protocol):
     """What an op lowering needs from the emitter (`qd/gpu/spirv.py`'s `FnEmitter`)."""
 
     fast: bool
+    wide_f32: bool  # f32 transcendentals through the f64 implementations (the device has f64)
 
     def ty(self, dt: T.DataType) -> int: ...
     def bool_t(self) -> int: ...
@@ -306,12 +307,25 @@ def _float_binary(op: Op) -> Lowering:
             return e.exact(e.op(S.FSub, x, e.exact(e.op(S.FMul, y, q, t=t)), t=t))
         if op in (Op.MIN, Op.MAX):
             return fminmax(e, dt, op is Op.MIN, x, y)
+        if dt.bits != 64 and e.wide_f32:
+            return _narrow(e, lower(e, T.f64, [_widen(e, x), _widen(e, y)]))
         if op is Op.POW:
             core = ((lambda ax, yy: libm.f64_pow_abs(e, ax, yy)) if dt.bits == 64
                     else (lambda ax, yy: e.ext(GLSL.Pow, t, ax, yy)))
             return pow_float(e, dt, x, y, core)
         return libm.f64_atan2(e, x, y) if dt.bits == 64 else _atan2(e, dt, x, y)  # atan2(x=y, y=x)
     return lower
+
+
+def _widen(e: Emit, x: int) -> int:
+    return e.op(S.FConvert, x, t=e.ty(T.f64))
+
+
+def _narrow(e: Emit, x: int) -> int:
+    """f64 -> f32, correctly rounded: an f32 transcendental computed at f64 (qd's implementations are within
+    1 f64 ulp) is then within 1 f32 ulp; the GLSL.std.450 f32 ones are far looser on some drivers (lavapipe:
+    asin 3826 ulp, tanh 27579, log 4164 over 10^6 inputs)."""
+    return e.op(S.FConvert, x, t=e.ty(T.f32))
 
 
 def _sign(e: Emit, dt: T.DataType, x: int) -> int:
@@ -342,6 +356,8 @@ def _unary(op: Op) -> Lowering:
                 return e.exact(e.op(S.FDiv, e.c(dt, 1.0), e.ext(GLSL.Sqrt, t, x), t=t))
             if dt.bits == 64 and op in _F64_LIBM:
                 return _F64_LIBM[op](e, x)
+            if op in _F64_LIBM and op is not Op.ROUND and e.wide_f32:
+                return _narrow(e, _F64_LIBM[op](e, _widen(e, x)))
             return e.ext(_GLSL_UNARY[op], t, x)
         if op is Op.NEG:
             return e.op(S.SNegate, x, t=t)
@@ -399,10 +415,19 @@ def cast(e: Emit, src: T.DataType, dst: T.DataType, x: int) -> int:
             return x
         if src.bits > dst.bits:
             return e.op(S.UConvert, x, t=t)
-        return e.op(S.SConvert if src.is_signed else S.UConvert, x, t=t)
+        return sext(e, src, dst, x) if src.is_signed else e.op(S.UConvert, x, t=t)
     if dst is T.f16:
         return round_f16(e, _to_float(e, src, x, T.f32 if src.bits <= 32 and src.is_float else T.f64, to_f16=True))
     return _to_float(e, src, x, dst)
+
+
+def sext(e: Emit, src: T.DataType, dst: T.DataType, x: int) -> int:
+    """Sign extension of int `x` from `src` to the wider `dst`, as zero extension then `(v ^ m) - m` with m the
+    source's sign bit: llvmpipe (Mesa 22.3) miscompiles comparisons of an `OpSConvert` 32 -> 64 result
+    (`i64(c) > 7` true for c = 3), which the fuzzer found; this form is exact everywhere and costs two ops."""
+    t = e.ty(dst)
+    m = e.c(dst, 1 << (src.bits - 1))
+    return e.op(S.ISub, e.op(S.BitwiseXor, e.op(S.UConvert, x, t=t), m, t=t), m, t=t)
 
 
 def _to_float(e: Emit, src: T.DataType, x: int, dst: T.DataType, to_f16: bool = False) -> int:

@@ -27,7 +27,8 @@ from .generator import (FLOATS, INTS, NP, E, GenOptions, Program, S, generate, B
                         Decl, Assign, Update, Store, If, For, While, Break, _constant)
 from .reference import run_reference
 
-TIERS = ("interp", "cpu")
+# the tiers compared with the reference: `QD_FUZZ_TIERS=interp,cpu,vulkan` (or `--tiers`) adds a GPU tier
+TIERS = tuple(t for t in os.environ.get("QD_FUZZ_TIERS", "interp,cpu").split(",") if t)
 _DIR = tempfile.mkdtemp(prefix="qd_fuzz_")
 _counter = itertools.count()
 _current: str | None = None  # the tier qd is initialised on (one qd.init per tier switch)
@@ -105,6 +106,8 @@ def _float_diff(want: np.ndarray, got: np.ndarray, fuzzy: np.ndarray) -> np.ndar
     -0 == +0: a min/max reduction may keep either zero); fuzzy ones within tolerance."""
     w = want.astype(np.float64)
     g = got.astype(np.float64)
+    if fuzzy.shape != w.shape:  # a shrunk candidate's arrays may differ in length from the original's mask
+        fuzzy = np.full(w.shape, bool(np.any(fuzzy)))
     both_nan = np.isnan(w) & np.isnan(g)
     exact_bad = ~((w == g) | both_nan)
     finite = np.isfinite(w) & (np.abs(w) <= 1e20)
@@ -340,7 +343,7 @@ def _resolve(program: Program, path: tuple) -> Any:
 
 def fuzz(seconds: float, seed: int, options: GenOptions | None = None, max_cases: int | None = None,
          repeat: int = 1, do_shrink: bool = True, log: Callable[[str], None] = print,
-         shrink_budget_s: float = 120.0) -> tuple[int, list[Verdict]]:
+         shrink_budget_s: float = 120.0, tiers: tuple[str, ...] = TIERS) -> tuple[int, list[Verdict]]:
     """Check programs of seeds `seed, seed + 1, ...` for `seconds` (or `max_cases`); returns (count, failures
     shrunk)."""
     end = time.monotonic() + seconds
@@ -349,7 +352,7 @@ def fuzz(seconds: float, seed: int, options: GenOptions | None = None, max_cases
     s = seed
     while time.monotonic() < end and (max_cases is None or count < max_cases):
         program = generate(s, options)
-        v = check(program, repeat=repeat)
+        v = check(program, tiers, repeat=repeat)
         count += 1
         if v.ref_error is not None:
             log(f"seed {s}: the reference raised {v.ref_error} (a generator bug)\n{program.ref_source()}")
@@ -357,7 +360,7 @@ def fuzz(seconds: float, seed: int, options: GenOptions | None = None, max_cases
         elif not v.ok:
             log(f"seed {s}: mismatch on {', '.join(sorted(v.diffs))}; shrinking ...")
             if do_shrink:
-                v = shrink(v, budget_s=shrink_budget_s)
+                v = shrink(v, tiers, budget_s=shrink_budget_s)
             log(v.report())
             failures.append(v)
         s += 1
@@ -378,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-n", type=int, default=300)
     ap.add_argument("--repeat", type=int, default=1, help="launches per tier (races show up more often)")
     ap.add_argument("--no-shrink", action="store_true")
+    ap.add_argument("--tiers", default=",".join(TIERS), help="comma-separated qd archs (e.g. interp,cpu,vulkan)")
     ap.add_argument("--show", type=int, default=None, help="print the program of this seed and exit")
     a = ap.parse_args(argv)
     opt = GenOptions(shared_updates=not a.no_shared_updates, shared_mul=not a.no_shared_mul,
@@ -389,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     t0 = time.monotonic()
     count, failures = fuzz(a.seconds, a.seed, opt, a.cases, a.repeat, not a.no_shrink,
-                           log=lambda m: print(m, flush=True))
+                           log=lambda m: print(m, flush=True), tiers=tuple(a.tiers.split(",")))
     print(f"qd fuzz: {count} programs in {time.monotonic() - t0:.0f} s, seeds {a.seed}..{a.seed + count - 1}, "
           f"{len(failures)} mismatches", flush=True)
     return 1 if failures else 0
