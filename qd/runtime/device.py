@@ -21,6 +21,7 @@ A tier adds a *backend*: an allocator (`alloc`, `free`), a copy engine (`upload`
 
 from __future__ import annotations
 
+import atexit
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -256,6 +257,21 @@ def _on_reset() -> None:
 
 
 program.on_reset(_on_reset)
+
+
+def _at_exit() -> None:
+    """A kernel error still pending when the program ends is reported, never dropped."""
+    import sys
+
+    for rt in list(_RUNTIMES.values()):
+        try:
+            rt.sync()
+        except Exception as e:
+            print(f"qd: a kernel error was pending at exit (raised at qd.sync(), which the program never called): "
+                  f"{type(e).__name__}: {e}", file=sys.stderr)
+
+
+atexit.register(_at_exit)
 
 
 def _register_tiers() -> None:
