@@ -21,16 +21,25 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "from qd.gpu.vulkan import Device; d = Device(); print(d.name, d.features)" || exit 1
 step=$1; shift
 case $step in
-  groups)  # qd alone under several QD_VULKAN_GROUPS settings (max_groups,group_limit)
+  groups)  # qd alone under several settings "max_groups,group_limit,local_size" (W1 and W2)
     for g in "$@"; do
-      QD_VULKAN_GROUPS=$g timeout 200 python3 bench/_gpu_workloads.py qd vulkan W1 W2 W3 > $OUT/qd_$g.json 2>/dev/null
-      echo "groups=$g"; cat $OUT/qd_$g.json; echo
+      IFS=, read -r mg gl ls <<< "$g"
+      QD_VULKAN_GROUPS=$mg,$gl QD_VULKAN_LOCAL_SIZE=$ls timeout 100 python3 bench/_gpu_workloads.py qd vulkan W1 W2 \
+        2>/dev/null | tail -1
     done ;;
   bench)
     for lib in qd quadrants; do
       timeout 280 python3 bench/_gpu_workloads.py $lib vulkan "$@" > $OUT/$lib.json 2> $OUT/$lib.log
       echo "$lib rc=$?"; tail -2 $OUT/$lib.log; cat $OUT/$lib.json
     done ;;
+  compat)  # Quadrants' autodiff/adstack/BufferView files (tools/quadrants_compat/autodiff.txt) on qd vulkan, xdist
+    rm -rf /tmp/qdc && mkdir -p /tmp/qdc
+    for f in $(sed 's/#.*//' tools/quadrants_compat/autodiff.txt); do cp .qtests/tests/python/$f /tmp/qdc/; done
+    ROOT=$(pwd); cd /tmp/qdc
+    PYTHONPATH=$ROOT/tools/quadrants_compat/shim:$ROOT:/tmp/site QD_WANTED_ARCHS=vulkan QD_COMPAT_TIMEOUT=200 \
+      timeout 500 python3 -m pytest -p qd_compat_plugin -p no:cacheprovider -o addopts="" -q -rN --tb=line -n ${1:-8} \
+      --rootdir /tmp/qdc --junitxml=$OUT/qd_vulkan.xml . > $OUT/compat.log 2>&1
+    echo "rc=$?"; grep -A40 "per-file counts" $OUT/compat.log | head -40; cd $ROOT ;;
   tests)
     QD_TEST_ARCHS=vulkan timeout 560 python3 -m pytest -q -p no:cacheprovider "$@" > $OUT/tests.log 2>&1
     echo "rc=$?"; tail -15 $OUT/tests.log ;;
