@@ -44,7 +44,7 @@ def _with_device_ms(kernel: Any, ms: float) -> Any:
     return ms if dev is None else {"ms": ms, "device_ms": dev}
 
 
-def w1(lib: Any) -> Any:
+def w1(lib: Any, timer: Callable = _median_ms) -> Any:
     n = 1 << (28 - SHIFT)
 
     @lib.kernel
@@ -60,10 +60,10 @@ def w1(lib: Any) -> Any:
     got = y.to_numpy()
     if not np.allclose(got[:: 1 << 12], 2.0 * xs[:: 1 << 12] + 1.0, rtol=1e-6):
         raise AssertionError("W1 result is wrong")
-    return _with_device_ms(saxpy, _median_ms(lib, lambda: saxpy(x, y, 2.0)))
+    return _with_device_ms(saxpy, timer(lib, lambda: saxpy(x, y, 2.0)))
 
 
-def w2(lib: Any) -> Any:
+def w2(lib: Any, timer: Callable = _median_ms) -> Any:
     n = 1 << (24 - SHIFT)
 
     @lib.kernel
@@ -80,10 +80,10 @@ def w2(lib: Any) -> Any:
     got = float(s.to_numpy())
     if abs(got - want) > 1e-3 * want:
         raise AssertionError(f"W2 result {got} is off (want {want})")
-    return _with_device_ms(sum_sq, _median_ms(lib, lambda: sum_sq(x, s)))
+    return _with_device_ms(sum_sq, timer(lib, lambda: sum_sq(x, s)))
 
 
-def w3(lib: Any, n: int) -> dict:
+def w3(lib: Any, n: int, timer: Callable = _median_ms) -> dict:
     x = lib.field(lib.f32, shape=n, needs_grad=True)
     loss = lib.field(lib.f32, shape=(), needs_grad=True)
     a = lib.field(lib.i32, shape=n)
@@ -116,10 +116,10 @@ def w3(lib: Any, n: int) -> dict:
     err = float(np.max(np.abs(x.grad.to_numpy() - p)))
     if err > 1e-5:
         raise AssertionError(f"W3 gradient is off by {err}")
-    return {"fwd": _median_ms(lib, fwd), "bwd": _median_ms(lib, bwd), "grad_err": err}
+    return {"fwd": timer(lib, fwd), "bwd": timer(lib, bwd), "grad_err": err}
 
 
-def launch(lib: Any) -> float:
+def launch(lib: Any, timer: Callable = _median_ms) -> float:
     @lib.kernel
     def tiny(x: lib.types.ndarray(lib.f32, 1)):
         for i in range(1):
@@ -131,7 +131,7 @@ def launch(lib: Any) -> float:
     def many() -> None:
         for _ in range(reps):
             tiny(x)
-    return _median_ms(lib, many, rounds=5) * 1e3 / reps  # µs per launch
+    return timer(lib, many) * 1e3 / reps  # µs per launch
 
 
 def main() -> int:
