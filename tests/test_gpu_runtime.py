@@ -217,3 +217,31 @@ def test_stats_report_device_time(arch: Any) -> None:
     s = k.stats
     assert s["last_tier"] == arch.name and s["launches"][arch.name] == 1
     assert s["device_ms"] is None or s["device_ms"] >= 0.0
+
+
+def test_debugger_walks_a_gpu_program_on_its_host_copies(arch: Any) -> None:
+    """A debugged launch on a GPU arch runs on the interpreter over the buffers' host copies (synced from the
+    device first, marked newer after), so the program continues on the device with the debugged results."""
+    x = qd.ndarray(qd.f32, 6)
+    x.from_numpy(np.arange(6, dtype=np.float32))
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(qd.f32, 1)):
+        for i in x:
+            s = x[i] * 2.0
+            x[i] = s + 1.0
+
+    k(x)  # on the device: x = 2 x + 1
+    stops: list = []
+
+    def on_stop(dbg: Any, frame: Any, reason: str) -> str:
+        stops.append((frame.tid, dict(frame.locals())))
+        return "continue"
+
+    qd.debug.run(k, x, threads=[3], on_stop=on_stop)
+    assert stops and stops[0][0] == 3
+    k(x)  # on the device again, from the debugged launch's results
+    want = np.arange(6, dtype=np.float32)
+    for _ in range(3):
+        want = want * 2 + 1
+    np.testing.assert_array_equal(x.to_numpy(), want)

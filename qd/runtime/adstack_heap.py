@@ -56,6 +56,10 @@ class AdStackPlan:
         self.layout: Any = None  # (sizes, threads) the meta words and heaps were laid out for
         self.meta_words: np.ndarray | None = None
         self.nthreads = 1
+        # on a GPU arch: `bound` holds the buffers' owners (device-resident), recognized specs run as the
+        # generated reducer kernel on the device (64-bit atomic max where `wide`), host copies only for the walk
+        self.device = False
+        self.wide = MAXREDUCER_WIDE
 
     # -------------------------------------------------------------- sizes
 
@@ -82,23 +86,24 @@ class AdStackPlan:
             self.first_round[code] = recognize(code)
         specs = self.first_round[code]
         if not specs:
-            return int(_sizer.eval_size(self.array_of(code), bound, ints, _sizer.GUARD, self.counts))
+            return int(_sizer.eval_size(self.array_of(code), _host(bound), ints, _sizer.GUARD, self.counts))
         words = list(code)
         while specs:  # rounds: a spec whose bounds held another spec is recognized once that one is a Const
             for sp in specs:
                 substitute(words, sp.node, self.spec_value(code, sp, bound, ints, owners))
             specs = recognize(words)
-        return int(_sizer.eval_size(np.array(words, dtype=np.int64), bound, ints, _sizer.GUARD, self.counts))
+        rest = _host(bound) if reads_data(tuple(words)) else [None] * len(bound)
+        return int(_sizer.eval_size(np.array(words, dtype=np.int64), rest, ints, _sizer.GUARD, self.counts))
 
     def task_value(self, sp: Spec, bound: list) -> int:
         """The spec evaluated by its generated qd kernel (`qd/ad/reducer_task.py`) on the launch's tier:
         the GPU tiers' path, selectable on the CPU tiers with QD_MAXREDUCER=task (tests compare both)."""
         from qd.runtime.launch import compile_kernel, launch
 
-        ck = self.task_kernels.get(sp.code)
+        ck = self.task_kernels.get((sp.code, self.wide))
         if ck is None:
-            ck = self.task_kernels[sp.code] = compile_kernel(spec_kernel(self.k, sp.code, wide=MAXREDUCER_WIDE))
-            ck.counts = np.zeros(2, dtype=np.int64 if MAXREDUCER_WIDE else np.uint32)
+            ck = self.task_kernels[(sp.code, self.wide)] = compile_kernel(spec_kernel(self.k, sp.code, wide=self.wide))
+            ck.counts = np.zeros(2, dtype=np.int64 if self.wide else np.uint32)
         ck.counts[:] = 0
         launch(ck, bound, self.launch_args)
         if int(ck.counts[1]):
@@ -121,10 +126,10 @@ class AdStackPlan:
                 return hit[1]
         global _dispatches
         _dispatches += 1
-        if MAXREDUCER_TASKS:
+        if MAXREDUCER_TASKS or self.device:
             value = self.task_value(sp, bound)
         else:
-            value = int(_sizer.eval_max_parallel(self.array_of(sp.code), bound, ints, self.nthreads))
+            value = int(_sizer.eval_max_parallel(self.array_of(sp.code), _host(bound), ints, self.nthreads))
         if inputs is not None:
             self.spec_cache[(code, sp.node, sp.code)] = (inputs, value)
         return value
@@ -196,6 +201,11 @@ class AdStackPlan:
             + ("raise ad_stack_size in qd.init, or leave it 0 to size every stack exactly." if forced > 0 else
                "do not change the loop bounds' data inside the kernel that uses them, or set "
                "qd.init(ad_stack_size=N) with N large enough."))
+
+
+def _host(bound: Sequence[Any]) -> list:
+    """The host arrays of `bound` (owners on a GPU arch: their host copies, synced; arrays as they are)."""
+    return [getattr(a, "arr", a) if a is not None else None for a in bound]
 
 
 def _inputs_key(buffers: Sequence[int], owners: Sequence[Any]) -> tuple | None:

@@ -275,8 +275,12 @@ def _bind_adstack(rt: DeviceRuntime, st: _State, ck: Any, lb: _Binding, owners: 
 
     plan = ck.adstack
     forced = int(config.current().ad_stack_size or 0)
-    arrays = [(getattr(o, "arr", o) if b in plan.reads else None) for b, o in enumerate(owners)]
-    sizes = plan.sizes_for(owners, arrays, args, forced)
+    from qd.runtime import adstack_heap
+
+    # recognized specs run on the device (the reducer task): 64-bit atomic max where the device has it (and
+    # QD_MAXREDUCER is not task32), else the u32 one with its overflow word
+    plan.device, plan.wide = True, rt.backend.caps.int64_atomics and adstack_heap.MAXREDUCER_WIDE
+    sizes = plan.sizes_for(owners, list(owners), args, forced)
     meta, stride = plan.meta_for(sizes)
     per_thread = sum(n * dt.itemsize for dt, n in stride.items())
     widest = max(g * t.local_size for g, t in zip(groups, sk.tasks))
