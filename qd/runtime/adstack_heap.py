@@ -59,7 +59,7 @@ class AdStackPlan:
         # on a GPU arch: `bound` holds the buffers' owners (device-resident), recognized specs run as the
         # generated reducer kernel on the device (64-bit atomic max where `wide`), host copies only for the walk
         self.device = False
-        self.wide = MAXREDUCER_WIDE
+        self.wide = True
 
     # -------------------------------------------------------------- sizes
 
@@ -100,10 +100,11 @@ class AdStackPlan:
         the GPU tiers' path, selectable on the CPU tiers with QD_MAXREDUCER=task (tests compare both)."""
         from qd.runtime.launch import compile_kernel, launch
 
-        ck = self.task_kernels.get((sp.code, self.wide))
+        wide = self.wide if self.device else MAXREDUCER_WIDE
+        ck = self.task_kernels.get((sp.code, wide))
         if ck is None:
-            ck = self.task_kernels[(sp.code, self.wide)] = compile_kernel(spec_kernel(self.k, sp.code, wide=self.wide))
-            ck.counts = np.zeros(2, dtype=np.int64 if self.wide else np.uint32)
+            ck = self.task_kernels[(sp.code, wide)] = compile_kernel(spec_kernel(self.k, sp.code, wide=wide))
+            ck.counts = np.zeros(2, dtype=np.int64 if wide else np.uint32)
         ck.counts[:] = 0
         launch(ck, bound, self.launch_args)
         if int(ck.counts[1]):
