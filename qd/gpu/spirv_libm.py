@@ -14,15 +14,17 @@ degree chosen so the fit error is far below 2^-53, then rounded to double; log u
   double-double; the result is a double-double good to ~2^-68 relative (log rounds it once).
 - pow: |x|**y = exp(y * log|x|) with that double-double log, an exact product (Veltkamp/Dekker) and exp
   of a double-double argument; C99 special cases come from `spirv_ops.pow_float`.
-- sin/cos/tan: x = k pi/2 + r with pi/2 in four parts (three of 23 bits, so k*P_i is exact for
-  |k| < 2^30, and error-free sums: r is a double-double good to ~2^-90 absolute), then minimax
-  sin/cos kernels on |r| <= pi/4 (degree 6 in r^2); tan divides the two double-double kernels with one
-  correction step. Exact reduction, so < 1 ulp, for |x| < 1.6e9 (|k| < 2^30). BEYOND, the products k*P_i
-  round: the reduced argument has an absolute error of about |x| 2^-54 (measured: 2e-6 near 3e10, 6e-5 near
-  1e12, 2e-3 near 3.5e13, 0.1 near 1e15), so sin/cos lose accuracy smoothly and mean nothing from about
-  2^52 on (tan's error is that times 1 + tan^2). The result always stays finite, within [-1, 1] for sin and
-  cos (the reduced argument is clamped to +-pi/4 where it runs wild, up to the largest double); inf and
-  NaN give NaN. There is no Payne-Hanek reduction.
+- sin/cos/tan: for |x| < 2^30, x = k pi/2 + r with pi/2 in four parts (three of 23 bits, so k*P_i is exact
+  for |k| < 2^30, and error-free sums: r is a double-double good to ~2^-90 absolute). From 2^30 to the
+  largest double, Payne-Hanek: x = m 2^(e-52) with m the 53-bit significand; the 192 bits of 2/pi from bit
+  e - 53 on (2/pi derived here from Machin's formula in Python integers, 19 words of 64 bits, picked by the
+  exponent through a select chain and shifted) times m, kept mod 2^192 in 32-bit limbs through u64 products,
+  is x 2/pi mod 4 in fixed point with 190 fraction bits, exact to 2^-137; the nearest quadrant and the
+  signed fraction (a double-double from the six limbs, times pi/2 in double-double) follow. The double
+  nearest a multiple of pi/2 leaves |r| ~ 2^-61, so r is still good to ~2^-76 relative. Both reductions
+  are emitted and the result selected by |x| >= 2^30. Then minimax sin/cos kernels on |r| <= pi/4 (degree
+  6 in r^2); tan divides the two double-double kernels with one correction step. < 1 ulp for every finite
+  x; inf and NaN give NaN.
 - asin/acos: |x| <= 1/2: asin x = x + x^3 P(x^2) (degree 12); beyond, asin x = pi/2 - 2 asin(sqrt((1-x)/2))
   with the square root split as hi (21 bits) + exact correction (fdlibm's scheme).
 - tanh: |x| < 1/2: x + x^3 T(x^2) (degree 10); else 1 - 2/(e^{2|x|} + 1) with e^{2|x|} and the quotient
@@ -46,10 +48,13 @@ against the exact value (mpmath at 200 bits) over 10^5 of the same inputs:
     op      numpy   exact   inputs
     exp     1       0.60    uniform [-745.2, 709.8]; +-10^[-20, 2.85] log-uniform (subnormal results included)
     log     1       0.50    random bit patterns: every positive finite double, subnormals included; 1 +- 2^-[1, 52]
-    sin     1       0.68    uniform [-10, 10]; +-10^[-10, 9.2] log-uniform; round(U(-1e6, 1e6)) pi/2 and the
-                            next double up (the reduction's cancellation cases)
-    cos     1       0.71    as sin
-    tan     1       0.79    as sin
+    sin     1       0.69    uniform [-10, 10]; +-10^[-10, 9.2] log-uniform; round(U(-1e6, 1e6)) pi/2 and the
+                            next double up (the reduction's cancellation cases); +-[1, 2) 2^[30, 1023] (the
+                            Payne-Hanek range; alone, exact: sin 0.69, cos 0.68, tan 0.76); the double nearest
+                            a multiple of pi/2, 6381956970095103 2^797 (numpy, like glibc, is 8 ulps off in cos
+                            and 14 in tan there: counted against the exact value)
+    cos     1       0.72    as sin
+    tan     1       0.78    as sin
     asin    1       0.76    uniform [-1, 1]; +-(1 - 10^[-16, 0]); +-10^[-20, 0]
     acos    1       0.87    as asin
     tanh    1       0.61    uniform [-25, 25]; +-10^[-20, 1.5]
@@ -83,11 +88,39 @@ _PIO2_2 = float.fromhex("0x1.4442d00000000p-24")
 _PIO2_3 = float.fromhex("0x1.8469880000000p-48")
 _PIO2_4 = float.fromhex("0x1.8cc51701b839ap-72")
 _PIO2 = (1.5707963267948966, 6.123233995736766e-17)  # (hi, lo)
+_PIO2_SPLIT = (1.5707963407039642, -1.3909067675399456e-08)  # _PIO2[0] as `_D.split` makes it (26 + 27 bits)
 _PI = (3.141592653589793, 1.2246467991473532e-16)
 _PIO4 = (0.7853981633974483, 3.061616997868383e-17)
 _ATAN_HALF = (0.4636476090008061, 2.2698777452961687e-17)
 _SQRT2 = 1.4142135623730951
 _SIGN = 1 << 63
+_M32 = (1 << 32) - 1
+_DBL_MAX = 1.7976931348623157e308
+
+
+def _atan_inv(k: int, one: int) -> int:
+    """atan(1/k) * one (Taylor series in Python integers, each term truncated)."""
+    total, term, n, sign = 0, one // k, 1, 1
+    while term:
+        total += sign * (term // n)
+        term, n, sign = term // (k * k), n + 2, -sign
+    return total
+
+
+def _two_over_pi_words(n: int) -> tuple[int, ...]:
+    """(0, W_0, ..., W_{n-1}): W_j = bits 64j + 1 .. 64j + 64 of 2/pi (2/pi = sum b_i 2^-i), pi from Machin's
+    formula pi = 16 atan(1/5) - 4 atan(1/239) in Python integers with 128 guard bits (its truncation error is
+    a few hundred units of 2^-(64n + 128): far from moving a bit of the first 64n)."""
+    bits, guard = 64 * n, 128
+    one = 1 << (bits + guard)
+    pi = 16 * _atan_inv(5, one) - 4 * _atan_inv(239, one)
+    v = (2 << (2 * bits + guard)) // pi  # floor(2/pi * 2^bits)
+    return (0, *((v >> (bits - 64 * (j + 1))) & ((1 << 64) - 1) for j in range(n)))
+
+
+# 2/pi to bit 1216: enough for the 192-bit window of the largest exponent (`_pio2_window`); entry 0 is the
+# zero word ahead of the binary point
+_TWO_OVER_PI_BITS = _two_over_pi_words(19)
 _LOG_C = {  # log(j/16) as (hi, lo)
     11: (-0.3746934494414107, 3.9243112288632396e-18), 12: (-0.2876820724517809, -2.607160616442564e-17),
     13: (-0.2076393647782445, -1.2053243216686129e-17), 14: (-0.13353139262452263, 3.664457663660085e-18),
@@ -165,6 +198,9 @@ class _D:
 
     def sel(self, c: int, a: Val, b: Val) -> int:
         return self.e.op(S.Select, c, self.v(a), self.v(b), t=self.t)
+
+    def sel_u(self, c: int, a: int, b: int) -> int:
+        return self.e.op(S.Select, c, a, b, t=self.u)
 
     def cmp(self, code: S, a: Val, b: Val) -> int:
         return self.e.op(code, self.v(a), self.v(b), t=self.bt)
@@ -369,18 +405,83 @@ def f64_pow(e: Emit, x: int, y: int) -> int:
 # ------------------------------------------------------------------ sin, cos, tan
 
 def _reduce_pio2(d: _D, x: int) -> tuple[int, int, int]:
-    """(h, l, q): x = k pi/2 + h + l, |h + l| <= pi/4 (+ 2^-23), q = k mod 4 as f64 in {0, 1, 2, 3}.
-    Exact up to the rounding of k * _PIO2_4 while |k| < 2^30; past that the q * P_i round (see the module
-    docstring), and h is clamped to +-pi/4 so the kernels stay finite."""
+    """(h, l, q): x = k pi/2 + h + l, |h + l| <= pi/4 (+ 2^-23), q = k mod 4 as f64 in {0, 1, 2, 3}, for
+    |x| < 2^30 (exact up to the rounding of k * _PIO2_4: |k| < 2^30); `_reduce_big` serves the rest."""
     k = d.rint(d.mul(x, _TWO_OVER_PI))
     r1 = d.sub(x, d.mul(k, _PIO2_1))  # exact (Sterbenz, k * _PIO2_1 exact)
     a, ea = d.two_sum(r1, d.neg(d.mul(k, _PIO2_2)))
     b, eb = d.two_sum(a, d.neg(d.mul(k, _PIO2_3)))
     h, lo = d.two_sum(b, d.sub(d.add(ea, eb), d.mul(k, _PIO2_4)))
-    wild = d.gt(d.ext(GLSL.FAbs, h), 0.8)  # only for |x| past ~2^52
-    h, lo = d.sel(wild, d.clamp(h, -_PIO4[0], _PIO4[0]), h), d.sel(wild, 0.0, lo)
     q = d.sub(k, d.mul(d.ext(GLSL.Floor, d.mul(k, 0.25)), 4.0))
     return h, lo, q
+
+
+def _pio2_window(d: _D, ax: int) -> tuple[int, list[int]]:
+    """(m, f) for 2^30 <= ax <= DBL_MAX (or NaN: garbage, no UB) with ax = m 2^(e-52), m the 53-bit
+    significand: f = bits b_{e-53} .. b_{e+138} of 2/pi (a 192-bit integer) as six u64 holding 32 bits each,
+    least significant first. Then x 2/pi = 4 n + m f / 2^190 + (< 2^-137) for an integer n."""
+    u = d.u
+    hx = d.bits(ax)
+    m = d.iop(S.BitwiseOr, d.iop(S.BitwiseAnd, hx, d.uc((1 << 52) - 1)), d.uc(1 << 52))
+    a = d.iop(S.ISub, d.iop(S.ShiftRightLogical, hx, d.uc(52)), d.uc(1023 + 54 - 64))  # e - 54 + 64 in [40, 1034]
+    j, sh = d.iop(S.ShiftRightLogical, a, d.uc(6)), d.iop(S.BitwiseAnd, a, d.uc(63))
+    w = [d.uc(_TWO_OVER_PI_BITS[i]) for i in range(4)]  # the words j .. j + 3 (j in [0, 16]): a select chain
+    for v in range(1, 17):
+        hit = d.e.op(S.IEqual, j, d.uc(v), t=d.bt)
+        w = [d.e.op(S.Select, hit, d.uc(_TWO_OVER_PI_BITS[v + i]), wi, t=u) for i, wi in enumerate(w)]
+    rsh = d.iop(S.ISub, d.uc(63), sh)  # (next >> 1) >> (63 - sh): no shift by 64 when sh == 0
+    f: list[int] = []
+    for i in (2, 1, 0):
+        nxt = d.iop(S.ShiftRightLogical, d.iop(S.ShiftRightLogical, w[i + 1], d.uc(1)), rsh)
+        limb = d.iop(S.BitwiseOr, d.iop(S.ShiftLeftLogical, w[i], sh), nxt)
+        f += [d.iop(S.BitwiseAnd, limb, d.uc(_M32)), d.iop(S.ShiftRightLogical, limb, d.uc(32))]
+    return m, f
+
+
+def _mul_low192(d: _D, m: int, f: list[int]) -> list[int]:
+    """The low 192 bits of m f (m < 2^53, f six 32-bit limbs) as six 32-bit limbs, least significant first:
+    32x32 -> 64-bit products in u64 (m's high half has 21 bits, so mh f_j + the carries fit)."""
+    mask = d.uc(_M32)
+    ml, mh = d.iop(S.BitwiseAnd, m, mask), d.iop(S.ShiftRightLogical, m, d.uc(32))
+    p0 = [d.iop(S.IMul, ml, fj) for fj in f]
+    out: list[int] = []
+    carry = d.uc(0)
+    for k in range(6):
+        acc = d.iop(S.IAdd, d.iop(S.BitwiseAnd, p0[k], mask), carry)
+        if k:  # hi(ml f_{k-1}) + mh f_{k-1}, both of weight 2^(32k)
+            acc = d.iop(S.IAdd, acc, d.iop(S.ShiftRightLogical, p0[k - 1], d.uc(32)))
+            acc = d.iop(S.IAdd, acc, d.iop(S.IMul, mh, f[k - 1]))
+        out.append(d.iop(S.BitwiseAnd, acc, mask))
+        carry = d.iop(S.ShiftRightLogical, acc, d.uc(32))
+    return out
+
+
+def _reduce_big(d: _D, x: int) -> tuple[int, int, int]:
+    """`_reduce_pio2`'s (h, l, q) for 2^30 <= |x| <= DBL_MAX (Payne-Hanek): x 2/pi mod 4 in fixed point with
+    190 fraction bits, exact to 2^-137; the double nearest a multiple of pi/2 leaves |h| ~ 2^-61, so h + l is
+    good to 2^-76 relative at worst. Garbage (finite or NaN) for smaller |x|, inf and NaN."""
+    ax = d.clamp(d.ext(GLSL.FAbs, x), 2.0 ** 30, _DBL_MAX)
+    y = _mul_low192(d, *_pio2_window(d, ax))  # x 2/pi mod 4 = y / 2^190
+    half_bit = d.iop(S.BitwiseAnd, y[5], d.uc(1 << 29))
+    half = d.e.op(S.INotEqual, half_bit, d.uc(0), t=d.bt)
+    q = d.iop(S.IAdd, d.iop(S.ShiftRightLogical, y[5], d.uc(30)),  # the nearest k mod 4 (4 masked below)
+              d.iop(S.ShiftRightLogical, half_bit, d.uc(29)))
+    # fraction >= 1/2: its distance to 1 is the complement (one's: 2^-190 short, negligible), sign flipped
+    flip = d.e.op(S.Select, half, d.uc(_M32), d.uc(0), t=d.u)
+    y = [d.iop(S.BitwiseXor, yk, flip) for yk in y[:5]] + [
+        d.iop(S.BitwiseAnd, d.iop(S.BitwiseXor, y[5], flip), d.uc((1 << 30) - 1))]
+    terms = [d.mul(d.e.op(S.ConvertUToF, yk, t=d.t), 2.0 ** (32 * k - 190)) for k, yk in enumerate(y)]
+    g, gl = terms[5], d.v(0.0)
+    for t in reversed(terms[:5]):  # all >= 0: no cancellation
+        g, err = d.two_sum(g, t)
+        gl = d.add(gl, err)
+    g, gl = d.fast_two_sum(g, gl)  # the fraction g + gl in [0, 1/2], times pi/2:
+    ph, pe = d.two_prod(g, d.v(_PIO2[0]), (d.v(_PIO2_SPLIT[0]), d.v(_PIO2_SPLIT[1])))
+    h, lo = d.fast_two_sum(ph, d.add(pe, d.add(d.mul(g, _PIO2[1]), d.mul(gl, _PIO2[0]))))
+    neg = d.lne(half, d.signbit(x))
+    h, lo = d.sel(neg, d.neg(h), h), d.sel(neg, d.neg(lo), lo)
+    q = d.sel_u(d.signbit(x), d.iop(S.ISub, d.uc(4), q), q)
+    return h, lo, d.e.op(S.ConvertUToF, d.iop(S.BitwiseAnd, q, d.uc(3)), t=d.t)
 
 
 def _sincos_dd(d: _D, h: int, lo: int) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -403,7 +504,8 @@ def _quadrant(d: _D, q: int, s: int, c: int) -> int:
 
 def _trig(e: Emit, x: int, which: str) -> int:
     d = _D(e)
-    h, lo, q = _reduce_pio2(d, x)
+    big = d.cmp(S.FOrdGreaterThanEqual, d.ext(GLSL.FAbs, x), 2.0 ** 30)  # inf too (inf and NaN give NaN below)
+    h, lo, q = (d.sel(big, b, s) for b, s in zip(_reduce_big(d, x), _reduce_pio2(d, x), strict=True))
     (sh, sl), (ch, cl) = _sincos_dd(d, h, lo)
     if which == "tan":
         odd = d.lor(d.eq(q, 1.0), d.eq(q, 3.0))
@@ -426,17 +528,17 @@ def _dd_div(d: _D, nh: int, nl: int, dh: int, dl: int) -> int:
 
 
 def f64_sin(e: Emit, x: int) -> int:
-    """sin x: < 1 ulp for |x| < 1.6e9 (see the module docstring beyond); inf and NaN give NaN."""
+    """sin x: < 1 ulp for every finite x (Payne-Hanek from |x| >= 2^30); inf and NaN give NaN."""
     return _trig(e, x, "sin")
 
 
 def f64_cos(e: Emit, x: int) -> int:
-    """cos x: < 1 ulp for |x| < 1.6e9 (see the module docstring beyond); inf and NaN give NaN."""
+    """cos x: < 1 ulp for every finite x (Payne-Hanek from |x| >= 2^30); inf and NaN give NaN."""
     return _trig(e, x, "cos")
 
 
 def f64_tan(e: Emit, x: int) -> int:
-    """tan x = sin/cos in double-double: < 1 ulp for |x| < 1.6e9 (see the module docstring beyond)."""
+    """tan x = sin/cos in double-double: < 1 ulp for every finite x; inf and NaN give NaN."""
     return _trig(e, x, "tan")
 
 
