@@ -36,10 +36,29 @@ def test_fuzz_fixed_seeds():
     assert not failures, _fail_report(failures)
 
 
+GPU_SEEDS = int(os.environ.get("QD_FUZZ_GPU_SEEDS", "80"))
+
+
+@pytest.mark.parametrize("tier", ["vulkan", "cuda", "opencl"])
+def test_fuzz_fixed_seeds_on_gpu_tiers(tier):
+    """The same programs on each GPU tier that opens here (lavapipe in CI): it found two miscompilations of
+    llvmpipe and inexact trig for huge arguments before they shipped."""
+    import qd
+
+    why = getattr(qd, tier).unavailable_reason()
+    if why is not None:
+        pytest.skip(f"tier {tier!r}: {why}")
+    count, failures = runner.fuzz(seconds=1e9, seed=0, max_cases=GPU_SEEDS, do_shrink=True, shrink_budget_s=30.0,
+                                  log=lambda m: None, tiers=(tier,))
+    assert count == GPU_SEEDS
+    assert not failures, _fail_report(failures)
+
+
 @pytest.mark.slow
 def test_fuzz_long():
     seconds = float(os.environ.get("QD_FUZZ_SECONDS", "900"))
-    count, failures = runner.fuzz(seconds=seconds, seed=100_000, repeat=2, log=lambda m: None)
+    tiers = runner.TIERS + tuple(t for t in ("vulkan",) if getattr(__import__("qd"), t).unavailable_reason() is None)
+    count, failures = runner.fuzz(seconds=seconds, seed=100_000, repeat=2, log=lambda m: None, tiers=tiers)
     assert count > 0
     assert not failures, _fail_report(failures)
 
