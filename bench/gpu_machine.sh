@@ -37,10 +37,10 @@ case $step in
     for f in $(sed 's/#.*//' tools/quadrants_compat/autodiff.txt); do cp .qtests/tests/python/$f /tmp/qdc/; done
     ROOT=$(pwd); cd /tmp/qdc
     PYTHONPATH=$ROOT/tools/quadrants_compat/shim:$ROOT:/tmp/site QD_WANTED_ARCHS=vulkan QD_COMPAT_TIMEOUT=200 \
-      timeout 500 python3 -m pytest -p qd_compat_plugin -p no:cacheprovider -o addopts="" -q -rN --tb=line -n ${1:-8} \
+      timeout ${QD_STEP_TIMEOUT:-500} python3 -m pytest -p qd_compat_plugin -p no:cacheprovider -o addopts="" -q -rN --tb=line -n ${1:-8} \
       --rootdir /tmp/qdc --junitxml=$OUT/qd_vulkan.xml . > $OUT/compat.log 2>&1
     echo "rc=$?"; grep -A40 "per-file counts" $OUT/compat.log | head -40; cd $ROOT ;;
   tests)
-    QD_TEST_ARCHS=vulkan timeout 560 python3 -m pytest -q -p no:cacheprovider "$@" > $OUT/tests.log 2>&1
+    QD_TEST_ARCHS=vulkan timeout ${QD_STEP_TIMEOUT:-560} python3 -m pytest -q -p no:cacheprovider "$@" > $OUT/tests.log 2>&1
     echo "rc=$?"; tail -15 $OUT/tests.log ;;
 esac
