@@ -41,6 +41,7 @@ case $step in
       --rootdir /tmp/qdc --junitxml=$OUT/qd_vulkan.xml . > $OUT/compat.log 2>&1
     echo "rc=$?"; grep -A40 "per-file counts" $OUT/compat.log | head -40; cd $ROOT ;;
   tests)
-    QD_TEST_ARCHS=vulkan timeout ${QD_STEP_TIMEOUT:-560} python3 -m pytest -q -p no:cacheprovider "$@" > $OUT/tests.log 2>&1
-    echo "rc=$?"; tail -15 $OUT/tests.log ;;
+    QD_TEST_ARCHS=vulkan timeout ${QD_STEP_TIMEOUT:-560} python3 -m pytest -q -p no:cacheprovider --tb=line -rf \
+      --junitxml=$OUT/tests.xml "$@" > $OUT/tests.log 2>&1
+    echo "rc=$?"; grep -E "^FAILED|passed|failed" $OUT/tests.log | tail -25 ;;
 esac
