@@ -82,7 +82,10 @@ def _address_shader() -> "Module":
         return fn.op(Op.ConvertUToPtr, fn.op(Op.IAdd, base, off, type_id=u64), type_id=pf)
 
     x = fn.op(Op.Load, element(0), MemoryAccess.Aligned, 4, type_id=f32)
-    y = fn.op(Op.FAdd, fn.op(Op.FMul, x, m.constant(f32, 3.0), type_id=f32), m.constant(f32, 1.0), type_id=f32)
+    prod = fn.op(Op.FMul, x, m.constant(f32, 3.0), type_id=f32)
+    y = fn.op(Op.FAdd, prod, m.constant(f32, 1.0), type_id=f32)
+    for rid in (prod, y):  # numpy rounds twice: no fused multiply-add (NVIDIA's compiler fuses otherwise)
+        m.decorate(rid, Decoration.NoContraction)
     fn.op(Op.Store, element(1), y, MemoryAccess.Aligned, 4)
     fn.op(Op.Return)
     fn.end()

@@ -216,9 +216,9 @@ class FnEmitter:
     def ext(self, inst: GLSL, t: int, *args: int) -> int:
         return self.fn.op(S.ExtInst, self.glsl, inst, *args, type_id=t)
 
-    def exact(self, rid: int) -> int:
-        """`rid` (a float op) may not be contracted into an fma unless fast math allows it."""
-        if not self.fast:
+    def exact(self, rid: int, always: bool = False) -> int:
+        """`rid` (a float op) may not be contracted into an fma unless fast math allows it (`always`: never)."""
+        if always or not self.fast:
             self.m.decorate(rid, Decoration.NoContraction)
         return rid
 

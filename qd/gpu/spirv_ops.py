@@ -35,7 +35,7 @@ class Emit(Protocol):
     def op(self, opcode: S, *operands: Any, t: int | None = None) -> int: ...
     def ext(self, inst: GLSL, t: int, *args: int) -> int: ...
     def u32c(self, value: int) -> int: ...
-    def exact(self, rid: int) -> int: ...
+    def exact(self, rid: int, always: bool = False) -> int: ...
 
 
 Lowering = Callable[[Emit, T.DataType, Sequence[int]], int]
@@ -105,6 +105,20 @@ def f16_bits_to_f32(e: Emit, h: int) -> int:
 
 # ------------------------------------------------------------------ integers
 
+def _sdivrem(e: Emit, dt: T.DataType, a: int, b: int) -> tuple[int, int]:
+    """C's truncated signed quotient and remainder (b != 0, not -1), through unsigned division of the
+    magnitudes: NVIDIA's Vulkan driver divides as if unsigned when `OpSDiv`/`OpSRem` get qd's signedness-0 int
+    types (i32 `-7 % 3` gave garbage, `-43 // 2` was off by one), and this form is exact on every device."""
+    t, bt = e.ty(dt), e.bool_t()
+    zero = e.c(dt, 0)
+    an, bn = e.op(S.SLessThan, a, zero, t=bt), e.op(S.SLessThan, b, zero, t=bt)
+    ua = select(e, t, an, e.op(S.SNegate, a, t=t), a)  # INT_MIN stays 2^(w-1): right as unsigned
+    ub = select(e, t, bn, e.op(S.SNegate, b, t=t), b)
+    uq, ur = e.op(S.UDiv, ua, ub, t=t), e.op(S.UMod, ua, ub, t=t)
+    q = select(e, t, e.op(S.LogicalNotEqual, an, bn, t=bt), e.op(S.SNegate, uq, t=t), uq)
+    return q, select(e, t, an, e.op(S.SNegate, ur, t=t), ur)
+
+
 def _floordiv_int(e: Emit, dt: T.DataType, a: int, b: int) -> int:
     t, bt = e.ty(dt), e.bool_t()
     zero, one = e.c(dt, 0), e.c(dt, 1)
@@ -113,7 +127,7 @@ def _floordiv_int(e: Emit, dt: T.DataType, a: int, b: int) -> int:
         return select(e, t, bz, zero, e.op(S.UDiv, a, select(e, t, bz, one, b), t=t))
     bm1 = e.op(S.IEqual, b, e.c(dt, -1), t=bt)
     safe = select(e, t, e.op(S.LogicalOr, bz, bm1, t=bt), one, b)
-    q, r = e.op(S.SDiv, a, safe, t=t), e.op(S.SRem, a, safe, t=t)
+    q, r = _sdivrem(e, dt, a, safe)
     adj = e.op(S.LogicalAnd, e.op(S.INotEqual, r, zero, t=bt),
                e.op(S.SLessThan, e.op(S.BitwiseXor, a, b, t=t), zero, t=bt), t=bt)
     q = e.op(S.ISub, q, _u1_as(e, adj, dt), t=t)
@@ -127,7 +141,7 @@ def _mod_int(e: Emit, dt: T.DataType, a: int, b: int) -> int:
     if not dt.is_signed:
         return select(e, t, bz, zero, e.op(S.UMod, a, select(e, t, bz, one, b), t=t))
     bad = e.op(S.LogicalOr, bz, e.op(S.IEqual, b, e.c(dt, -1), t=bt), t=bt)
-    r = e.op(S.SRem, a, select(e, t, bad, one, b), t=t)
+    r = _sdivrem(e, dt, a, select(e, t, bad, one, b))[1]
     adj = e.op(S.LogicalAnd, e.op(S.INotEqual, r, zero, t=bt),
                e.op(S.SLessThan, e.op(S.BitwiseXor, r, b, t=t), zero, t=bt), t=bt)
     r = select(e, t, adj, e.op(S.IAdd, r, b, t=t), r)
@@ -302,9 +316,9 @@ def _float_binary(op: Op) -> Lowering:
         t = e.ty(dt)
         if op in arith:
             return e.exact(e.op(arith[op], x, y, t=t))
-        if op is Op.MOD:
-            q = e.ext(GLSL.Floor, t, e.exact(e.op(S.FDiv, x, y, t=t)))
-            return e.exact(e.op(S.FSub, x, e.exact(e.op(S.FMul, y, q, t=t)), t=t))
+        if op is Op.MOD:  # a - b*floor(a/b) with correctly rounded steps, never fused (an fma changes it)
+            q = e.ext(GLSL.Floor, t, div_rn(e, dt, x, y))
+            return e.exact(e.op(S.FSub, x, e.exact(e.op(S.FMul, y, q, t=t), True), t=t), True)
         if op in (Op.MIN, Op.MAX):
             return fminmax(e, dt, op is Op.MIN, x, y)
         if dt.bits != 64 and e.wide_f32:
@@ -315,6 +329,22 @@ def _float_binary(op: Op) -> Lowering:
             return pow_float(e, dt, x, y, core)
         return libm.f64_atan2(e, x, y) if dt.bits == 64 else _atan2(e, dt, x, y)  # atan2(x=y, y=x)
     return lower
+
+
+def div_rn(e: Emit, dt: T.DataType, x: int, y: int) -> int:
+    """x / y correctly rounded: f32 through f64 (exact: 53 >= 2*24 + 2) where the device has f64, as Vulkan
+    lets f32 `OpFDiv` be 2.5 ulp off (NVIDIA's is); f64 `OpFDiv` as it is."""
+    if dt.bits != 64 and e.wide_f32:
+        return _narrow(e, e.exact(e.op(S.FDiv, _widen(e, x), _widen(e, y), t=e.ty(T.f64)), True))
+    return e.exact(e.op(S.FDiv, x, y, t=e.ty(dt)), True)
+
+
+def sqrt_rn(e: Emit, dt: T.DataType, x: int) -> int:
+    """sqrt correctly rounded: f32 through f64 (exact, as `div_rn`) where the device has f64; NVIDIA's f32
+    Vulkan sqrt is 1 ulp off for 1 in 6 inputs."""
+    if dt.bits != 64 and e.wide_f32:
+        return _narrow(e, e.ext(GLSL.Sqrt, e.ty(T.f64), _widen(e, x)))
+    return e.ext(GLSL.Sqrt, e.ty(dt), x)
 
 
 def _widen(e: Emit, x: int) -> int:
@@ -353,7 +383,9 @@ def _unary(op: Op) -> Lowering:
             if op is Op.NEG:
                 return e.op(S.FNegate, x, t=t)
             if op is Op.RSQRT:
-                return e.exact(e.op(S.FDiv, e.c(dt, 1.0), e.ext(GLSL.Sqrt, t, x), t=t))
+                return e.exact(e.op(S.FDiv, e.c(dt, 1.0), sqrt_rn(e, dt, x), t=t))
+            if op is Op.SQRT:
+                return sqrt_rn(e, dt, x)
             if dt.bits == 64 and op in _F64_LIBM:
                 return _F64_LIBM[op](e, x)
             if op in _F64_LIBM and op is not Op.ROUND and e.wide_f32:
