@@ -245,3 +245,46 @@ def test_debugger_walks_a_gpu_program_on_its_host_copies(arch: Any) -> None:
     for _ in range(3):
         want = want * 2 + 1
     np.testing.assert_array_equal(x.to_numpy(), want)
+
+
+def test_spirv_comes_from_the_disk_cache_the_second_time(arch: Any, tmp_path: Path) -> None:
+    if arch.name != "vulkan":
+        pytest.skip("the SPIR-V cache is the vulkan tier's")
+    src = """
+def make():
+    import qd
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(qd.f32, 1), a: qd.f32):
+        for i in x:
+            x[i] = qd.sin(x[i]) * a
+    return k
+"""
+    mod = tmp_path / "cached_kernel.py"
+    mod.write_text(src)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import cached_kernel
+
+        results = []
+        for _ in range(2):
+            qd.init(arch=arch, offline_cache_file_path=str(tmp_path / "cache"), log_level="warn")
+            k = cached_kernel.make()
+            x = np.linspace(-1, 1, 100).astype(np.float32)
+            k(x, 2.0)
+            results.append((x, k.stats["from_cache"]))
+        assert [r[1] for r in results] == [False, True]
+        np.testing.assert_array_equal(results[0][0], results[1][0])
+        np.testing.assert_allclose(results[0][0], (np.sin(np.linspace(-1, 1, 100).astype(np.float32)) * 2), rtol=1e-6)
+        # a corrupt entry reads as a miss: rebuilt, never an error
+        for f in (tmp_path / "cache" / "vulkan").iterdir():
+            if f.suffix == ".o":
+                f.write_bytes(f.read_bytes()[:-7])
+        qd.init(arch=arch, offline_cache_file_path=str(tmp_path / "cache"), log_level="warn")
+        k = cached_kernel.make()
+        x = np.linspace(-1, 1, 100).astype(np.float32)
+        k(x, 2.0)
+        assert not k.stats["from_cache"]
+        np.testing.assert_array_equal(x, results[0][0])
+    finally:
+        sys.path.remove(str(tmp_path))

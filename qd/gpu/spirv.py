@@ -109,9 +109,13 @@ def build_spirv(k: ir.KernelIR, caps: Caps, fast_math: bool, print_words: int) -
     for n, t in enumerate(k.tasks):
         e = FnEmitter(kg, t, n)
         tasks.append(SpirvTask(t.kind, e.build(), e.local_size, t, bool(e.reductions)))
+    return assemble(k, tasks, sorted(kg.ctx, key=kg.ctx.__getitem__))
+
+
+def assemble(k: ir.KernelIR, tasks: list[SpirvTask], ctx: list[tuple]) -> SpirvKernel:
+    """The kernel of `tasks` (emitted now or read from the disk cache) with the tables the launcher decodes."""
     uses_random = any(isinstance(s, ir.RandomValue) for s in ir.walk_kernel(k))
-    return SpirvKernel(tasks, sorted(kg.ctx, key=kg.ctx.__getitem__), print_table(k), check_arg_table(k),
-                       len(k.rets), uses_random)
+    return SpirvKernel(tasks, ctx, print_table(k), check_arg_table(k), len(k.rets), uses_random)
 
 
 @dataclass

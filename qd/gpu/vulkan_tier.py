@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from qd import ir
-from qd.gpu import spirv
+from qd.gpu import spirv, spirv_cache
 from qd.gpu.vulkan import Buffer, Device, Pipeline
 
 
@@ -38,6 +38,7 @@ class Program:
     kernel: spirv.SpirvKernel
     pipelines: list[Pipeline]
     compile_ms: float = 0.0
+    from_cache: bool = False
     serial: int = field(default_factory=lambda: next(_programs))
 
 
@@ -126,9 +127,17 @@ class VulkanBackend:
         return self.dev.submit(cmd)
 
     # ------------------------------------------------------------ code
-    def compile(self, k: ir.KernelIR, fast_math: bool, print_words: int) -> Program:
+    def compile(self, k: ir.KernelIR, fast_math: bool, print_words: int, cache_dir: str | None = None) -> Program:
+        """Pipelines of offloaded kernel `k`. With `cache_dir`, the SPIR-V comes from / goes to the on-disk cache
+        (key: the IR text, the device's caps, fast_math, print capacity, qd version and the emitter's sources)."""
         t0 = time.perf_counter()
-        sk = spirv.build_spirv(k, self.caps, fast_math, print_words)
+        key = spirv_cache.key(k, repr((self.caps, print_words)), fast_math) if cache_dir else ""
+        sk = spirv_cache.load(cache_dir, key, k) if cache_dir else None
+        from_cache = sk is not None
+        if sk is None:
+            sk = spirv.build_spirv(k, self.caps, fast_math, print_words)
+            if cache_dir:
+                spirv_cache.store(cache_dir, key, sk)
         dump = os.environ.get("QD_DUMP_SPIRV")  # a folder: every module as <kernel>_<task>.spv (debugging)
         if dump:
             os.makedirs(dump, exist_ok=True)
@@ -148,7 +157,7 @@ class VulkanBackend:
             raise RuntimeError(f"qd: the Vulkan driver of {self.dev.name} could not compile task {len(pipelines)} of "
                                f"kernel {k.name} ({type(e).__name__}); set QD_DUMP_SPIRV=<folder> to keep its "
                                f"SPIR-V") from None
-        return Program(sk, pipelines, compile_ms=(time.perf_counter() - t0) * 1e3)
+        return Program(sk, pipelines, compile_ms=(time.perf_counter() - t0) * 1e3, from_cache=from_cache)
 
     def release(self, prog: Program) -> None:
         for p in prog.pipelines:

@@ -17,6 +17,7 @@ enqueue it and return (DESIGN §6, GPU.md §1-3).
 
 from __future__ import annotations
 
+import os
 from typing import Any, Sequence
 
 import numpy as np
@@ -52,7 +53,9 @@ class _State:
     """Per (kernel instance, device): the program, and the adstack heaps on the device."""
 
     def __init__(self, rt: DeviceRuntime, ck: Any, fast_math: bool) -> None:
-        self.prog = rt.backend.compile(ck.ir, fast_math, PRINT_WORDS)
+        cfg = config.current()
+        cache = (os.path.join(str(cfg.offline_cache_file_path), rt.backend.name) if cfg.offline_cache else None)
+        self.prog = rt.backend.compile(ck.ir, fast_math, PRINT_WORDS, cache)
         self.heaps: dict[int, Any] = {}  # buffer index -> device heap
         self.launches = 0
         self.device_ms: float | None = None  # the device time of the last launch read back (timestamps)
@@ -61,7 +64,7 @@ class _State:
     def stats(self) -> dict:
         arch = config.current().arch.name
         return {"launches": {arch: self.launches}, "last_tier": arch, "compile_ms": self.prog.compile_ms,
-                "from_cache": False, "device_ms": self.device_ms}
+                "from_cache": self.prog.from_cache, "device_ms": self.device_ms}
 
 
 def _state(rt: DeviceRuntime, ck: Any) -> _State:
