@@ -249,11 +249,18 @@ def sync_all() -> None:
 
 
 def _on_reset() -> None:
+    """`qd.reset()` / a new `qd.init`: pending work finishes; an error it recorded belongs to the program that
+    ended, so it is reported as a warning here rather than raised into the next one (never dropped)."""
+    import warnings
+
+    from qd.errors import QuadrantsWarning
+
     for rt in list(_RUNTIMES.values()):
         try:
             rt.sync()
-        except Exception:  # an error of the finished program is not the new one's
-            pass
+        except Exception as e:
+            warnings.warn(f"qd: a kernel error was pending when the program was reset: {type(e).__name__}: {e}",
+                          QuadrantsWarning, stacklevel=2)
 
 
 program.on_reset(_on_reset)

@@ -8,11 +8,13 @@ enqueue it and return (DESIGN §6, GPU.md §1-3).
   in Quadrants) wait for their own completion).
 - Offload temps are per-launch scratch, zero-filled on the device.
 - Grid: a serial task is one invocation; a range task gets ceil(n / local size) workgroups, at most the
-  backend's `max_groups` (the grid-stride loop covers the rest), when its bounds are known on the host
-  (constants, scalar arguments, shapes and integer ops over them), else `max_groups`.
+  backend's `group_limit` (`max_groups` for a reducing or adstack task; the grid-stride loop covers the rest),
+  when its bounds are known on the host (constants, scalar arguments, shapes and integer ops over them), else
+  `max_groups`.
 - Adstack heaps: one row per launched invocation of the widest range task; sized exactly from live data
-  (the host sizer over the buffers' host copies, as on the CPU tiers); above `HEAP_BUDGET` bytes the grid
-  shrinks instead of failing. Heaps stay per kernel instance on the device and grow on demand.
+  (recognized `MaxOverRange`s by the generated reducer kernel on the device, the rest by the serial walk over
+  host copies); above `HEAP_BUDGET` bytes the grid shrinks instead of failing. Heaps stay per kernel instance
+  on the device and grow on demand.
 """
 
 from __future__ import annotations
