@@ -38,10 +38,16 @@ def _vk() -> Any:
 _SPEC = {"VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT": 0x00020000, "VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT": 0x00000002}
 
 
+_consts: dict[str, int] = {}
+
+
 def _const(vk: Any, name: str) -> int:
-    """A Vulkan constant from the package, or the specification's value where the package lacks it."""
-    v = getattr(vk, name, None) if name in dir(vk) else None
-    return v if v is not None else _SPEC[name]
+    """A Vulkan constant from the package, or the specification's value where the package lacks it (the
+    package's KHR aliases of 1.2 core names are None); looked up once."""
+    if name not in _consts:
+        v = getattr(vk, name, None)
+        _consts[name] = v if v is not None else _SPEC[name]
+    return _consts[name]
 
 
 _serials = itertools.count(1)  # identities of buffers that outlive no reuse (recorded command buffers key on them)

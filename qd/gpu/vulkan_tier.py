@@ -39,6 +39,7 @@ class Program:
     pipelines: list[Pipeline]
     compile_ms: float = 0.0
     from_cache: bool = False
+    queries: Any = None  # timestamp query pool (`VulkanBackend._queries`)
     serial: int = field(default_factory=lambda: next(_programs))
 
 
@@ -175,25 +176,23 @@ class VulkanBackend:
             rec = cache[key] = self._record(prog, slot, groups, zero)
         return self.dev.submit_recorded(rec)
 
-    def _queries(self, slot: Buffer) -> Any:
-        """The slot's timestamp query pool (2 queries: start and end of its launch), made once."""
-        pool = slot.__dict__.get("queries")
-        if pool is None and self.timestamps:
+    def _queries(self, prog: Program) -> Any:
+        """The program's timestamp query pool (2 queries: start and end of a launch), made once. Every launch of
+        the program writes it; `elapsed_ms` reads the last completed one when asked (no cost per launch)."""
+        if prog.queries is None and self.timestamps:
             vk = self.dev.vk
-            pool = slot.queries = vk.vkCreateQueryPool(self.dev.device, vk.VkQueryPoolCreateInfo(
+            prog.queries = vk.vkCreateQueryPool(self.dev.device, vk.VkQueryPoolCreateInfo(
                 sType=vk.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, queryType=vk.VK_QUERY_TYPE_TIMESTAMP,
                 queryCount=2), None)
-            slot.query_out = vk.ffi.new("uint64_t[2]")
-        return pool
+        return prog.queries
 
-    def elapsed_ms(self, slot: Buffer) -> float | None:
-        """Device time of the launch that used `slot` last (after it completed), or None without timestamps."""
-        pool = slot.__dict__.get("queries")
-        if pool is None:
+    def elapsed_ms(self, prog: Program) -> float | None:
+        """Device time of the program's last completed launch, or None (no timestamps, or one still running)."""
+        if prog.queries is None:
             return None
         vk = self.dev.vk
-        out = slot.query_out
-        rc = vk.lib.vkGetQueryPoolResults(self.dev.device, pool, 0, 2, 16, out, 8, vk.VK_QUERY_RESULT_64_BIT)
+        out = vk.ffi.new("uint64_t[2]")
+        rc = vk.lib.vkGetQueryPoolResults(self.dev.device, prog.queries, 0, 2, 16, out, 8, vk.VK_QUERY_RESULT_64_BIT)
         if rc != vk.VK_SUCCESS:
             return None
         return (int(out[1]) - int(out[0])) * self.tick_ns * 1e-6
@@ -202,7 +201,7 @@ class VulkanBackend:
         dev = self.dev
         vk = dev.vk
         cmd = dev.begin(once=False)
-        pool = self._queries(slot)
+        pool = self._queries(prog)
         if pool is not None:
             vk.vkCmdResetQueryPool(cmd, pool, 0, 2)
             vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, pool, 0)

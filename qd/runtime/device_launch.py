@@ -60,13 +60,14 @@ class _State:
         self.prog = rt.backend.compile(ck.ir, fast_math, PRINT_WORDS, cache)
         self.heaps: dict[int, Any] = {}  # buffer index -> device heap
         self.launches = 0
-        self.device_ms: float | None = None  # the device time of the last launch read back (timestamps)
+        self.rt = rt
+        self.groups: dict[int, int] = {}  # task -> workgroups, for tasks whose bounds are constants
         ck.tier_stats = self.stats  # `kernel.stats` of this instance (qd/frontend/kernel.py)
 
     def stats(self) -> dict:
         arch = config.current().arch.name
         return {"launches": {arch: self.launches}, "last_tier": arch, "compile_ms": self.prog.compile_ms,
-                "from_cache": self.prog.from_cache, "device_ms": self.device_ms}
+                "from_cache": self.prog.from_cache, "device_ms": self.rt.backend.elapsed_ms(self.prog)}
 
 
 def _state(rt: DeviceRuntime, ck: Any) -> _State:
@@ -93,7 +94,8 @@ def launch(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Sequence[A
     lb = _Binding(rt)
     for b, (decl, owner) in enumerate(zip(ck.ir.buffers, owners)):
         lb.bind(b, decl, owner, ck, b in ck.written)
-    groups = [1 if t.kind == "serial" else _groups(rt, t, args, lb.shapes) for t in sk.tasks]
+    groups = [1 if t.kind == "serial" else st.groups.get(n) or _groups(rt, st, n, t, args, lb.shapes)
+              for n, t in enumerate(sk.tasks)]
     if plan is not None:  # a heap row per invocation: a bounded grid, each invocation runs several indices
         groups = [min(g, rt.backend.max_groups) for g in groups]
         groups = _bind_adstack(rt, st, ck, lb, owners, args, groups, sk)
@@ -101,7 +103,9 @@ def launch(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Sequence[A
     slot_key = ("slot", sk.slot_words)
     slot = rt.take(slot_key, lambda: rt.backend.alloc(8 * sk.slot_words, host=True))
     lb.release.append((slot_key, slot))
-    words = slot.view(np.uint64, sk.slot_words)
+    words = slot.__dict__.get("words")
+    if words is None:
+        words = slot.words = slot.view(np.uint64, sk.slot_words)
     words[:] = 0
     printbuf = None
     if sk.prints:
@@ -117,11 +121,7 @@ def launch(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Sequence[A
             owner._bump_device()
     out: list = []
     st.launches += 1
-
-    def finish() -> BaseException | None:
-        st.device_ms = rt.backend.elapsed_ms(slot)
-        return _finish(ck, sk, slot, printbuf, lb, out, owners, args)
-    rec = Record(work, finish, lb.release)
+    rec = Record(work, lambda: _finish(ck, sk, slot, printbuf, lb, out, owners, args), lb.release)
     rt.submit(rec)
     if lb.copy_back or ck.ir.rets or cfg.debug:  # debug: checks raise at the launch (Quadrants, Taichi)
         rt.sync()
@@ -252,9 +252,17 @@ def _host_value(v: ir.Value, args: Sequence[Any], shapes: dict, memo: dict) -> i
     return r
 
 
-def _groups(rt: DeviceRuntime, st: Any, args: Sequence[Any], shapes: dict) -> int:
-    """Workgroups of range task `st` (a `SpirvTask`): one invocation per index up to the backend's
-    `group_limit`, at most `max_groups` for a reducing task; `max_groups` when the bounds need the device."""
+def _groups(rt: DeviceRuntime, state: _State, n: int, st: Any, args: Sequence[Any], shapes: dict) -> int:
+    """Workgroups of range task `st` (a `SpirvTask`, number `n`): one invocation per index up to the backend's
+    `group_limit`, at most `max_groups` for a reducing task; `max_groups` when the bounds need the device.
+    Remembered in `state` when the bounds are constants."""
+    g = _grid(rt, st, args, shapes)
+    if all(isinstance(v, ir.Const) for v in (st.task.begin, st.task.end)):
+        state.groups[n] = g
+    return g
+
+
+def _grid(rt: DeviceRuntime, st: Any, args: Sequence[Any], shapes: dict) -> int:
     from qd.gpu.spirv import LOCAL_SIZE
 
     memo: dict = {}
