@@ -27,6 +27,8 @@ case $step in
       QD_VULKAN_GROUPS=$mg,$gl QD_VULKAN_LOCAL_SIZE=$ls timeout 100 python3 bench/_gpu_workloads.py qd vulkan W1 W2 \
         2>/dev/null | tail -1
     done ;;
+  qd)  # qd alone (workload names as arguments), twice: run-to-run variation
+    for r in 1 2; do timeout 120 python3 bench/_gpu_workloads.py qd vulkan "$@" 2>/dev/null | tail -1; done ;;
   bench)
     for lib in qd quadrants; do
       timeout 280 python3 bench/_gpu_workloads.py $lib vulkan "$@" > $OUT/$lib.json 2> $OUT/$lib.log
