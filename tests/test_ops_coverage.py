@@ -68,3 +68,16 @@ def test_llvm_implements_op(op: Op) -> None:
         return
     missing = [kind for kind in _llvm_kinds(op) if (op, kind) not in llvm_ops.TABLE]
     assert not missing, f"{op} has no LLVM lowering for {missing}"
+
+
+@pytest.mark.parametrize("op", list(Op), ids=lambda o: o.value)
+def test_spirv_implements_op(op: Op) -> None:
+    """The SPIR-V emitter's op table (`qd/gpu/spirv_ops.py`): one lowering per op and value kind (u1 operands
+    too: SPIR-V has a bool type); CAST and BIT_CAST are composed per (source, destination) pair."""
+    from qd.gpu import spirv_ops
+
+    if op in spirv_ops.COMPOSED:
+        assert callable(getattr(spirv_ops, spirv_ops.COMPOSED[op]))
+        return
+    missing = [kind for kind in _llvm_kinds(op) if (op, kind) not in spirv_ops.TABLE]
+    assert not missing, f"{op} has no SPIR-V lowering for {missing}"

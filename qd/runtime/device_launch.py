@@ -199,13 +199,7 @@ def _finish(ck: Any, sk: Any, slot: Any, printbuf: Any, lb: _Binding, out: list,
         flush_prints(ck.ir, sk.prints, printbuf.view(np.int64, PRINT_WORDS), plen, int(status[8]))
     if status[0]:
         if int(status[1]) == LOOP_LIMIT:
-            where = sk.tasks[0].task.loc if sk.tasks else None
-            return QuadrantsRuntimeError(
-                f"kernel {ck.ir.name}: thread {int(status[2])} reached the Vulkan driver's loop limit ({lb.rt.backend.loop_limit} "
-                f"loop iterations per invocation, all loops together; llvmpipe/lavapipe ends loops there without an "
-                f"error, so qd stops the launch instead of returning a wrong result). Run this kernel on a GPU or on "
-                f"qd.cpu, or split its long loops over parallel iterations."
-                + (f" (kernel at {where.file}:{where.line})" if where else ""))
+            return _loop_limit_error(ck, lb.rt.backend.loop_limit, int(status[2]))
         decl = ck.ir.checks[int(status[1])]
         if decl.kind == OVERFLOW_KIND and ck.adstack is not None:
             forced = int(config.current().ad_stack_size or 0)
@@ -216,6 +210,15 @@ def _finish(ck: Any, sk: Any, slot: Any, printbuf: Any, lb: _Binding, out: list,
     if ck.ir.rets:
         out.append(decode_returns(ck.ir.rets, words[17:17 + len(ck.ir.rets)].view(np.uint64)))
     return None
+
+
+def _loop_limit_error(ck: Any, limit: int, tid: int) -> QuadrantsRuntimeError:
+    where = f" (kernel at {ck.ir.loc.file}:{ck.ir.loc.line})" if ck.ir.loc else ""
+    return QuadrantsRuntimeError(
+        f"kernel {ck.ir.name}: thread {tid} reached the Vulkan driver's loop limit ({limit} loop iterations per "
+        f"invocation, all loops together; llvmpipe/lavapipe ends loops there without an error, so qd stops the "
+        f"launch instead of returning a wrong result). Run this kernel on a GPU or on qd.cpu, or split its long "
+        f"loops over parallel iterations{where}.")
 
 
 # ------------------------------------------------------------------ grid

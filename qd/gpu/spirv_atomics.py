@@ -1,0 +1,196 @@
+"""Atomics and reductions of the SPIR-V emitter (a mixin of `qd/gpu/spirv.py`'s `FnEmitter`).
+
+Device-scope atomics on `PhysicalStorageBuffer` addresses: native int ops (64-bit with Int64Atomics), native
+f32/f64 add where `VK_EXT_shader_atomic_float` offers it, compare-and-swap loops for the rest (float min/max/mul,
+int mul), and 8/16-bit atomics as CAS loops on their aligned 32-bit word. Qualifying atomics of a range task
+(`qd/jit/llvm_reduce.py`) accumulate per invocation and are applied after the grid-stride loop: summed over the
+subgroup where the device has subgroup arithmetic and the op regroups exactly, then one atomic per subgroup.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from qd import ir
+from qd.errors import QuadrantsTypeError
+from qd.gpu import spirv_ops as so
+from qd.gpu.spirv_defs import Capability, GroupOperation, Scope, StorageClass
+from qd.gpu.spirv_defs import Op as S
+from qd.jit.llvm_reduce import find_reductions, invariant_values
+from qd.ops import Op
+from qd.types import dtypes as T
+
+
+@dataclass
+class _Reduction:
+    red: Any  # qd.jit.llvm_reduce.Reduction
+    acc: int  # Function variable
+    addr: int  # u64 address id, computed before the loop
+
+
+class Atomics:
+    """Atomic statements, CAS loops and reductions; the emitter's state (`m`, `op`, `ty`, `vals`, ...) is
+    `FnEmitter`'s."""
+
+    def s_AtomicRMW(self, s: ir.AtomicRMW) -> None:
+        if s in self.reductions:
+            r = self.reductions[s]
+            cur = self.op(S.Load, r.acc, t=self.ty(s.dtype))
+            self.op(S.Store, r.acc, self.combine(r.red.op, s.dtype, cur, self.v(s.value)))
+            return
+        self.vals[s] = self.atomic(s.op, s.dtype, self.vals[s.ptr], self.v(s.value))
+
+    def combine(self, op: Op, dt: T.DataType, acc: int, v: int) -> int:
+        """The accumulator update of a reduction (sub accumulates by subtraction from -0.0 / by addition)."""
+        if dt.is_float and op is Op.SUB:
+            return so.lower_op(self, Op.SUB, [dt, dt], dt, [acc, v])
+        return so.lower_op(self, Op.ADD if op is Op.SUB else op, [dt, dt], dt, [acc, v])
+
+    def _scope(self) -> tuple[int, int]:
+        return self.u32c(Scope.Device), self.u32c(0)
+
+    def atomic(self, op: Op, dt: T.DataType, addr: int, v: int) -> int:
+        """`*addr = op(*addr, v)` atomically at device scope; returns the old value."""
+        if dt is T.u1 or (dt.is_float and op in (Op.BIT_AND, Op.BIT_OR, Op.BIT_XOR)):
+            raise QuadrantsTypeError(f"atomic {op.value} is not supported on {dt}")
+        if dt.bits < 32:
+            return self.narrow_atomic(op, dt, addr, v)
+        if dt.bits == 64:
+            if not self.caps.int64_atomics:
+                raise QuadrantsTypeError(f"atomic {op.value} on {dt} needs 64-bit atomics, which this Vulkan device "
+                                         f"lacks (shaderBufferInt64Atomics)")
+            self.m.capability(Capability.Int64Atomics)
+        scope, sem = self._scope()
+        t = self.ty(dt)
+        if dt.is_int and op is not Op.MUL:
+            s = dt.is_signed
+            code = {Op.ADD: S.AtomicIAdd, Op.SUB: S.AtomicISub, Op.BIT_AND: S.AtomicAnd, Op.BIT_OR: S.AtomicOr,
+                    Op.BIT_XOR: S.AtomicXor, Op.MIN: S.AtomicSMin if s else S.AtomicUMin,
+                    Op.MAX: S.AtomicSMax if s else S.AtomicUMax}[op]
+            return self.op(code, self.pointer(addr, t), scope, sem, v, t=t)
+        native = self.caps.float64_atomic_add if dt.bits == 64 else self.caps.float32_atomic_add
+        if dt.is_float and op in (Op.ADD, Op.SUB) and native:
+            self.m.extension("SPV_EXT_shader_atomic_float_add")
+            self.m.capability(Capability.AtomicFloat64AddEXT if dt.bits == 64 else Capability.AtomicFloat32AddEXT)
+            x = v if op is Op.ADD else self.op(S.FNegate, v, t=t)
+            return self.op(S.AtomicFAddEXT, self.pointer(addr, t), scope, sem, x, t=t)
+        return self.cas_loop(dt, addr, self._update(op, dt, v))
+
+    def _update(self, op: Op, dt: T.DataType, v: int):
+        def update(old: int) -> int:
+            if dt.is_float and op in (Op.MIN, Op.MAX):
+                return so.fminmax(self, dt, op is Op.MIN, old, v)
+            return so.lower_op(self, op, [dt, dt], dt, [old, v])
+        return update
+
+    def narrow_atomic(self, op: Op, dt: T.DataType, addr: int, v: int) -> int:
+        """An 8- or 16-bit atomic (Vulkan has none): a CAS loop on the aligned 32-bit word holding it, the
+        other bytes kept. Returns the old value."""
+        u = self.u32
+        shift = self.op(S.UConvert, self.op(S.IMul, self.op(S.BitwiseAnd, addr, self.u64c(3), t=self.u64),
+                                             self.u64c(8), t=self.u64), t=u)
+        word = self.op(S.BitwiseAnd, addr, self.u64c(~3 & 0xFFFFFFFFFFFFFFFF), t=self.u64)
+        mask = self.op(S.ShiftLeftLogical, self.u32c((1 << dt.bits) - 1), shift, t=u)
+        mt = self.mem_ty(dt)
+        update = self._update(op, dt, v)
+        out: list[int] = []
+
+        def on_word(old_word: int) -> int:
+            raw = self.op(S.UConvert, self.op(S.ShiftRightLogical, old_word, shift, t=u), t=mt)
+            old = self.from_mem(dt, raw)
+            new = self.op(S.UConvert, self.to_mem(dt, update(old)), t=u)
+            out.append(old)
+            kept = self.op(S.BitwiseAnd, old_word, self.op(S.Not, mask, t=u), t=u)
+            return self.op(S.BitwiseOr, kept, self.op(S.ShiftLeftLogical, new, shift, t=u), t=u)
+        self.cas_loop(T.u32, word, on_word)
+        return out[0]
+
+    def cas_loop(self, dt: T.DataType, addr: int, update) -> int:
+        """A compare-and-swap loop on the bits of `*addr` (a do-while loop construct); returns the old value."""
+        ity = self.ty(T.u64 if dt.bits == 64 else T.u32)
+        t = self.ty(dt)
+        scope, sem = self._scope()
+        ptr = self.pointer(addr, ity)
+        seen_var = self.fn.local(self.m.pointer(StorageClass.Function, ity))
+        done_var = self.fn.local(self.m.pointer(StorageClass.Function, self.bool_t()))
+        self.op(S.Store, seen_var, self.op(S.AtomicLoad, ptr, scope, sem, t=ity))
+        header, body_l, cont, merge = (self.m.id() for _ in range(4))
+        self.branch(header)
+        self.label(header)
+        self.op(S.LoopMerge, merge, cont, 0)
+        self.branch(body_l)
+        self.label(body_l)
+        bits = self.op(S.Load, seen_var, t=ity)
+        old = bits if dt.is_int else self.op(S.Bitcast, bits, t=t)
+        new = update(old)
+        nbits = new if dt.is_int else self.op(S.Bitcast, new, t=ity)
+        seen = self.op(S.AtomicCompareExchange, ptr, scope, sem, sem, nbits, bits, t=ity)
+        self.op(S.Store, seen_var, seen)
+        self.op(S.Store, done_var, self.op(S.IEqual, seen, bits, t=self.bool_t()))
+        self.branch(cont)
+        self.label(cont)
+        self.op(S.BranchConditional, self.op(S.Load, done_var, t=self.bool_t()), merge, header)
+        self.done = True
+        self.label(merge)
+        return old
+
+    def start_reductions(self) -> list[_Reduction]:
+        prologue = set(self.task.prologue.stmts)
+        out = []
+        for red in find_reductions(self.task):
+            if red.dtype.bits < 32:
+                continue  # a narrow atomic is a CAS loop on its word: no accumulator
+            for idx in red.ptr.indices:
+                for x in invariant_values(idx, prologue):
+                    self.s_OpStmt(x)
+            self.s_GlobalPtr(red.ptr)
+            acc = self.fn.local(self.m.pointer(StorageClass.Function, self.ty(red.dtype)))
+            self.op(S.Store, acc, self.c(red.dtype, red.identity()))
+            r = _Reduction(red, acc, self.vals[red.ptr])
+            for a in red.atomics:
+                self.reductions[a] = r
+                self.vals[a.ptr] = r.addr
+            out.append(r)
+        return out
+
+    def flush_reductions(self, accs: list[_Reduction]) -> None:
+        for r in accs:
+            red, dt = r.red, r.red.dtype
+            total = self.op(S.Load, r.acc, t=self.ty(dt))
+            op = Op.ADD if red.op is Op.SUB and dt.is_float else red.op
+            group = self.subgroup_reduce(red.op, dt, total)
+            if group is None:
+                self.atomic(op, dt, r.addr, total)
+                continue
+            elect, merge = self.m.id(), self.m.id()
+            leader = self.op(S.GroupNonUniformElect, self.u32c(Scope.Subgroup), t=self.bool_t())
+            self.op(S.SelectionMerge, merge, 0)
+            self.op(S.BranchConditional, leader, elect, merge)
+            self.label(elect)
+            self.atomic(op, dt, r.addr, group)
+            self.branch(merge)
+            self.label(merge)
+
+    def subgroup_reduce(self, op: Op, dt: T.DataType, v: int) -> int | None:
+        """The subgroup-wide reduction of per-invocation accumulators, where the device has subgroup
+        arithmetic and the op is exact to regroup (int ops; float add/sub, which a reduction may reassociate)."""
+        if not self.caps.subgroup_arith:
+            return None
+        if dt.is_float:
+            code = S.GroupNonUniformFAdd if op in (Op.ADD, Op.SUB) else None
+        else:
+            s = dt.is_signed
+            code = {Op.ADD: S.GroupNonUniformIAdd, Op.SUB: S.GroupNonUniformIAdd,
+                    Op.MIN: S.GroupNonUniformSMin if s else S.GroupNonUniformUMin,
+                    Op.MAX: S.GroupNonUniformSMax if s else S.GroupNonUniformUMax,
+                    Op.BIT_AND: S.GroupNonUniformBitwiseAnd, Op.BIT_OR: S.GroupNonUniformBitwiseOr,
+                    Op.BIT_XOR: S.GroupNonUniformBitwiseXor}.get(op)
+        if code is None:
+            return None
+        self.m.capability(Capability.GroupNonUniform)
+        self.m.capability(Capability.GroupNonUniformArithmetic)
+        return self.op(code, self.u32c(Scope.Subgroup), GroupOperation.Reduce, v, t=self.ty(dt))
+
+
+__all__ = ["Atomics"]
