@@ -9,7 +9,7 @@ from qd.types.dtypes import (f16, f32, f64, float16, float32, float64, i8, i16, 
 from qd.runtime.api import *  # noqa: F403  (init, reset, sync, archs, cfg, field, ndarray, root, ...)
 from qd.frontend.api import *  # noqa: F403  (kernel, func, static, ndrange, atomics, math builtins, ...)
 from qd.lang.api import *  # noqa: F403  (Vector, Matrix, BufferView, ...)
-from qd import types, math, extension, lang, ad, algorithms  # noqa: E402,F401
+from qd import types, math, extension, lang, ad, algorithms, _lib  # noqa: E402,F401
 
 # The compile pipeline is loaded with qd, not at the first kernel call: a first call pays for its own
 # work only. (LLVM itself is initialised in the background by qd.init on qd.cpu.)

@@ -288,3 +288,12 @@ def make():
         np.testing.assert_array_equal(x, results[0][0])
     finally:
         sys.path.remove(str(tmp_path))
+
+
+def test_device_caps_under_quadrants_names(arch: Any) -> None:
+    """Quadrants' tests ask `prog.get_device_caps().get(qd._lib.core.DeviceCapability.X)` before GPU-only items."""
+    caps = qd.lang.impl.get_runtime().prog.get_device_caps()
+    cap = qd._lib.core.DeviceCapability
+    assert caps.get(cap.spirv_has_int64) == 1 and caps.get(cap.spirv_has_atomic_float_add) == 1
+    assert caps.get(cap.spirv_has_physical_storage_buffer) == 1
+    assert caps.get("no such capability") == 0

@@ -75,6 +75,22 @@ class VulkanBackend:
         self.timestamps = bool(fam.timestampValidBits) and bool(self.dev.props.limits.timestampComputeAndGraphics)
         self.tick_ns = float(self.dev.props.limits.timestampPeriod)
 
+    def device_caps(self) -> dict[str, int]:
+        """Quadrants' `DeviceCapability` values for this device as qd's SPIR-V uses it: 16-bit and float
+        atomics are always there (CAS loops where the device has no native ones; f64 ones need 64-bit atomics)."""
+        f = self.dev.features
+        a64 = int(f["int64_atomics"])
+        out = {"spirv_version=66304": 1, "spirv_version=66560": 1, "spirv_version=66816": 1,
+               "spirv_has_int8": int(f["int8"]), "spirv_has_int16": int(f["int16"]), "spirv_has_int64": 1,
+               "spirv_has_float16": 1, "spirv_has_float64": int(f["float64"]), "spirv_has_atomic_int64": a64,
+               "spirv_has_physical_storage_buffer": 1, "spirv_has_subgroup_basic": 1,
+               "spirv_has_subgroup_arithmetic": int(f["subgroup_arith"])}
+        for kind in ("float16", "float", "float64"):
+            ok = a64 if kind == "float64" else 1
+            for suffix in ("", "_add", "_minmax"):
+                out[f"spirv_has_atomic_{kind}{suffix}"] = ok
+        return out
+
     @property
     def device_name(self) -> str:
         return self.dev.name

@@ -56,6 +56,22 @@ class _Prog:
     def _reset_max_reducer_dispatch_count(self) -> None:
         _call_hook("reset_max_reducer_dispatch_count")
 
+    def get_device_caps(self) -> "_DeviceCaps":
+        """What the current GPU device offers, under Quadrants' `DeviceCapability` names (empty on the CPU)."""
+        from qd.runtime import device
+
+        rt = device.current()
+        caps = getattr(rt.backend, "device_caps", None) if rt is not None else None
+        return _DeviceCaps(caps() if caps is not None else {})
+
+
+class _DeviceCaps:
+    def __init__(self, caps: dict) -> None:
+        self._caps = caps
+
+    def get(self, cap: str) -> int:
+        return int(self._caps.get(cap, 0))
+
 
 class _Runtime:
     """Stands in for Quadrants' `PyQuadrants` runtime object."""
