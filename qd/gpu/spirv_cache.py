@@ -36,7 +36,7 @@ def key(k: ir.KernelIR, device_key: str, fast_math: bool) -> str:
 
 
 def store(directory: str, key_: str, sk: spirv.SpirvKernel) -> None:
-    words = np.concatenate([np.asarray(t.words, dtype=np.uint32) for t in sk.tasks]).tobytes()
+    words = b"".join(np.asarray(t.words, dtype=np.uint32).tobytes() for t in sk.tasks)  # a kernel may have no task
     meta = ([len(t.words) for t in sk.tasks], [t.local_size for t in sk.tasks], [t.reduces for t in sk.tasks],
             list(sk.ctx))
     _cache.store(directory, key_, words, meta)
