@@ -297,3 +297,34 @@ def test_device_caps_under_quadrants_names(arch: Any) -> None:
     assert caps.get(cap.spirv_has_int64) == 1 and caps.get(cap.spirv_has_atomic_float_add) == 1
     assert caps.get(cap.spirv_has_physical_storage_buffer) == 1
     assert caps.get("no such capability") == 0
+
+
+def test_launches_from_several_threads(arch: Any) -> None:
+    """Python threads launching kernels on one GPU arch at once: every launch lands, none is lost or doubled."""
+    import threading
+
+    n = 256
+    acc = qd.ndarray(qd.i32, n)
+    acc.fill(0)
+
+    @qd.kernel
+    def bump(a: qd.types.ndarray(qd.i32, 1), k: qd.i32):
+        for i in a:
+            a[i] += k
+
+    errors: list = []
+
+    def worker(k: int) -> None:
+        try:
+            for _ in range(20):
+                bump(acc, k)
+        except Exception as e:  # noqa: BLE001  (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in (1, 2, 3, 4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    np.testing.assert_array_equal(acc.to_numpy(), np.full(n, 20 * (1 + 2 + 3 + 4), np.int32))

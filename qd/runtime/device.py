@@ -22,6 +22,7 @@ A tier adds a *backend*: an allocator (`alloc`, `free`), a copy engine (`upload`
 from __future__ import annotations
 
 import atexit
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -45,10 +46,11 @@ class Mirror:
 
     def to_host(self, arr: np.ndarray) -> None:
         """Bring the host copy up to date: waits for pending work (raising its errors), then downloads."""
-        self.rt.sync()
-        if self.device_dirty:
-            self.rt.backend.download(self.buf, arr)
-            self.device_dirty = False
+        with self.rt.lock:
+            self.rt.sync()
+            if self.device_dirty:
+                self.rt.backend.download(self.buf, arr)
+                self.device_dirty = False
 
     def read(self, offset: int, nbytes: int) -> bytes:
         """`nbytes` of the device copy at `offset` (waits for pending work first, raising its errors)."""
@@ -59,8 +61,9 @@ class Mirror:
 
     def write(self, offset: int, data: bytes) -> None:
         """Writes `data` into the device copy at `offset` (after pending work, which may still read it)."""
-        self.rt.wait_all()
-        self.rt.backend.upload(self.buf, np.frombuffer(data, np.uint8), offset)
+        with self.rt.lock:
+            self.rt.wait_all()
+            self.rt.backend.upload(self.buf, np.frombuffer(data, np.uint8), offset)
 
     def fill(self, value: np.ndarray) -> bool:
         """Fills the device copy with one element `value` on the device, in order with the launches; False
@@ -73,7 +76,8 @@ class Mirror:
         else:
             return False
         pattern = int.from_bytes(word, "little")
-        self.rt.submit(Record(self.rt.backend.fill(self.buf, self.nbytes, pattern), lambda: None))
+        with self.rt.lock:
+            self.rt.submit(Record(self.rt.backend.fill(self.buf, self.nbytes, pattern), lambda: None))
         self.host_dirty = self.device_dirty = False
         return True
 
@@ -105,6 +109,7 @@ class DeviceRuntime:
 
     def __init__(self, backend: Any) -> None:
         self.backend = backend
+        self.lock = threading.RLock()  # launches, syncs and host transfers from several Python threads
         self.pending: list[Record] = []
         self.pool: dict[Any, list] = {}
         self.dead: list = []  # buffers whose owners died while work may still use them
@@ -154,6 +159,10 @@ class DeviceRuntime:
 
     def poll(self) -> None:
         """Reads the records of launches that have finished, in order; raises the first failure."""
+        with self.lock:
+            self._poll()
+
+    def _poll(self) -> None:
         done = 0
         for rec in self.pending:
             if rec.work is not None and not self.backend.done(rec.work):
@@ -164,10 +173,11 @@ class DeviceRuntime:
 
     def sync(self) -> None:
         """Waits for all work, then reads every record in launch order; raises the first failure."""
-        if not self.pending:
-            return
-        self.wait_all()
-        self._read(len(self.pending))
+        with self.lock:
+            if not self.pending:
+                return
+            self.wait_all()
+            self._read(len(self.pending))
 
     def _read(self, n: int) -> None:
         recs, self.pending = self.pending[:n], self.pending[n:]

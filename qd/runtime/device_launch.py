@@ -82,7 +82,13 @@ def _state(rt: DeviceRuntime, ck: Any) -> _State:
 
 
 def launch(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Sequence[Any]) -> Any:
-    """Enqueues kernel instance `ck`; returns its return values (waiting for them) or None at once."""
+    """Enqueues kernel instance `ck`; returns its return values (waiting for them) or None at once. Launches
+    from several Python threads are serialised (one device queue, one list of pending records)."""
+    with rt.lock:
+        return _launch_locked(rt, ck, bindings, args)
+
+
+def _launch_locked(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Sequence[Any]) -> Any:
     cfg = config.current()
     rt.poll()
     plan = ck.adstack
