@@ -153,6 +153,9 @@ INFO: dict[Op, OpInfo] = {
 UNARY = tuple(op for op in Op if INFO[op].arity == 1)
 BINARY = tuple(op for op in Op if INFO[op].arity == 2)
 COMPARISONS = (Op.CMP_LT, Op.CMP_LE, Op.CMP_GT, Op.CMP_GE, Op.CMP_EQ, Op.CMP_NE)
+# binary arithmetic by operand kind, from the type rules (the code generators' tables iterate these)
+INT_BINARY = tuple(op for op in BINARY if INFO[op].rule in ("same", "int"))
+FLOAT_BINARY = tuple(op for op in BINARY if INFO[op].rule in ("same", "float"))
 # Ops an AtomicRMW statement may carry (the old value is returned). MUL is a CAS loop on every tier.
 ATOMIC = (Op.ADD, Op.SUB, Op.MUL, Op.MIN, Op.MAX, Op.BIT_AND, Op.BIT_OR, Op.BIT_XOR)
 

@@ -6,7 +6,6 @@ sources of the SPIR-V emitter; written atomically, and a corrupt or stale entry 
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 import numpy as np
@@ -15,24 +14,9 @@ from qd import ir
 from qd.gpu import spirv
 from qd.jit import cache as _cache
 
-_digest: str | None = None
-
-
-def _sources_digest() -> str:
-    global _digest
-    if _digest is None:
-        h = hashlib.sha256()
-        here = os.path.dirname(__file__)
-        for name in sorted(os.listdir(here)):
-            if name.startswith("spirv") and name.endswith(".py"):
-                with open(os.path.join(here, name), "rb") as f:
-                    h.update(name.encode() + f.read())
-        _digest = h.hexdigest()
-    return _digest
-
-
 def key(k: ir.KernelIR, device_key: str, fast_math: bool) -> str:
-    return _cache.key_for(k, f"spirv {device_key} {_sources_digest()}", fast_math)
+    digest = _cache.sources_digest(os.path.dirname(__file__), "spirv")
+    return _cache.key_for(k, f"spirv {device_key} {digest}", fast_math)
 
 
 def store(directory: str, key_: str, sk: spirv.SpirvKernel) -> None:

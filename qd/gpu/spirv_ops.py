@@ -19,7 +19,7 @@ from qd.errors import QuadrantsTypeError
 from qd.gpu import spirv_libm as libm
 from qd.gpu.spirv_defs import GLSL, Decoration
 from qd.gpu.spirv_defs import Op as S
-from qd.ops import Op
+from qd.ops import COMPARISONS, FLOAT_BINARY, INT_BINARY, Op
 from qd.types import dtypes as T
 
 
@@ -511,18 +511,14 @@ def _select(e: Emit, dt: T.DataType, args: Sequence[int]) -> int:
 
 # ------------------------------------------------------------------ the table
 
-_INT_BIN = (Op.ADD, Op.SUB, Op.MUL, Op.FLOORDIV, Op.MOD, Op.POW, Op.MIN, Op.MAX, Op.BIT_AND, Op.BIT_OR,
-            Op.BIT_XOR, Op.SHL, Op.SHR, Op.BIT_SHR)
-_FLOAT_BIN = (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.POW, Op.ATAN2, Op.MIN, Op.MAX)
-_CMPS = (Op.CMP_LT, Op.CMP_LE, Op.CMP_GT, Op.CMP_GE, Op.CMP_EQ, Op.CMP_NE)
 
 TABLE: dict[tuple[Op, str], Lowering] = {}
-for _op in _INT_BIN:
+for _op in INT_BINARY:
     TABLE[(_op, "int")] = _int_binary(_op)
     TABLE[(_op, "bool")] = _bool_binary(_op)
-for _op in _FLOAT_BIN:
+for _op in FLOAT_BINARY:
     TABLE[(_op, "float")] = _float_binary(_op)
-for _op in _CMPS:
+for _op in COMPARISONS:
     TABLE[(_op, "int")] = TABLE[(_op, "float")] = TABLE[(_op, "bool")] = _compare(_op)
 for _op in (Op.NEG, Op.ABS, Op.SGN, Op.LOGICAL_NOT):
     TABLE[(_op, "int")] = TABLE[(_op, "float")] = TABLE[(_op, "bool")] = _unary(_op)

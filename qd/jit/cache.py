@@ -18,21 +18,25 @@ from typing import Any
 from qd import ir
 
 _FORMAT = 1
-_codegen_digest: str | None = None
+_digests: dict[tuple[str, str], str] = {}
+
+
+def sources_digest(directory: str, prefix: str = "") -> str:
+    """Hash of a code generator's sources (the `.py` files in `directory` whose names start with `prefix`):
+    a changed generator never reuses old artifacts. The CPU tier hashes qd/jit, the SPIR-V cache qd/gpu/spirv*."""
+    key = (directory, prefix)
+    if key not in _digests:
+        h = hashlib.sha256()
+        for name in sorted(os.listdir(directory)):
+            if name.startswith(prefix) and name.endswith(".py"):
+                with open(os.path.join(directory, name), "rb") as f:
+                    h.update(name.encode() + f.read())
+        _digests[key] = h.hexdigest()
+    return _digests[key]
 
 
 def _codegen_sources_digest() -> str:
-    """Hash of qd/jit's code generator sources: a changed generator never reuses old objects."""
-    global _codegen_digest
-    if _codegen_digest is None:
-        h = hashlib.sha256()
-        here = os.path.dirname(__file__)
-        for name in sorted(os.listdir(here)):
-            if name.endswith(".py"):
-                with open(os.path.join(here, name), "rb") as f:
-                    h.update(name.encode() + f.read())
-        _codegen_digest = h.hexdigest()
-    return _codegen_digest
+    return sources_digest(os.path.dirname(__file__))
 
 
 def key_for(k: ir.KernelIR, target_key: str, fast_math: bool) -> str:

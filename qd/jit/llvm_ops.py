@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from llvmlite import ir
 
 from qd.jit.targets import F16, F32, F64, I64, Target
-from qd.ops import Op
+from qd.ops import COMPARISONS, FLOAT_BINARY, INT_BINARY, Op
 from qd.types import dtypes as T
 
 I1 = ir.IntType(1)
@@ -309,18 +309,14 @@ def _select(c: OpCtx, dt: T.DataType, args: Sequence[ir.Value]) -> ir.Value:
 
 # ------------------------------------------------------------------ the table
 
-_INT_BIN = (Op.ADD, Op.SUB, Op.MUL, Op.FLOORDIV, Op.MOD, Op.POW, Op.MIN, Op.MAX, Op.BIT_AND, Op.BIT_OR,
-            Op.BIT_XOR, Op.SHL, Op.SHR, Op.BIT_SHR)
-_FLOAT_BIN = (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.POW, Op.ATAN2, Op.MIN, Op.MAX)
-_CMPS = (Op.CMP_LT, Op.CMP_LE, Op.CMP_GT, Op.CMP_GE, Op.CMP_EQ, Op.CMP_NE)
 
 # (op, 'int' | 'float') -> lowering. CAST and BIT_CAST go through `cast` / `bit_cast`.
 TABLE: dict[tuple[Op, str], Lowering] = {}
-for _op in _INT_BIN:
+for _op in INT_BINARY:
     TABLE[(_op, "int")] = _int_binary(_op)
-for _op in _FLOAT_BIN:
+for _op in FLOAT_BINARY:
     TABLE[(_op, "float")] = _float_binary(_op)
-for _op in _CMPS:
+for _op in COMPARISONS:
     TABLE[(_op, "int")] = TABLE[(_op, "float")] = _compare(_op)
 for _op in (Op.NEG, Op.ABS, Op.SGN, Op.LOGICAL_NOT):
     TABLE[(_op, "int")] = TABLE[(_op, "float")] = _unary(_op)
