@@ -216,7 +216,10 @@ def test_stats_report_device_time(arch: Any) -> None:
     qd.sync()
     s = k.stats
     assert s["last_tier"] == arch.name and s["launches"][arch.name] == 1
-    assert s["device_ms"] is None or s["device_ms"] >= 0.0
+    if getattr(_runtime().backend, "timestamps", False):  # a device with timestamps must report a time
+        assert s["device_ms"] is not None and s["device_ms"] >= 0.0
+    else:
+        assert s["device_ms"] is None
 
 
 def test_debugger_walks_a_gpu_program_on_its_host_copies(arch: Any) -> None:
