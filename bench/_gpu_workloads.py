@@ -7,7 +7,8 @@ W1 saxpy 2^28 f32 (ndarrays), W2 s[None] += x[i]*x[i] into a 0-D ndarray over 2^
 through a dynamic loop (`a[i] = i % 32` trips of `v = 0.95 v + 0.1`, fields) at 2^20 and 2^24 (forward and
 `kernel.grad()` timed apart), LAUNCH: the cost of one launch of a one-ndarray kernel (1000 launches, then one
 sync). Each result is checked against numpy first (a wrong result is reported, not timed). Every timing is
-the median of ROUNDS rounds, each ended by `sync()`; prints one JSON object (ms, or "error: ..." strings).
+the median of ROUNDS rounds, each ended by `sync()`, after WARMUP_S seconds of warm-up rounds; prints one JSON
+object (ms, or "error: ..." strings).
 """
 
 # no `from __future__ import annotations`: kernel annotations must be evaluated where the kernel is defined
@@ -23,12 +24,15 @@ from typing import Any, Callable
 import numpy as np
 
 ROUNDS = 10
+WARMUP_S = 0.3
 SHIFT = int(os.environ.get("QD_BENCH_SHIFT", "0"))  # smaller sizes for a quick run (lavapipe on 2 cores)
 
 
 def _median_ms(lib: Any, fn: Callable[[], None], rounds: int = ROUNDS) -> float:
-    fn()
-    lib.sync()
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < WARMUP_S:  # the GPU's clocks come up (the first rounds run slower)
+        fn()
+        lib.sync()
     out = []
     for _ in range(rounds):
         t0 = time.perf_counter()

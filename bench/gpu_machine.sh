@@ -4,6 +4,8 @@
 # pytest-xdist, ...), qd/_interp.c qd/_sizer.c (the Cython output of a local build, compiled here with gcc).
 #   bash bench/gpu_machine.sh bench        # bench/_gpu_workloads.py for qd and Quadrants on vulkan -> $OUT
 #   bash bench/gpu_machine.sh tests ARGS   # qd's test suite on vulkan (pytest ARGS) -> $OUT/tests.log
+#   bash bench/gpu_machine.sh variants "QD_VULKAN_UNROLL=1" ...   # qd's W1 W2 LAUNCH under each environment
+#   bash bench/gpu_machine.sh probe        # where the time of a launch goes
 set -u
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
@@ -21,12 +23,13 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "from qd.gpu.vulkan import Device; d = Device(); print(d.name, d.features)" || exit 1
 step=$1; shift
 case $step in
-  groups)  # qd alone under several settings "max_groups,group_limit,local_size" (W1 and W2)
-    for g in "$@"; do
-      IFS=, read -r mg gl ls <<< "$g"
-      QD_VULKAN_GROUPS=$mg,$gl QD_VULKAN_LOCAL_SIZE=$ls timeout 100 python3 bench/_gpu_workloads.py qd vulkan W1 W2 \
+  variants)  # qd alone under several environments, one argument each ("QD_VULKAN_UNROLL=1 QD_VULKAN_GROUPS=2048,8192")
+    for v in "$@"; do
+      echo "== $v"; env $v timeout 150 python3 bench/_gpu_workloads.py qd vulkan ${QD_WORKLOADS:-W1 W2 LAUNCH} \
         2>/dev/null | tail -1
     done ;;
+  probe)  # where a launch's time goes (bench/_gpu_probe.py)
+    timeout 200 python3 bench/_gpu_probe.py vulkan 2>&1 | tail -45 ;;
   qd)  # qd alone (workload names as arguments), twice: run-to-run variation
     for r in 1 2; do timeout 120 python3 bench/_gpu_workloads.py qd vulkan "$@" 2>/dev/null | tail -1; done ;;
   bench)

@@ -23,13 +23,14 @@ Statement semantics follow the interpreter word for word, as the LLVM tier does 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from qd import ir
 from qd.errors import QuadrantsTypeError
 from qd.gpu import spirv_ops as so
-from qd.gpu.spirv_atomics import Atomics
+from qd.gpu.spirv_atomics import Atomics, workgroup_reduces
 from qd.gpu.spirv_defs import (GLSL, AddressingModel, BuiltIn, Capability, Decoration, ExecutionMode, ExecutionModel,
                                MemoryAccess, MemoryModel, StorageClass)
 from qd.gpu.spirv_defs import Op as S
@@ -41,7 +42,19 @@ STATUS_WORDS = 16
 LOOP_LIMIT = -2  # the check id recorded when an invocation reaches the driver's loop limit (`Caps.loop_limit`)
 PRINTLEN_WORD = 16
 HEADER_WORDS = 17
-LOCAL_SIZE = int(__import__("os").environ.get("QD_VULKAN_LOCAL_SIZE", "128"))  # invocations per workgroup (tuning)
+
+
+def _tuning(name: str, default: int) -> int:
+    return int(os.environ.get(name, "") or default)
+
+
+# code-shape choices (measured on an H100, DESIGN §10; the environment overrides them for measurements, and they
+# are part of the SPIR-V cache key): invocations per workgroup, and of a task reducing per workgroup; how many
+# indices an invocation runs per iteration of the grid-stride loop where the body allows it
+LOCAL_SIZE = _tuning("QD_VULKAN_LOCAL_SIZE", 128)
+REDUCE_LOCAL_SIZE = _tuning("QD_VULKAN_REDUCE_LOCAL_SIZE", 256)
+UNROLL = _tuning("QD_VULKAN_UNROLL", 4)
+TUNING = (LOCAL_SIZE, REDUCE_LOCAL_SIZE, UNROLL)
 MAX_CHECK_ARGS = 4
 _GOLDEN = 0x9E3779B97F4A7C15
 _TID_MIX = 0xD1B54A32D192ED03
@@ -80,6 +93,11 @@ class SpirvKernel:
     @property
     def slot_words(self) -> int:
         return HEADER_WORDS + self.nrets + len(self.ctx)
+
+
+# statements a body may have to run several indices interleaved (`FnEmitter.unrolled_loop`)
+_INTERLEAVABLE = (ir.Const, ir.ArgLoad, ir.ExternalShape, ir.OpStmt, ir.GlobalPtr, ir.GlobalLoad, ir.GlobalStore,
+                  ir.AtomicRMW, ir.If, ir.Alloca, ir.LocalLoad, ir.LocalStore)
 
 
 class KernelGen:
@@ -135,7 +153,8 @@ class FnEmitter(Atomics):
         self.k, self.caps = self.kg.k, self.kg.caps
         self.fast = self.kg.fast_math
         self.wide_f32 = self.caps.float64
-        self.local_size = 1 if self.task.kind == "serial" else LOCAL_SIZE
+        self.per_group = workgroup_reduces(self.task, self.caps)  # reductions meet in workgroup memory
+        self.local_size = 1 if self.task.kind == "serial" else REDUCE_LOCAL_SIZE if self.per_group else LOCAL_SIZE
         m = self.m = Module((1, 5))
         for cap in (Capability.Shader, Capability.Int64, Capability.PhysicalStorageBufferAddresses):
             m.capability(cap)
@@ -151,6 +170,7 @@ class FnEmitter(Atomics):
         m.decorate(self.gid_var, Decoration.BuiltIn, BuiltIn.GlobalInvocationId)
         self.nwg_var = m.variable(m.pointer(StorageClass.Input, v3), StorageClass.Input)
         m.decorate(self.nwg_var, Decoration.BuiltIn, BuiltIn.NumWorkgroups)
+        self.interface = [self.pc, self.gid_var, self.nwg_var]  # every module-scope variable the entry point uses
         void = m.void()
         self.fn: Function = m.function(void, m.function_type(void))
         self.fn.label()
@@ -614,7 +634,7 @@ class FnEmitter(Atomics):
             self.op(S.Return)
         self.fn.end()
         m = self.m
-        m.entry_point(ExecutionModel.GLCompute, self.fn.id, "main", (self.pc, self.gid_var, self.nwg_var))
+        m.entry_point(ExecutionModel.GLCompute, self.fn.id, "main", tuple(self.interface))
         m.execution_mode(self.fn.id, ExecutionMode.LocalSize, self.local_size, 1, 1)
         return m.words()
 
@@ -627,14 +647,69 @@ class FnEmitter(Atomics):
         counter = self.fn.local(self.m.pointer(StorageClass.Function, self.u64))
 
         def body(i: int) -> None:
-            self.tid = i
-            self.wide[t.var] = i
-            dt = t.var.dtype
-            self.vals[t.var] = i if dt.bits == 64 else self.op(S.UConvert, i, t=self.ty(dt))
+            self.set_index(i)
             self.rng_reset()
             self.block(t.body)
+        self.tid = self.gid()  # until an index is set (a loop-limit failure before the body names the invocation)
+        k = self.unroll()
+        if k > 1:
+            self.unrolled_loop(counter, start, hi, self.nthreads(), k)
+            start = self.op(S.Load, counter, t=self.u64)
         self.loop(counter, start, hi, self.nthreads(), body)
         self.flush_reductions(accs)
+
+    def set_index(self, i: int) -> None:
+        """The range task's loop variable is index `i` (u64) from here on."""
+        t = self.task
+        self.tid = i
+        self.wide[t.var] = i
+        dt = t.var.dtype
+        self.vals[t.var] = i if dt.bits == 64 else self.op(S.UConvert, i, t=self.ty(dt))
+
+    def unroll(self) -> int:
+        """Indices per iteration of the grid-stride loop: `UNROLL` where every statement of the body may run
+        interleaved with the same statement of other indices (no checks, prints, random numbers, heap rows,
+        loops or exits), else 1."""
+        if UNROLL <= 1 or self.task.kind != "range":
+            return 1
+        return UNROLL if all(isinstance(s, _INTERLEAVABLE) for s in ir.walk(self.task.body)) else 1
+
+    def unrolled_loop(self, counter: int, start: int, hi: int, step: int, k: int) -> None:
+        """The grid-stride loop over indices i, i + step, ..., i + (k-1) step at once while the last is in
+        range (the plain loop runs what is left from `counter`). The body is emitted statement by statement
+        across the k indices, each with its own values and locals: a valid interleaving of independent
+        parallel iterations, which puts the k indices' loads in flight together."""
+        header, cond, body_l, cont, merge = (self.m.id() for _ in range(5))
+        span = self.entry(S.IMul, step, self.u64c(k - 1), t=self.u64)
+        self.op(S.Store, counter, start)
+        self.branch(header)
+        self.label(header)
+        self.op(S.LoopMerge, merge, cont, 0)
+        self.branch(cond)
+        self.label(cond)
+        i = self.op(S.Load, counter, t=self.u64)
+        last = self.op(S.IAdd, i, span, t=self.u64)
+        self.op(S.BranchConditional, self.op(S.SLessThan, last, hi, t=self.bool_t()), body_l, merge)
+        self.label(body_l)
+        self.tick()
+        base = (self.vals, self.wide, self.vars)
+        lanes = []
+        for c in range(k):
+            self.vals, self.wide, self.vars = dict(base[0]), dict(base[1]), dict(base[2])
+            ic = i if c == 0 else self.op(S.IAdd, i, self.op(S.IMul, step, self.u64c(c), t=self.u64), t=self.u64)
+            self.set_index(ic)
+            lanes.append((self.vals, self.wide, self.vars, ic))
+        for s in self.task.body.stmts:
+            for vals, wide, local_vars, tid in lanes:
+                self.vals, self.wide, self.vars, self.tid = vals, wide, local_vars, tid
+                getattr(self, "s_" + type(s).__name__)(s)
+        self.vals, self.wide, self.vars = base
+        self.tid = self.gid()
+        self.branch(cont)
+        self.label(cont)
+        self.op(S.Store, counter, self.op(S.IAdd, i, self.op(S.IAdd, span, step, t=self.u64), t=self.u64))
+        self.branch(header)
+        self.label(merge)
 
 
 

@@ -4,7 +4,9 @@ Device-scope atomics on `PhysicalStorageBuffer` addresses: native int ops (64-bi
 f32/f64 add where `VK_EXT_shader_atomic_float` offers it, compare-and-swap loops for the rest (float min/max/mul,
 int mul), and 8/16-bit atomics as CAS loops on their aligned 32-bit word. Qualifying atomics of a range task
 (`qd/jit/llvm_reduce.py`) accumulate per invocation and are applied after the grid-stride loop: summed over the
-subgroup where the device has subgroup arithmetic and the op regroups exactly, then one atomic per subgroup.
+subgroup where the device has subgroup arithmetic and the op regroups exactly, then one atomic per subgroup, or,
+where no invocation of the task can leave early (`workgroup_reduces`), over the workgroup through workgroup memory
+and one atomic per workgroup.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 from qd import ir
 from qd.errors import QuadrantsTypeError
 from qd.gpu import spirv_ops as so
-from qd.gpu.spirv_defs import Capability, GroupOperation, Scope, StorageClass
+from qd.gpu.spirv_defs import BuiltIn, Capability, Decoration, GroupOperation, MemorySemantics, Scope, StorageClass
 from qd.gpu.spirv_defs import Op as S
 from qd.jit.llvm_reduce import find_reductions, invariant_values
 from qd.ops import Op
@@ -162,35 +164,118 @@ class Atomics:
             group = self.subgroup_reduce(red.op, dt, total)
             if group is None:
                 self.atomic(op, dt, r.addr, total)
-                continue
-            elect, merge = self.m.id(), self.m.id()
-            leader = self.op(S.GroupNonUniformElect, self.u32c(Scope.Subgroup), t=self.bool_t())
-            self.op(S.SelectionMerge, merge, 0)
-            self.op(S.BranchConditional, leader, elect, merge)
-            self.label(elect)
-            self.atomic(op, dt, r.addr, group)
-            self.branch(merge)
-            self.label(merge)
+            elif self.per_group:
+                self.workgroup_flush(r, op, group)
+            else:
+                self.when(self.elect(), lambda: self.atomic(op, dt, r.addr, group))
+
+    def workgroup_flush(self, r: _Reduction, op: Op, group: int) -> None:
+        """One atomic per workgroup: the subgroups' sums meet in workgroup memory and subgroup 0 sums them.
+        Only in a task none of whose invocations leaves early (`workgroup_reduces`): the barriers are reached
+        by the whole workgroup, after the grid-stride loop."""
+        red, dt = r.red, r.red.dtype
+        t = self.ty(dt)
+        shared = self.shared_array(t)
+        sid = self.builtin(BuiltIn.SubgroupId)
+        self.when(self.elect(), lambda: self.op(S.Store, self.shared_ptr(shared, t, sid), group))
+        self.workgroup_barrier()
+
+        def first_subgroup() -> None:
+            acc = self.fn.local(self.m.pointer(StorageClass.Function, t))
+            self.op(S.Store, acc, self.c(dt, red.identity()))
+            lane = self.op(S.UConvert, self.builtin(BuiltIn.SubgroupLocalInvocationId), t=self.u64)
+            count = self.op(S.UConvert, self.builtin(BuiltIn.NumSubgroups), t=self.u64)
+            size = self.op(S.UConvert, self.builtin(BuiltIn.SubgroupSize), t=self.u64)
+
+            def add(j: int) -> None:
+                part = self.op(S.Load, self.shared_ptr(shared, t, j), t=t)
+                cur = self.op(S.Load, acc, t=t)
+                self.op(S.Store, acc, so.lower_op(self, _REGROUP.get(red.op, red.op), [dt, dt], dt, [cur, part]))
+            self.loop(self.fn.local(self.m.pointer(StorageClass.Function, self.u64)), lane, count, size, add)
+            total = self.subgroup_reduce(red.op, dt, self.op(S.Load, acc, t=t))
+            self.when(self.elect(), lambda: self.atomic(op, dt, r.addr, total))
+        self.when(self.op(S.IEqual, sid, self.u32c(0), t=self.bool_t()), first_subgroup)
+        self.workgroup_barrier()  # the next reduction reuses the array
+
+    def shared_array(self, t: int) -> int:
+        """The task's workgroup array of `t`, one element per invocation (enough for any subgroup size)."""
+        def make() -> int:
+            arr = self.m.array(t, self.local_size)
+            var = self.m.variable(self.m.pointer(StorageClass.Workgroup, arr), StorageClass.Workgroup)
+            self.interface.append(var)
+            return var
+        return self._entry(("shared", t), make)
+
+    def shared_ptr(self, shared: int, t: int, index: int) -> int:
+        return self.op(S.AccessChain, shared, index, t=self.m.pointer(StorageClass.Workgroup, t))
+
+    def builtin(self, which: BuiltIn) -> int:
+        """The u32 value of a subgroup built-in (loaded where it is used)."""
+        def make() -> int:
+            self.m.capability(Capability.GroupNonUniform)
+            var = self.m.variable(self.m.pointer(StorageClass.Input, self.u32), StorageClass.Input)
+            self.m.decorate(var, Decoration.BuiltIn, which)
+            self.interface.append(var)
+            return var
+        return self.op(S.Load, self._entry(("builtin", which), make), t=self.u32)
+
+    def workgroup_barrier(self) -> None:
+        sem = MemorySemantics.AcquireRelease | MemorySemantics.WorkgroupMemory
+        wg = self.u32c(Scope.Workgroup)
+        self.op(S.ControlBarrier, wg, wg, self.u32c(int(sem)))
+
+    def elect(self) -> int:
+        self.m.capability(Capability.GroupNonUniform)
+        return self.op(S.GroupNonUniformElect, self.u32c(Scope.Subgroup), t=self.bool_t())
+
+    def when(self, cond: int, emit: Any) -> None:
+        """`if cond: emit()` as a selection construct."""
+        then, merge = self.m.id(), self.m.id()
+        self.op(S.SelectionMerge, merge, 0)
+        self.op(S.BranchConditional, cond, then, merge)
+        self.label(then)
+        emit()
+        self.branch(merge)
+        self.label(merge)
 
     def subgroup_reduce(self, op: Op, dt: T.DataType, v: int) -> int | None:
         """The subgroup-wide reduction of per-invocation accumulators, where the device has subgroup
         arithmetic and the op is exact to regroup (int ops; float add/sub, which a reduction may reassociate)."""
-        if not self.caps.subgroup_arith:
-            return None
-        if dt.is_float:
-            code = S.GroupNonUniformFAdd if op in (Op.ADD, Op.SUB) else None
-        else:
-            s = dt.is_signed
-            code = {Op.ADD: S.GroupNonUniformIAdd, Op.SUB: S.GroupNonUniformIAdd,
-                    Op.MIN: S.GroupNonUniformSMin if s else S.GroupNonUniformUMin,
-                    Op.MAX: S.GroupNonUniformSMax if s else S.GroupNonUniformUMax,
-                    Op.BIT_AND: S.GroupNonUniformBitwiseAnd, Op.BIT_OR: S.GroupNonUniformBitwiseOr,
-                    Op.BIT_XOR: S.GroupNonUniformBitwiseXor}.get(op)
+        code = group_opcode(op, dt) if self.caps.subgroup_arith else None
         if code is None:
             return None
         self.m.capability(Capability.GroupNonUniform)
         self.m.capability(Capability.GroupNonUniformArithmetic)
         return self.op(code, self.u32c(Scope.Subgroup), GroupOperation.Reduce, v, t=self.ty(dt))
+
+
+# partial accumulators combine by addition (a sub reduction accumulates the subtrahends: by addition for ints,
+# by subtraction from -0.0 for floats)
+_REGROUP = {Op.SUB: Op.ADD}
+
+
+def group_opcode(op: Op, dt: T.DataType) -> S | None:
+    """The subgroup reduction of reduction `op` over `dt`, where regrouping it is exact (int ops) or allowed
+    (float add/sub, which a reduction may reassociate); None otherwise."""
+    if dt.is_float:
+        return S.GroupNonUniformFAdd if op in (Op.ADD, Op.SUB) else None
+    s = dt.is_signed
+    return {Op.ADD: S.GroupNonUniformIAdd, Op.SUB: S.GroupNonUniformIAdd,
+            Op.MIN: S.GroupNonUniformSMin if s else S.GroupNonUniformUMin,
+            Op.MAX: S.GroupNonUniformSMax if s else S.GroupNonUniformUMax,
+            Op.BIT_AND: S.GroupNonUniformBitwiseAnd, Op.BIT_OR: S.GroupNonUniformBitwiseOr,
+            Op.BIT_XOR: S.GroupNonUniformBitwiseXor}.get(op)
+
+
+def workgroup_reduces(task: ir.Task, caps: Any) -> bool:
+    """Whether range task `task` reduces per workgroup (workgroup memory, barriers, one atomic per workgroup):
+    it has a reduction the subgroup can regroup, and none of its invocations can leave before the barriers
+    (no check, no driver loop limit)."""
+    if task.kind != "range" or not caps.subgroup_arith or caps.loop_limit:
+        return False
+    if any(isinstance(s, (ir.Check, ir.Return)) for b in (task.prologue, task.body) for s in ir.walk(b)):
+        return False
+    return any(r.dtype.bits >= 32 and group_opcode(r.op, r.dtype) is not None for r in find_reductions(task))
 
 
 __all__ = ["Atomics"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import os
 import struct
+import time
 from typing import Any
 
 import numpy as np
@@ -102,6 +103,7 @@ class Buffer:
         props = dev._mem.memoryTypes[mtype].propertyFlags
         self.mapped = (props & visible) == visible
         self._map = vk.vkMapMemory(dev.device, self.memory, 0, self.nbytes, 0) if self.mapped else None
+        self._bytes: memoryview | None = None
 
     def view(self, dtype: Any, count: int | None = None, offset: int = 0) -> np.ndarray:
         """A numpy view of the mapped memory (no copy); host-visible buffers only."""
@@ -110,6 +112,14 @@ class Buffer:
         dt = np.dtype(dtype)
         n = (self.nbytes - offset) // dt.itemsize if count is None else int(count)
         return np.frombuffer(self._map, dtype=dt, count=n, offset=offset)
+
+    def memory_view(self) -> memoryview:
+        """The mapped memory as writable bytes (no copy; `struct.pack_into` fills a launch slot in one call)."""
+        if self._bytes is None:
+            if self._map is None:
+                raise ValueError("a device-local buffer has no host view: copy it through a staging buffer")
+            self._bytes = memoryview(self._map).cast("B")
+        return self._bytes
 
     def write(self, arr: np.ndarray) -> None:
         data = np.ascontiguousarray(arr).view(np.uint8).ravel()
@@ -121,6 +131,7 @@ class Buffer:
         vk = self.dev.vk
         if self.handle is not None and self.dev.device is not None:
             if self._map is not None:
+                self._bytes = None
                 vk.vkUnmapMemory(self.dev.device, self.memory)
             vk.vkDestroyBuffer(self.dev.device, self.handle, None)
             vk.vkFreeMemory(self.dev.device, self.memory, None)
@@ -191,6 +202,24 @@ class Pipeline:
         vk.vkDestroyShaderModule(d, self.module, None)
 
 
+BATCH = 64  # launches submitted together at most
+MAX_QUEUED_S = 0.002  # a queued launch goes out at the next launch after this long, even if the device is busy
+QUEUED, SUBMITTED, DONE = range(3)
+
+
+class Submission:
+    """Command buffers submitted together with one fence; every launch among them waits on it."""
+
+    __slots__ = ("cmds", "once", "fence", "state", "since")
+
+    def __init__(self) -> None:
+        self.cmds: list = []
+        self.once: list = []  # one-shot command buffers, recycled when it completes
+        self.fence: Any = None
+        self.state = QUEUED
+        self.since = time.perf_counter()
+
+
 class Device:
     """One Vulkan device and a compute queue."""
 
@@ -232,6 +261,8 @@ class Device:
         self._mem = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
         self._free_cmds: list = []
         self._free_fences: list = []
+        self._queued: Submission | None = None  # launches not submitted yet
+        self._last: Submission | None = None  # the last submission
 
     def _features(self, physical: Any) -> tuple[dict, Any]:
         """What the device has of what qd uses, and the feature chain that turns exactly that on: 8/16/64-bit
@@ -368,59 +399,116 @@ class Device:
         vk.vkCmdDispatch(cmd, *groups)
 
     def end(self, cmd: Any) -> Any:
-        """Ends a reusable recording (with the barrier that makes its writes visible to the host); returns what
-        `submit_recorded` takes."""
-        vk = self.vk
+        """Ends a recording (with the barrier that makes its writes visible to the host); returns the command
+        buffer, for `submit_recorded` again and again when it was begun with `once=False`."""
         self.barrier(cmd, host=True)
-        vk.vkEndCommandBuffer(cmd)
-        handles = vk.ffi.new("VkCommandBuffer[1]", [cmd])
-        info = vk.ffi.new("VkSubmitInfo*", {"sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1,
-                                            "pCommandBuffers": handles})
-        return (cmd, info, handles)
+        self.vk.vkEndCommandBuffer(cmd)
+        return cmd
 
-    def submit(self, cmd: Any) -> tuple[Any, Any, bool]:
-        """Ends one-shot `cmd` and submits it; returns the work to poll, wait for and release."""
-        rec = self.end(cmd)
-        return self._submit(rec, True)
+    # ------------------------------------------------------------ submissions
+    # A launch made while the device is still running earlier work is queued and submitted together with the
+    # launches after it (one vkQueueSubmit, one fence): each submission costs the driver and the device tens
+    # of microseconds, which would bound a stream of small launches. Queued work goes out as soon as the
+    # device is idle (checked at every `done`, i.e. at every launch), when BATCH launches are queued, when the
+    # oldest has waited MAX_QUEUED_S, and before anything waits for it. Quadrants' Vulkan runtime defers
+    # every launch until its command list is 2 ms old or something synchronises.
 
-    def submit_recorded(self, rec: Any) -> tuple[Any, Any, bool]:
-        """Submits a recording made with `begin(once=False)` + `end` again (the raw call: the package's
-        wrapper builds its structures anew each time, tens of microseconds)."""
-        return self._submit(rec, False)
+    def submit(self, cmd: Any) -> "Submission":
+        """Ends one-shot `cmd` (a copy, a fill) and submits it with whatever launches are queued before it."""
+        self.end(cmd)
+        sub = self._queue(cmd, once=True)
+        self.flush()
+        return sub
 
-    def _submit(self, rec: Any, once: bool) -> tuple[Any, Any, bool]:
+    def submit_recorded(self, cmd: Any, idle: bool | None = None) -> "Submission":
+        """Queues a recording made with `begin(once=False)` + `end` (again); it goes out at once when the device
+        is idle (`idle`: the caller's `idle()` of just before). Returns the submission it belongs to, to poll
+        (`done`) or `wait` for."""
+        if idle is None:
+            idle = self.idle()
+        sub = self._queue(cmd, once=False)
+        if idle or len(sub.cmds) >= BATCH or time.perf_counter() - sub.since > MAX_QUEUED_S:
+            self.flush()
+        return sub
+
+    def idle(self) -> bool:
+        """Nothing is queued and everything submitted has completed."""
+        return self._queued is None and self._finished(self._last)
+
+    def _queue(self, cmd: Any, once: bool) -> "Submission":
+        sub = self._queued
+        if sub is None:
+            sub = self._queued = Submission()
+        sub.cmds.append(cmd)
+        if once:
+            sub.once.append(cmd)
+        return sub
+
+    def flush(self) -> None:
+        """Submits the queued command buffers (raw calls: the package's wrappers cost tens of microseconds)."""
+        sub = self._queued
+        if sub is None:
+            return
         vk = self.vk
+        self._queued = None
         fence = self._free_fences.pop() if self._free_fences else vk.vkCreateFence(
             self.device, vk.VkFenceCreateInfo(sType=vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO), None)
-        rc = vk.lib.vkQueueSubmit(self.queue, 1, rec[1], fence)
+        handles = vk.ffi.new("VkCommandBuffer[]", sub.cmds)
+        info = vk.ffi.new("VkSubmitInfo*", {"sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                                            "commandBufferCount": len(sub.cmds), "pCommandBuffers": handles})
+        rc = vk.lib.vkQueueSubmit(self.queue, 1, info, fence)
         if rc != vk.VK_SUCCESS:
             self._free_fences.append(fence)
+            sub.state = DONE
             raise RuntimeError(f"qd: Vulkan device {self.name} refused a submission (VkResult {rc}); the device "
                                f"may be lost")
-        return rec[0], fence, once
+        sub.fence, sub.state = fence, SUBMITTED
+        self._last = sub
 
-    def done(self, work: tuple[Any, Any, bool]) -> bool:
-        return self.vk.lib.vkGetFenceStatus(self.device, work[1]) == self.vk.VK_SUCCESS  # NOT_READY while it runs
+    def _finished(self, sub: "Submission | None") -> bool:
+        """`sub` (None: no work) has completed; a completed submission is retired here."""
+        if sub is None or sub.state == DONE:
+            return True
+        if sub.state == QUEUED or self.vk.lib.vkGetFenceStatus(self.device, sub.fence) != self.vk.VK_SUCCESS:
+            return False
+        self._retire(sub)
+        return True
 
-    def wait(self, work: tuple[Any, Any, bool]) -> None:
-        """Waits for submitted `work` and recycles its fence (and a one-shot command buffer). Raw calls: the
-        package's wrappers cost tens of microseconds each."""
+    def _retire(self, sub: "Submission") -> None:
         vk = self.vk
-        cmd, fence, once = work
-        one = vk.ffi.new("VkFence[1]", [fence])
+        vk.lib.vkResetFences(self.device, 1, vk.ffi.new("VkFence[1]", [sub.fence]))
+        self._free_fences.append(sub.fence)
+        for cmd in sub.once:
+            vk.vkResetCommandBuffer(cmd, 0)
+            self._free_cmds.append(cmd)
+        sub.fence, sub.state, sub.once = None, DONE, []
+
+    def done(self, sub: "Submission") -> bool:
+        """Whether `sub` has completed; queued work is submitted here when the device has gone idle."""
+        if sub.state == QUEUED:
+            if self._finished(self._last):
+                self.flush()
+            return False
+        return self._finished(sub)
+
+    def wait(self, sub: "Submission") -> None:
+        """Waits for `sub` (submitting it first if it is still queued) and retires it."""
+        if sub.state == QUEUED:
+            self.flush()
+        if sub.state != SUBMITTED:
+            return
+        vk = self.vk
+        one = vk.ffi.new("VkFence[1]", [sub.fence])
         rc = vk.lib.vkWaitForFences(self.device, 1, one, vk.VK_TRUE, 600 * 10**9)
         if rc != vk.VK_SUCCESS:
             raise RuntimeError(f"qd: Vulkan device {self.name} did not finish a kernel within 600 s (VkResult {rc}: "
                                f"device lost, or a kernel that never ends)")
-        vk.lib.vkResetFences(self.device, 1, one)
-        self._free_fences.append(fence)
-        if once:
-            vk.vkResetCommandBuffer(cmd, 0)
-            self._free_cmds.append(cmd)
+        self._retire(sub)
 
     def close(self) -> None:
         vk = self.vk
         if self.device is not None:
+            self.flush()
             vk.vkDeviceWaitIdle(self.device)
             for fence in self._free_fences:
                 vk.vkDestroyFence(self.device, fence, None)

@@ -4,7 +4,8 @@ and a launcher over `qd/gpu/vulkan.py`, and the compiler from offloaded IR to pi
 This is all a GPU tier adds (GPU.md §1): the runtime owns mirrors, launch slots, pending work and errors.
 Memory: device-local buffers where the device has them (host-visible ones are mapped and copied by memcpy:
 all of lavapipe's memory), staging buffers otherwise. A launch is one command buffer: a barrier, zero fills
-of per-launch scratch, then one dispatch per task with barriers between, submitted with a fence.
+of per-launch scratch, then one dispatch per task with barriers between, queued for submission (launches made
+while the device is busy go out together: `Device.submit_recorded`).
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ class VulkanBackend:
         """Pipelines of offloaded kernel `k`. With `cache_dir`, the SPIR-V comes from / goes to the on-disk cache
         (key: the IR text, the device's caps, fast_math, print capacity, qd version and the emitter's sources)."""
         t0 = time.perf_counter()
-        key = spirv_cache.key(k, repr((self.caps, print_words)), fast_math) if cache_dir else ""
+        key = spirv_cache.key(k, repr((self.caps, print_words, spirv.TUNING)), fast_math) if cache_dir else ""
         sk = spirv_cache.load(cache_dir, key, k) if cache_dir else None
         from_cache = sk is not None
         if sk is None:
@@ -183,14 +184,18 @@ class VulkanBackend:
     # ------------------------------------------------------------ launches
     def enqueue(self, prog: Program, slot: Buffer, groups: list[int], zero: list[tuple[Buffer, int]]) -> Any:
         """Submits one launch: zero fills, then every task with `groups[t]` workgroups. The command buffer is
-        recorded once per (program, slot, grid, fills) and kept on the slot (pooled, so it comes back): a
-        repeated launch is one submission."""
-        key = (prog.serial, tuple(groups), tuple((b.serial, n) for b, n in zero))
+        recorded once per (program, slot, grid, fills, timestamps) and kept on the slot (pooled, so it comes
+        back): a repeated launch is one command buffer for `Device.submit_recorded` to queue. A launch made on
+        an idle device writes timestamps (`elapsed_ms`); one queued behind running work does not (they cost
+        the device about 5 us a launch, which a stream of small launches would pay)."""
+        idle = self.dev.idle()
+        stamp = self.timestamps and idle
+        key = (prog.serial, tuple(groups), tuple((b.serial, n) for b, n in zero), stamp)
         cache = slot.__dict__.setdefault("recorded", {})
-        rec = cache.get(key)
-        if rec is None:
-            rec = cache[key] = self._record(prog, slot, groups, zero)
-        return self.dev.submit_recorded(rec)
+        cmd = cache.get(key)
+        if cmd is None:
+            cmd = cache[key] = self._record(prog, slot, groups, zero, stamp)
+        return self.dev.submit_recorded(cmd, idle)
 
     def _queries(self, prog: Program) -> Any:
         """The program's timestamp query pool (2 queries: start and end of a launch), made once. Every launch of
@@ -203,7 +208,8 @@ class VulkanBackend:
         return prog.queries
 
     def elapsed_ms(self, prog: Program) -> float | None:
-        """Device time of the program's last completed launch, or None (no timestamps, or one still running)."""
+        """Device time of the program's last completed launch made on an idle device (`enqueue`), or None (no
+        timestamps, or one still running)."""
         if prog.queries is None:
             return None
         vk = self.dev.vk
@@ -213,11 +219,12 @@ class VulkanBackend:
             return None
         return (int(out[1]) - int(out[0])) * self.tick_ns * 1e-6
 
-    def _record(self, prog: Program, slot: Buffer, groups: list[int], zero: list[tuple[Buffer, int]]) -> Any:
+    def _record(self, prog: Program, slot: Buffer, groups: list[int], zero: list[tuple[Buffer, int]],
+                stamp: bool) -> Any:
         dev = self.dev
         vk = dev.vk
         cmd = dev.begin(once=False)
-        pool = self._queries(prog)
+        pool = self._queries(prog) if stamp else None
         if pool is not None:
             vk.vkCmdResetQueryPool(cmd, pool, 0, 2)
             vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, pool, 0)

@@ -20,6 +20,7 @@ enqueue it and return (DESIGN §6, GPU.md §1-3).
 from __future__ import annotations
 
 import os
+import struct
 from typing import Any, Sequence
 
 import numpy as np
@@ -29,7 +30,7 @@ from qd.ad.adstack import OVERFLOW_KIND
 from qd.ad.counting import COUNTS_KIND
 from qd.bytecode.lower import register_bits
 from qd.errors import QuadrantsRuntimeError
-from qd.gpu.spirv import LOOP_LIMIT
+from qd.gpu.spirv import HEADER_WORDS, LOOP_LIMIT, PRINTLEN_WORD
 from qd.ops import Op
 from qd.runtime import config
 from qd.runtime import launch as _launch
@@ -61,7 +62,15 @@ class _State:
         self.heaps: dict[int, Any] = {}  # buffer index -> device heap
         self.launches = 0
         self.rt = rt
-        self.groups: dict[int, int] = {}  # task -> workgroups, for tasks whose bounds are constants
+        sk = self.prog.kernel
+        self.slot_key = ("slot", sk.slot_words)
+        self.zeros = (0,) * (sk.slot_words - len(sk.ctx))  # status, print length, return values
+        self.slot_format = struct.Struct(f"<{sk.slot_words}Q")
+        self.ctx = [(_CTX_KINDS[key[0]], key[1] if len(key) > 1 else 0, key[2] if len(key) > 2 else 0)
+                    for key in sk.ctx]
+        # per task: the scalar arguments and shapes its bounds read, and the grid for each set of their values
+        self.bound_leaves = [_leaves(t.task) if t.kind == "range" else None for t in sk.tasks]
+        self.grids: dict[tuple, list[int]] = {}
         ck.tier_stats = self.stats  # `kernel.stats` of this instance (qd/frontend/kernel.py)
 
     def stats(self) -> dict:
@@ -90,7 +99,8 @@ def launch(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Sequence[A
 
 def _launch_locked(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Sequence[Any]) -> Any:
     cfg = config.current()
-    rt.poll()
+    if rt.pending:
+        rt.poll()
     plan = ck.adstack
     if plan is not None and plan.counter is not None and not cfg.ad_stack_size:
         _launch._count_while_loops(plan, bindings, args)
@@ -100,26 +110,18 @@ def _launch_locked(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Se
     lb = _Binding(rt)
     for b, (decl, owner) in enumerate(zip(ck.ir.buffers, owners)):
         lb.bind(b, decl, owner, ck, b in ck.written)
-    groups = [1 if t.kind == "serial" else st.groups.get(n) or _groups(rt, st, n, t, args, lb.shapes)
-              for n, t in enumerate(sk.tasks)]
+    groups = _grid_of(rt, st, args, lb.shapes)
     if plan is not None:  # a heap row per invocation: a bounded grid, each invocation runs several indices
         groups = [min(g, rt.backend.max_groups) for g in groups]
         groups = _bind_adstack(rt, st, ck, lb, owners, args, groups, sk)
-    seed, launch_id = int(cfg.random_seed) & _M64, next(_launch._launch_ids)
-    slot_key = ("slot", sk.slot_words)
-    slot = rt.take(slot_key, lambda: rt.backend.alloc(8 * sk.slot_words, host=True))
-    lb.release.append((slot_key, slot))
-    words = slot.__dict__.get("words")
-    if words is None:
-        words = slot.words = slot.view(np.uint64, sk.slot_words)
-    words[:] = 0
+    slot = rt.take(st.slot_key, lambda: rt.backend.alloc(8 * sk.slot_words, host=True))
+    lb.release.append((st.slot_key, slot))
     printbuf = None
     if sk.prints:
         printbuf = rt.take(("print",), lambda: rt.backend.alloc(8 * PRINT_WORDS, host=True))
         lb.release.append((("print",), printbuf))
-    base = sk.slot_words - len(sk.ctx)
-    for n, key in enumerate(sk.ctx):
-        words[base + n] = _ctx_value(key, ck.ir, lb, args, printbuf, seed, launch_id)
+    ctx = _ctx_values(st, ck.ir, lb, args, printbuf, int(cfg.random_seed) & _M64)
+    st.slot_format.pack_into(slot.memory_view(), 0, *st.zeros, *ctx)
     work = rt.backend.enqueue(st.prog, slot, groups, lb.zero)
     for b in ck.written:
         owner = owners[b]
@@ -177,20 +179,30 @@ class _Binding:
             self.copy_back.append((arr, buf))
 
 
-def _ctx_value(key: tuple, k: ir.KernelIR, lb: _Binding, args: Sequence[Any], printbuf: Any, seed: int,
-               launch_id: int) -> int:
-    kind = key[0]
-    if kind == "buf":
-        return lb.bufs[key[1]].address
-    if kind == "shape":
-        return int(lb.shapes[key[1]][key[2]]) & _M64
-    if kind == "arg":
-        return register_bits(k.args[key[1]].dtype, args[key[1]]) & _M64
-    if kind == "print":
-        return printbuf.address
-    if kind == "rng":
-        return rng_base(seed, launch_id, key[1])
-    raise KeyError(f"unknown context entry {key!r}")
+_FLAG_AND_PRINTS = struct.Struct(f"<q{8 * (PRINTLEN_WORD - 1)}xq")  # status word 0 and the print length
+_BUF, _SHAPE, _ARG, _PRINT, _RNG = range(5)
+_CTX_KINDS = {"buf": _BUF, "shape": _SHAPE, "arg": _ARG, "print": _PRINT, "rng": _RNG}
+
+
+def _ctx_values(st: _State, k: ir.KernelIR, lb: _Binding, args: Sequence[Any], printbuf: Any,
+                seed: int) -> list[int]:
+    """The launch's context words (`SpirvKernel.ctx`, decoded once into `st.ctx`), as u64 ints."""
+    out = []
+    launch_id = None
+    for kind, a, b in st.ctx:
+        if kind == _BUF:
+            out.append(lb.bufs[a].address)
+        elif kind == _SHAPE:
+            out.append(int(lb.shapes[a][b]) & _M64)
+        elif kind == _ARG:
+            out.append(register_bits(k.args[a].dtype, args[a]) & _M64)
+        elif kind == _PRINT:
+            out.append(printbuf.address)
+        else:
+            if launch_id is None:
+                launch_id = next(_launch._launch_ids)
+            out.append(rng_base(seed, launch_id, a))
+    return out
 
 
 def _finish(ck: Any, sk: Any, slot: Any, printbuf: Any, lb: _Binding, out: list, owners: list,
@@ -198,8 +210,12 @@ def _finish(ck: Any, sk: Any, slot: Any, printbuf: Any, lb: _Binding, out: list,
     """After the launch completed: copies back, prints, return values; the error its checks recorded."""
     for arr, buf in lb.copy_back:
         lb.rt.backend.download(buf, arr)
-    words = slot.view(np.int64, sk.slot_words)
-    status = words[:STATUS_WORDS].copy()
+    mem = slot.memory_view()
+    failed, plen = _FLAG_AND_PRINTS.unpack_from(mem)
+    if not (failed or plen or ck.ir.rets or printbuf is not None):  # the common case: two words read
+        return None
+    words = np.array(mem[:8 * (HEADER_WORDS + len(ck.ir.rets))]).view(np.int64)
+    status = words[:STATUS_WORDS]
     plen = int(words[16])
     if printbuf is not None and (plen or status[8]):
         flush_prints(ck.ir, sk.prints, printbuf.view(np.int64, PRINT_WORDS), plen, int(status[8]))
@@ -261,26 +277,44 @@ def _host_value(v: ir.Value, args: Sequence[Any], shapes: dict, memo: dict) -> i
     return r
 
 
-def _groups(rt: DeviceRuntime, state: _State, n: int, st: Any, args: Sequence[Any], shapes: dict) -> int:
-    """Workgroups of range task `st` (a `SpirvTask`, number `n`): one invocation per index up to the backend's
-    `group_limit`, at most `max_groups` for a reducing task; `max_groups` when the bounds need the device.
-    Remembered in `state` when the bounds are constants."""
-    g = _grid(rt, st, args, shapes)
-    if all(isinstance(v, ir.Const) for v in (st.task.begin, st.task.end)):
-        state.groups[n] = g
+def _leaves(t: ir.Task) -> tuple:
+    """What range task `t`'s bounds read that may change between launches: ("arg", i) and ("shape", b, axis)."""
+    out: list = []
+
+    def visit(v: ir.Value) -> None:
+        if isinstance(v, ir.ArgLoad):
+            out.append(("arg", v.index))
+        elif isinstance(v, ir.ExternalShape):
+            out.append(("shape", v.buffer, v.axis))
+        elif isinstance(v, ir.OpStmt):
+            for a in v.args:
+                visit(a)
+    visit(t.begin)
+    visit(t.end)
+    return tuple(dict.fromkeys(out))
+
+
+def _grid_of(rt: DeviceRuntime, st: _State, args: Sequence[Any], shapes: dict) -> list[int]:
+    """Workgroups of every task, remembered per set of values its bounds read (`_State.bound_leaves`)."""
+    key = tuple(tuple(args[x[1]] if x[0] == "arg" else shapes.get(x[1], (None,) * (x[2] + 1))[x[2]] for x in lv)
+                for lv in st.bound_leaves if lv)
+    g = st.grids.get(key)
+    if g is None:
+        g = [1 if t.kind == "serial" else _grid(rt, t, args, shapes) for t in st.prog.kernel.tasks]
+        if len(st.grids) > 64:
+            st.grids.clear()
+        st.grids[key] = g
     return g
 
 
 def _grid(rt: DeviceRuntime, st: Any, args: Sequence[Any], shapes: dict) -> int:
-    from qd.gpu.spirv import LOCAL_SIZE
-
     memo: dict = {}
     t = st.task
     lo, hi = _host_value(t.begin, args, shapes, memo), _host_value(t.end, args, shapes, memo)
     b = rt.backend
     if lo is None or hi is None:
         return b.max_groups
-    want = -(-(hi - lo) // LOCAL_SIZE)
+    want = -(-(hi - lo) // st.local_size)
     g = min(b.max_groups if st.reduces else b.group_limit, want)
     if b.loop_limit:  # leave most of a driver's loop budget to the body's own loops
         g = max(g, min(want, b.group_limit, -(-want // (b.loop_limit // 16))))
@@ -293,8 +327,6 @@ def _bind_adstack(rt: DeviceRuntime, st: _State, ck: Any, lb: _Binding, owners: 
                   groups: list[int], sk: Any) -> list[int]:
     """Sizes the stacks from live data, lays out one heap row per launched invocation (fewer invocations
     when the heap would pass `HEAP_BUDGET`), binds the meta words and the heaps; returns the grid."""
-    from qd.gpu.spirv import LOCAL_SIZE
-
     plan = ck.adstack
     forced = int(config.current().ad_stack_size or 0)
     from qd.runtime import adstack_heap
@@ -307,8 +339,8 @@ def _bind_adstack(rt: DeviceRuntime, st: _State, ck: Any, lb: _Binding, owners: 
     per_thread = sum(n * dt.itemsize for dt, n in stride.items())
     widest = max(g * t.local_size for g, t in zip(groups, sk.tasks))
     if per_thread * widest > HEAP_BUDGET:
-        cap = max(1, HEAP_BUDGET // (per_thread * LOCAL_SIZE))
-        groups = [g if t.kind == "serial" else min(g, cap) for g, t in zip(groups, sk.tasks)]
+        groups = [g if t.kind == "serial" else min(g, max(1, HEAP_BUDGET // (per_thread * t.local_size)))
+                  for g, t in zip(groups, sk.tasks)]
         widest = max(g * t.local_size for g, t in zip(groups, sk.tasks))
     lb.raw(plan.meta, meta, False)
     for dt, b in plan.heap_of.items():
