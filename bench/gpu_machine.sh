@@ -29,7 +29,7 @@ case $step in
         2>/dev/null | tail -1
     done ;;
   probe)  # where a launch's time goes (bench/_gpu_probe.py)
-    timeout 200 python3 bench/_gpu_probe.py vulkan 2>&1 | tail -45 ;;
+    timeout 200 python3 bench/_gpu_probe.py vulkan 2>&1 | grep -v '^$' | cut -c1-150 ;;
   qd)  # qd alone (workload names as arguments), twice: run-to-run variation
     for r in 1 2; do timeout 120 python3 bench/_gpu_workloads.py qd vulkan "$@" 2>/dev/null | tail -1; done ;;
   bench)

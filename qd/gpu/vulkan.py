@@ -204,6 +204,7 @@ class Pipeline:
 
 BATCH = 64  # launches submitted together at most
 MAX_QUEUED_S = 0.002  # a queued launch goes out at the next launch after this long, even if the device is busy
+SPIN_S = float(os.environ.get("QD_VULKAN_SPIN_S", "") or 0.003)  # `Device.wait` polls this long, then blocks
 QUEUED, SUBMITTED, DONE = range(3)
 
 
@@ -215,7 +216,7 @@ class Submission:
     def __init__(self) -> None:
         self.cmds: list = []
         self.once: list = []  # one-shot command buffers, recycled when it completes
-        self.fence: Any = None
+        self.fence: Any = None  # a VkFence[1] while submitted
         self.state = QUEUED
         self.since = time.perf_counter()
 
@@ -261,7 +262,11 @@ class Device:
         self._mem = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
         self._free_cmds: list = []
         self._free_fences: list = []
+        # how long `wait` polls before it blocks: on a GPU; a CPU device (lavapipe) needs the cores itself
+        self.spin_s = 0.0 if self.props.deviceType == vk.VK_PHYSICAL_DEVICE_TYPE_CPU else SPIN_S
+        self._infos: dict = {}  # recorded command buffer -> its submit info alone (and the array it points to)
         self._queued: Submission | None = None  # launches not submitted yet
+        self.submissions = 0  # vkQueueSubmit calls made
         self._last: Submission | None = None  # the last submission
 
     def _features(self, physical: Any) -> tuple[dict, Any]:
@@ -451,12 +456,18 @@ class Device:
             return
         vk = self.vk
         self._queued = None
-        fence = self._free_fences.pop() if self._free_fences else vk.vkCreateFence(
-            self.device, vk.VkFenceCreateInfo(sType=vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO), None)
-        handles = vk.ffi.new("VkCommandBuffer[]", sub.cmds)
-        info = vk.ffi.new("VkSubmitInfo*", {"sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO,
-                                            "commandBufferCount": len(sub.cmds), "pCommandBuffers": handles})
-        rc = vk.lib.vkQueueSubmit(self.queue, 1, info, fence)
+        fence = self._free_fences.pop() if self._free_fences else vk.ffi.new("VkFence[1]", [vk.vkCreateFence(
+            self.device, vk.VkFenceCreateInfo(sType=vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO), None)])
+        one = sub.cmds[0] if len(sub.cmds) == 1 else None
+        info = self._infos.get(one) if one is not None else None  # a lone launch: its submit info is kept
+        if info is None:
+            handles = vk.ffi.new("VkCommandBuffer[]", sub.cmds)
+            info = (vk.ffi.new("VkSubmitInfo*", {"sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                                                 "commandBufferCount": len(sub.cmds), "pCommandBuffers": handles}),
+                    handles)
+            if one is not None and not sub.once:
+                self._infos[one] = info
+        rc = vk.lib.vkQueueSubmit(self.queue, 1, info[0], fence[0])
         if rc != vk.VK_SUCCESS:
             self._free_fences.append(fence)
             sub.state = DONE
@@ -464,19 +475,20 @@ class Device:
                                f"may be lost")
         sub.fence, sub.state = fence, SUBMITTED
         self._last = sub
+        self.submissions += 1
 
     def _finished(self, sub: "Submission | None") -> bool:
         """`sub` (None: no work) has completed; a completed submission is retired here."""
         if sub is None or sub.state == DONE:
             return True
-        if sub.state == QUEUED or self.vk.lib.vkGetFenceStatus(self.device, sub.fence) != self.vk.VK_SUCCESS:
+        if sub.state == QUEUED or self.vk.lib.vkGetFenceStatus(self.device, sub.fence[0]) != self.vk.VK_SUCCESS:
             return False
         self._retire(sub)
         return True
 
     def _retire(self, sub: "Submission") -> None:
         vk = self.vk
-        vk.lib.vkResetFences(self.device, 1, vk.ffi.new("VkFence[1]", [sub.fence]))
+        vk.lib.vkResetFences(self.device, 1, sub.fence)
         self._free_fences.append(sub.fence)
         for cmd in sub.once:
             vk.vkResetCommandBuffer(cmd, 0)
@@ -498,8 +510,13 @@ class Device:
         if sub.state != SUBMITTED:
             return
         vk = self.vk
-        one = vk.ffi.new("VkFence[1]", [sub.fence])
-        rc = vk.lib.vkWaitForFences(self.device, 1, one, vk.VK_TRUE, 600 * 10**9)
+        if self.spin_s:  # poll first: a blocked wait wakes up 0.1-0.3 ms late (the driver's interrupt, the OS)
+            end = time.perf_counter() + self.spin_s
+            while time.perf_counter() < end:
+                if vk.lib.vkGetFenceStatus(self.device, sub.fence[0]) == vk.VK_SUCCESS:
+                    self._retire(sub)
+                    return
+        rc = vk.lib.vkWaitForFences(self.device, 1, sub.fence, vk.VK_TRUE, 600 * 10**9)
         if rc != vk.VK_SUCCESS:
             raise RuntimeError(f"qd: Vulkan device {self.name} did not finish a kernel within 600 s (VkResult {rc}: "
                                f"device lost, or a kernel that never ends)")
@@ -511,7 +528,7 @@ class Device:
             self.flush()
             vk.vkDeviceWaitIdle(self.device)
             for fence in self._free_fences:
-                vk.vkDestroyFence(self.device, fence, None)
+                vk.vkDestroyFence(self.device, fence[0], None)
             vk.vkDestroyCommandPool(self.device, self.cmd_pool, None)
             vk.vkDestroyDevice(self.device, None)
             vk.vkDestroyInstance(self.instance, None)

@@ -190,7 +190,7 @@ class VulkanBackend:
         the device about 5 us a launch, which a stream of small launches would pay)."""
         idle = self.dev.idle()
         stamp = self.timestamps and idle
-        key = (prog.serial, tuple(groups), tuple((b.serial, n) for b, n in zero), stamp)
+        key = (prog.serial, tuple(groups), tuple((b.serial, n) for b, n in zero) if zero else (), stamp)
         cache = slot.__dict__.setdefault("recorded", {})
         cmd = cache.get(key)
         if cmd is None:

@@ -100,11 +100,13 @@ def launch(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Sequence[A
 def _launch_locked(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Sequence[Any]) -> Any:
     cfg = config.current()
     if rt.pending:
-        rt.poll()
+        rt._poll()  # the lock is held
     plan = ck.adstack
     if plan is not None and plan.counter is not None and not cfg.ad_stack_size:
         _launch._count_while_loops(plan, bindings, args)
-    st = _state(rt, ck)
+    st = ck.device.get((id(rt), bool(cfg.fast_math))) if ck.device else None
+    if st is None:
+        st = _state(rt, ck)
     sk = st.prog.kernel
     owners = _launch._owners(ck, bindings, args)
     lb = _Binding(rt)
@@ -114,7 +116,8 @@ def _launch_locked(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Se
     if plan is not None:  # a heap row per invocation: a bounded grid, each invocation runs several indices
         groups = [min(g, rt.backend.max_groups) for g in groups]
         groups = _bind_adstack(rt, st, ck, lb, owners, args, groups, sk)
-    slot = rt.take(st.slot_key, lambda: rt.backend.alloc(8 * sk.slot_words, host=True))
+    free = rt.pool.get(st.slot_key)
+    slot = free.pop() if free else rt.backend.alloc(8 * sk.slot_words, host=True)
     lb.release.append((st.slot_key, slot))
     printbuf = None
     if sk.prints:
