@@ -355,6 +355,9 @@ def test_a_burst_of_launches_is_queued_and_submitted_together(arch: Any) -> None
         for i in range(1):
             x[0] = x[0] * 3 + k  # the order of the launches shows in the result
 
+    slow(big)
+    step(x, 0)  # both compiled before the burst (a driver's compile would outlast the slow kernel)
+    x.fill(0)
     qd.sync()
     before = dev.submissions
     slow(big)

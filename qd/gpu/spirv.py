@@ -36,6 +36,7 @@ from qd.gpu.spirv_defs import (GLSL, AddressingModel, BuiltIn, Capability, Decor
 from qd.gpu.spirv_defs import Op as S
 from qd.gpu.spirv_module import Function, Module
 from qd.jit.llvm import check_arg_table, print_table
+from qd.jit.llvm_reduce import find_reductions
 from qd.types import dtypes as T
 
 STATUS_WORDS = 16
@@ -70,6 +71,7 @@ class Caps:
     float64_atomic_add: bool = False
     subgroup_arith: bool = False
     loop_limit: int = 0  # a driver that ends any invocation's loops after this many iterations in all (lavapipe)
+    per_index_grid: bool = False  # range tasks that do not reduce get one invocation per index (a CPU device)
 
 
 @dataclass
@@ -153,6 +155,7 @@ class FnEmitter(Atomics):
         self.k, self.caps = self.kg.k, self.kg.caps
         self.fast = self.kg.fast_math
         self.wide_f32 = self.caps.float64
+        self.reductions_found = bool(find_reductions(self.task))
         self.per_group = workgroup_reduces(self.task, self.caps)  # reductions meet in workgroup memory
         self.local_size = 1 if self.task.kind == "serial" else REDUCE_LOCAL_SIZE if self.per_group else LOCAL_SIZE
         m = self.m = Module((1, 5))
@@ -670,8 +673,8 @@ class FnEmitter(Atomics):
         """Indices per iteration of the grid-stride loop: `UNROLL` where every statement of the body may run
         interleaved with the same statement of other indices (no checks, prints, random numbers, heap rows,
         loops or exits), else 1."""
-        if UNROLL <= 1 or self.task.kind != "range":
-            return 1
+        if UNROLL <= 1 or self.task.kind != "range" or (self.caps.per_index_grid and not self.reductions_found):
+            return 1  # (an invocation that runs one index has nothing to interleave: lavapipe's W1 0.7x slower)
         return UNROLL if all(isinstance(s, _INTERLEAVABLE) for s in ir.walk(self.task.body)) else 1
 
     def unrolled_loop(self, counter: int, start: int, hi: int, step: int, k: int) -> None:
