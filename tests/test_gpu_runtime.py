@@ -414,3 +414,30 @@ def test_an_error_in_a_queued_launch_is_raised_at_sync(arch: Any) -> None:
         qd.sync()
     qd.sync()  # raised once, then cleared
     assert 3 <= made and int(c.to_numpy()[0]) == made  # every launch made ran, once
+
+
+def test_random_numbers_match_the_interpreter_across_launches(arch: Any) -> None:
+    """Every launch takes one launch id on every tier (with or without random numbers), so a program draws the
+    same numbers on a GPU arch as on the interpreter."""
+    def run(on: Any) -> np.ndarray:
+        qd.init(arch=on, random_seed=7, log_level="warn")
+        x = qd.ndarray(qd.f32, 300)
+
+        @qd.kernel
+        def plain(x: qd.types.ndarray(qd.f32, 1)):
+            for i in x:
+                x[i] += 1.0
+
+        @qd.kernel
+        def drawn(x: qd.types.ndarray(qd.f32, 1)):
+            for i in x:
+                x[i] += qd.random()
+
+        plain(x)
+        drawn(x)
+        plain(x)
+        drawn(x)
+        return x.to_numpy()
+
+    np.testing.assert_array_equal(run(arch), run(qd.interp))
+    qd.init(arch=arch, log_level="warn")

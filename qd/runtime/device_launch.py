@@ -100,7 +100,7 @@ def launch(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Sequence[A
 def _launch_locked(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Sequence[Any]) -> Any:
     cfg = config.current()
     if rt.pending:
-        rt._poll()  # the lock is held
+        rt.poll()
     plan = ck.adstack
     if plan is not None and plan.counter is not None and not cfg.ad_stack_size:
         _launch._count_while_loops(plan, bindings, args)
@@ -123,7 +123,8 @@ def _launch_locked(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Se
     if sk.prints:
         printbuf = rt.take(("print",), lambda: rt.backend.alloc(8 * PRINT_WORDS, host=True))
         lb.release.append((("print",), printbuf))
-    ctx = _ctx_values(st, ck.ir, lb, args, printbuf, int(cfg.random_seed) & _M64)
+    launch_id = next(_launch._launch_ids)  # every launch takes one, on every tier: the same random numbers
+    ctx = _ctx_values(st, ck.ir, lb, args, printbuf, int(cfg.random_seed) & _M64, launch_id)
     st.slot_format.pack_into(slot.memory_view(), 0, *st.zeros, *ctx)
     work = rt.backend.enqueue(st.prog, slot, groups, lb.zero)
     for b in ck.written:
@@ -187,11 +188,10 @@ _BUF, _SHAPE, _ARG, _PRINT, _RNG = range(5)
 _CTX_KINDS = {"buf": _BUF, "shape": _SHAPE, "arg": _ARG, "print": _PRINT, "rng": _RNG}
 
 
-def _ctx_values(st: _State, k: ir.KernelIR, lb: _Binding, args: Sequence[Any], printbuf: Any,
-                seed: int) -> list[int]:
+def _ctx_values(st: _State, k: ir.KernelIR, lb: _Binding, args: Sequence[Any], printbuf: Any, seed: int,
+                launch_id: int) -> list[int]:
     """The launch's context words (`SpirvKernel.ctx`, decoded once into `st.ctx`), as u64 ints."""
     out = []
-    launch_id = None
     for kind, a, b in st.ctx:
         if kind == _BUF:
             out.append(lb.bufs[a].address)
@@ -202,8 +202,6 @@ def _ctx_values(st: _State, k: ir.KernelIR, lb: _Binding, args: Sequence[Any], p
         elif kind == _PRINT:
             out.append(printbuf.address)
         else:
-            if launch_id is None:
-                launch_id = next(_launch._launch_ids)
             out.append(rng_base(seed, launch_id, a))
     return out
 
