@@ -441,3 +441,46 @@ def test_random_numbers_match_the_interpreter_across_launches(arch: Any) -> None
 
     np.testing.assert_array_equal(run(arch), run(qd.interp))
     qd.init(arch=arch, log_level="warn")
+
+
+def test_a_refused_submission_is_an_error_from_then_on(arch: Any) -> None:
+    """A device that refuses a submission (lost) raises at that launch and at every later launch or wait:
+    launches that never ran are not read back as finished."""
+    dev = getattr(_runtime().backend, "dev", None)
+    if dev is None or not hasattr(dev, "lost"):
+        pytest.skip(f"{arch.name} has no submission queue")
+    x = qd.ndarray(qd.f32, 4)
+
+    @qd.kernel
+    def bump(x: qd.types.ndarray(qd.f32, 1)):
+        for i in x:
+            x[i] += 1.0
+
+    bump(x)
+    qd.sync()
+    real = dev.vk
+
+    class Lib:
+        def __getattr__(self, name: str) -> Any:
+            if name == "vkQueueSubmit":
+                return lambda *a: -4  # VK_ERROR_DEVICE_LOST
+            return getattr(real.lib, name)
+
+    class Vk:
+        lib = Lib()
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+    dev.vk = Vk()
+    try:
+        with pytest.raises(RuntimeError, match="refused a submission"):
+            bump(x)
+        with pytest.raises(RuntimeError, match="refused a submission"):
+            bump(x)  # every later launch too
+        qd.sync()  # nothing is pending: both errors were raised at their launches
+    finally:
+        dev.vk, dev.lost = real, ""
+        _runtime().pending.clear()
+        dev._queued = None
+    np.testing.assert_array_equal(x.to_numpy(), np.ones(4, np.float32))  # the refused launch never ran

@@ -267,6 +267,7 @@ class Device:
         self._infos: dict = {}  # recorded command buffer -> its submit info alone (and the array it points to)
         self._queued: Submission | None = None  # launches not submitted yet
         self.submissions = 0  # vkQueueSubmit calls made
+        self.lost = ""  # why the device refused a submission (then nothing more is submitted)
         self._last: Submission | None = None  # the last submission
 
     def _features(self, physical: Any) -> tuple[dict, Any]:
@@ -441,6 +442,8 @@ class Device:
         return self._queued is None and self._finished(self._last)
 
     def _queue(self, cmd: Any, once: bool) -> "Submission":
+        if self.lost:
+            raise RuntimeError(self.lost)
         sub = self._queued
         if sub is None:
             sub = self._queued = Submission()
@@ -454,6 +457,8 @@ class Device:
         sub = self._queued
         if sub is None:
             return
+        if self.lost:
+            raise RuntimeError(self.lost)
         vk = self.vk
         self._queued = None
         fence = self._free_fences.pop() if self._free_fences else vk.ffi.new("VkFence[1]", [vk.vkCreateFence(
@@ -468,11 +473,12 @@ class Device:
             if one is not None and not sub.once:
                 self._infos[one] = info
         rc = vk.lib.vkQueueSubmit(self.queue, 1, info[0], fence[0])
-        if rc != vk.VK_SUCCESS:
+        if rc != vk.VK_SUCCESS:  # its launches never ran: every later submit and wait raises this too
             self._free_fences.append(fence)
-            sub.state = DONE
-            raise RuntimeError(f"qd: Vulkan device {self.name} refused a submission (VkResult {rc}); the device "
-                               f"may be lost")
+            self._queued = sub
+            self.lost = (f"qd: Vulkan device {self.name} refused a submission (VkResult {rc}); the device may be "
+                         f"lost: the launches since the last completed one did not run")
+            raise RuntimeError(self.lost)
         sub.fence, sub.state = fence, SUBMITTED
         self._last = sub
         self.submissions += 1
@@ -525,7 +531,8 @@ class Device:
     def close(self) -> None:
         vk = self.vk
         if self.device is not None:
-            self.flush()
+            if not self.lost:
+                self.flush()
             vk.vkDeviceWaitIdle(self.device)
             for fence in self._free_fences:
                 vk.vkDestroyFence(self.device, fence[0], None)
