@@ -169,7 +169,8 @@ def test_interleaved_iterations_match_numpy(arch: Any, bounded_grid: Any, n: int
 
 
 def test_bodies_that_must_run_one_index_at_a_time(arch: Any) -> None:
-    """Inner loops, prints and random numbers keep one index per iteration (their state is per invocation)."""
+    """Inner loops and random numbers keep one index per iteration (their state is per invocation), and so do
+    bodies with transcendentals (long already)."""
     @qd.kernel
     def looped(x: qd.types.ndarray(qd.f32, 1)):
         for i in range(x.shape[0]):
@@ -181,10 +182,17 @@ def test_bodies_that_must_run_one_index_at_a_time(arch: Any) -> None:
         for i in range(x.shape[0]):
             x[i] = qd.random()
 
-    x = qd.ndarray(qd.f32, 64)
+    @qd.kernel
+    def waved(x: qd.types.ndarray(qd.f32, 1), s: qd.types.ndarray(qd.f32, 0)):
+        for i in range(x.shape[0]):
+            s[None] += qd.sin(x[i])  # hundreds of instructions: interleaving would only grow the module
+
+    x, s = qd.ndarray(qd.f32, 64), qd.ndarray(qd.f32, ())
     looped(x)
     drawn(x)
     assert np.all(x.to_numpy() < 1.0)
-    for k in (looped, drawn):
+    waved(x, s)
+    assert abs(float(s.to_numpy()) - float(np.sin(x.to_numpy().astype(np.float64)).sum())) < 1e-4
+    for k in (looped, drawn, waved):
         ir = k._last_ck.ir
         assert spirv.FnEmitter(spirv.KernelGen(ir, _caps(), False, PRINT_WORDS), ir.tasks[0]).unroll() == 1

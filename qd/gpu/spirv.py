@@ -55,6 +55,7 @@ def _tuning(name: str, default: int) -> int:
 LOCAL_SIZE = _tuning("QD_VULKAN_LOCAL_SIZE", 128)
 REDUCE_LOCAL_SIZE = _tuning("QD_VULKAN_REDUCE_LOCAL_SIZE", 256)
 UNROLL = _tuning("QD_VULKAN_UNROLL", 4)
+UNROLL_BUDGET = 64  # IR statements of a body that is interleaved at most
 TUNING = (LOCAL_SIZE, REDUCE_LOCAL_SIZE, UNROLL)
 MAX_CHECK_ARGS = 4
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -670,12 +671,15 @@ class FnEmitter(Atomics):
         self.vals[t.var] = i if dt.bits == 64 else self.op(S.UConvert, i, t=self.ty(dt))
 
     def unroll(self) -> int:
-        """Indices per iteration of the grid-stride loop: `UNROLL` where every statement of the body may run
-        interleaved with the same statement of other indices (no checks, prints, random numbers, heap rows,
-        loops or exits), else 1."""
+        """Indices per iteration of the grid-stride loop: `UNROLL` where the body is short (`UNROLL_BUDGET`
+        statements, no transcendental) and every statement may run interleaved with the same statement of other
+        indices (no checks, prints, random numbers, heap rows, loops or exits), else 1."""
         if UNROLL <= 1 or self.task.kind != "range" or (self.caps.per_index_grid and not self.reductions_found):
             return 1  # (an invocation that runs one index has nothing to interleave: lavapipe's W1 0.7x slower)
-        return UNROLL if all(isinstance(s, _INTERLEAVABLE) for s in ir.walk(self.task.body)) else 1
+        body = list(ir.walk(self.task.body))
+        if len(body) > UNROLL_BUDGET or any(isinstance(s, ir.OpStmt) and s.op in so.LONG_OPS for s in body):
+            return 1  # a long body is not bound by its loads, and k copies of it would take drivers long to compile
+        return UNROLL if all(isinstance(s, _INTERLEAVABLE) for s in body) else 1
 
     def unrolled_loop(self, counter: int, start: int, hi: int, step: int, k: int) -> None:
         """The grid-stride loop over indices i, i + step, ..., i + (k-1) step at once while the last is in

@@ -306,6 +306,8 @@ _GLSL_UNARY = {Op.SQRT: GLSL.Sqrt, Op.EXP: GLSL.Exp, Op.LOG: GLSL.Log, Op.SIN: G
 _F64_LIBM = {Op.EXP: libm.f64_exp, Op.LOG: libm.f64_log, Op.SIN: libm.f64_sin, Op.COS: libm.f64_cos,
              Op.TAN: libm.f64_tan, Op.ASIN: libm.f64_asin, Op.ACOS: libm.f64_acos, Op.TANH: libm.f64_tanh,
              Op.ROUND: libm.f64_round_even}
+# ops that lower to a long straight-line function (hundreds of instructions each)
+LONG_OPS = frozenset(set(_F64_LIBM) - {Op.ROUND} | {Op.POW, Op.ATAN2})
 
 
 def _float_binary(op: Op) -> Lowering:
