@@ -1,5 +1,6 @@
 """A minimal Vulkan compute runtime (the `vulkan` PyPI package over the system loader): device selection,
-host-visible storage buffers, compute pipelines from SPIR-V words, and synchronous dispatches.
+buffers, compute pipelines from SPIR-V words, command buffers, and the submission queue (launches made while
+the device is busy go out together; `Device.submit_recorded`).
 
 This is the first layer of the Vulkan tier (issue 12): it runs modules that `spirv_module.Module` builds.
 The device runtime of `../shared/GPU.md` (device-resident data with host mirrors, asynchronous launches,

@@ -10,7 +10,9 @@ enqueue it and return (DESIGN §6, GPU.md §1-3).
 - Grid: a serial task is one invocation; a range task gets ceil(n / local size) workgroups, at most the
   backend's `group_limit` (`max_groups` for a reducing or adstack task; the grid-stride loop covers the rest),
   when its bounds are known on the host (constants, scalar arguments, shapes and integer ops over them), else
-  `max_groups`.
+  `max_groups`; remembered per set of the values its bounds read.
+- The slot (status, print length, returns, context words) is packed in one call; after completion two words
+  (failure flag, print length) are read unless the kernel prints or returns.
 - Adstack heaps: one row per launched invocation of the widest range task; sized exactly from live data
   (recognized `MaxOverRange`s by the generated reducer kernel on the device, the rest by the serial walk over
   host copies); above `HEAP_BUDGET` bytes the grid shrinks instead of failing. Heaps stay per kernel instance
