@@ -196,3 +196,35 @@ def test_bodies_that_must_run_one_index_at_a_time(arch: Any) -> None:
     for k in (looped, drawn, waved):
         ir = k._last_ck.ir
         assert spirv.FnEmitter(spirv.KernelGen(ir, _caps(), False, PRINT_WORDS), ir.tasks[0]).unroll() == 1
+
+
+def test_interleaved_iterations_of_narrow_types(arch: Any, bounded_grid: Any) -> None:
+    """Each interleaved index converts its own f16, u1 and i8 values (stored as half bits, bytes)."""
+    n = 4099
+
+    @qd.kernel
+    def narrow(h: qd.types.ndarray(qd.f16, 1), b: qd.types.ndarray(qd.u1, 1), c: qd.types.ndarray(qd.i8, 1),
+               out: qd.types.ndarray(qd.f32, 1)):
+        for i in range(h.shape[0]):
+            v = qd.cast(h[i], qd.f32) * 2.0
+            if b[i]:
+                v += qd.cast(c[i], qd.f32)
+            h[i] = qd.cast(v, qd.f16)
+            c[i] = c[i] + qd.cast(1, qd.i8)
+            out[i] = v
+
+    rng = np.random.default_rng(3)
+    hs = rng.standard_normal(n).astype(np.float16)
+    bs = rng.integers(0, 2, n).astype(np.bool_)
+    cs = rng.integers(-128, 127, n).astype(np.int8)
+    h, b, c, out = qd.ndarray(qd.f16, n), qd.ndarray(qd.u1, n), qd.ndarray(qd.i8, n), qd.ndarray(qd.f32, n)
+    h.from_numpy(hs)
+    b.from_numpy(bs)
+    c.from_numpy(cs)
+    narrow(h, b, c, out)
+    v = hs.astype(np.float32) * np.float32(2.0) + np.where(bs, cs.astype(np.float32), np.float32(0.0))
+    np.testing.assert_array_equal(out.to_numpy(), v.astype(np.float32))
+    np.testing.assert_array_equal(h.to_numpy(), v.astype(np.float16))
+    np.testing.assert_array_equal(c.to_numpy(), (cs.astype(np.int16) + 1).astype(np.int8))
+    ir = narrow._last_ck.ir
+    assert spirv.FnEmitter(spirv.KernelGen(ir, _caps(), False, PRINT_WORDS), ir.tasks[0]).unroll() == spirv.UNROLL
