@@ -70,7 +70,7 @@ def _first_program_with_output(seed0: int = 0, needs_plain_store: bool = False):
         p = generate(s, GenOptions())
         if needs_plain_store and "oa[i] = " not in p.qd_source():
             continue
-        arrays, _ = runner.run_reference(p.ref_source(), p.inputs())
+        arrays, _, _ = runner.run_reference(p.ref_source(), p.inputs())
         if np.any(arrays["oa"] != p.inputs()["oa"]):
             return p
     raise AssertionError("no generated program writes oa in 200 seeds")
@@ -78,7 +78,7 @@ def _first_program_with_output(seed0: int = 0, needs_plain_store: bool = False):
 
 def test_compare_catches_one_wrong_element():
     p = _first_program_with_output()
-    arrays, ret = runner.run_reference(p.ref_source(), p.inputs())
+    arrays, ret, _ = runner.run_reference(p.ref_source(), p.inputs())
     ref = runner.Outcome(arrays, ret)
     assert runner.compare(p, ref, runner.Outcome({k: v.copy() for k, v in arrays.items()}, ret)) == []
     bad = {k: v.copy() for k, v in arrays.items()}
@@ -110,3 +110,16 @@ def test_planted_bug_is_found_and_shrunk(monkeypatch):
     small = runner.shrink(v, repeat=1, budget_s=60.0)
     assert small.signature == v.signature
     assert len(small.program.qd_source()) < len(p.qd_source())
+
+
+def test_fuzzy_tolerance_follows_the_largest_reduction_operand():
+    """Large summands that cancel leave another order's rounding far above the reduced value: fuzzy values
+    are compared relative to the largest operand a float reduction saw (seed 5047's `accf` went 0 -> 58)."""
+    src = "def ref(x):\n    s = F32(0)\n    for v in x:\n        s = facc(s, v, '+')\n    return s\n"
+    x = np.array([2.0**40, 3.0, -(2.0**40)], np.float32)
+    _, ret, magnitude = runner.run_reference(src, {"x": x})
+    assert magnitude == 2.0**40 and float(ret) == 0.0  # the serial order rounds 3 away
+    want, got = np.array([0.0], np.float32), np.array([58.0], np.float32)
+    assert len(runner._float_diff(want, got, np.array([True]))) == 1
+    assert len(runner._float_diff(want, got, np.array([True]), magnitude)) == 0
+    assert len(runner._float_diff(want, got, np.array([False]), magnitude)) == 1  # exact values stay exact

@@ -311,7 +311,9 @@ FAMILY = {"+=": "add", "-=": "add", "atomic_add": "add", "atomic_sub": "add", "*
 def _update_ref(target: str, load: str, ty: str, op: str, e: str) -> str:
     """The reference of `target op= e` (`load` reads the target's current value)."""
     sym = {"+=": "+", "-=": "-", "*=": "*", "atomic_add": "+", "atomic_sub": "-", "atomic_mul": "*"}.get(op)
-    if sym is not None:
+    if sym is not None and ty not in INTS and sym != "*":
+        val = f"facc({load}, {e}, {sym!r})"  # a float add/sub reduction: its operands' magnitude is recorded
+    elif sym is not None:
         val = f"{WRAP[ty]}({load} {sym} {e})" if ty in INTS else f"({load} {sym} {e})"
     else:
         fn = op[len("atomic_"):]

@@ -21,7 +21,8 @@ What it assumes about qd (DESIGN §4), which is what the fuzzer checks:
   gives the same integers and floats equal up to rounding.
 - Float results that depend on the order of a float reduction (add/sub/mul through atomics) or on
   `qd.sin` (libm vs numpy, ~1 ulp) are "fuzzy": compared with a tolerance (|got - want| <= 1e-3 * the
-  largest finite magnitude in the array, at least 1e-3; elements whose reference value is not finite or is
+  largest finite magnitude in the array or added/subtracted by a float reduction (`facc`: large summands
+  that cancel leave another order's rounding above the result), at least 1e-3; elements whose reference value is not finite or is
   above 1e20 in magnitude are not checked). Fuzzy values never reach a comparison, a cast to int, an index
   or a trip count. Every other float is compared exactly (NaN equals NaN; -0 equals +0, because a min/max
   reduction keeps whichever zero comes first), and every integer exactly.
@@ -78,8 +79,21 @@ def fsqrt(x: Any, ft: Any) -> Any:
     return ft(np.sqrt(x))
 
 
+_MAGNITUDE = [0.0]  # of the current reference run (`facc`)
+
+
+def facc(x: Any, y: Any, sym: str) -> Any:
+    """`x + y` or `x - y` of a float update (a reduction): rounded as the plain expression, recording the
+    largest finite operand magnitude (another order of the reduction may differ by its rounding, which can
+    exceed the result's own magnitude when large summands cancel)."""
+    m = max(abs(float(x)), abs(float(y)))
+    if m > _MAGNITUDE[0] and math.isfinite(m):
+        _MAGNITUDE[0] = m
+    return x + y if sym == "+" else x - y
+
+
 NAMESPACE = {name: globals()[name] for name in
-             ("F32", "F64", "w32", "w64", "fdiv", "mod", "fmin", "fmax", "i2f", "f2i", "fsin", "fsqrt")}
+             ("F32", "F64", "w32", "w64", "fdiv", "mod", "fmin", "fmax", "i2f", "f2i", "fsin", "fsqrt", "facc")}
 NAMESPACE["np"] = np
 
 
@@ -89,10 +103,12 @@ def compile_reference(src: str, filename: str = "<fuzz-reference>") -> Any:
     return ns["ref"]
 
 
-def run_reference(src: str, arrays: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], Any]:
-    """Run the reference rendering on copies of `arrays`; returns (arrays after, return value)."""
+def run_reference(src: str, arrays: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], Any, float]:
+    """Run the reference rendering on copies of `arrays`; returns (arrays after, return value, the largest
+    magnitude a float reduction added or subtracted: fuzzy values are compared relative to it too)."""
     fn = compile_reference(src)
     out = {k: v.copy() for k, v in arrays.items()}
+    _MAGNITUDE[0] = 0.0
     with np.errstate(all="ignore"):
         ret = fn(**out)
-    return out, ret
+    return out, ret, _MAGNITUDE[0]

@@ -70,6 +70,7 @@ class Outcome:
     arrays: dict[str, np.ndarray] | None = None
     ret: Any = None
     error: str | None = None
+    magnitude: float = 0.0  # the reference's: the largest value a float reduction added (`reference.facc`)
 
 
 def run_tier(tier: str, src: str, arrays: dict[str, np.ndarray], repeat: int = 1) -> list[Outcome]:
@@ -101,9 +102,10 @@ def run_tier(tier: str, src: str, arrays: dict[str, np.ndarray], repeat: int = 1
 RTOL = 1e-3
 
 
-def _float_diff(want: np.ndarray, got: np.ndarray, fuzzy: np.ndarray) -> np.ndarray:
+def _float_diff(want: np.ndarray, got: np.ndarray, fuzzy: np.ndarray, magnitude: float = 0.0) -> np.ndarray:
     """Indices where float `got` differs from `want`: exact elements must be equal (NaN == NaN, and
-    -0 == +0: a min/max reduction may keep either zero); fuzzy ones within tolerance."""
+    -0 == +0: a min/max reduction may keep either zero); fuzzy ones within tolerance (relative to the
+    array's largest magnitude, or to `magnitude`, the largest a float reduction added)."""
     w = want.astype(np.float64)
     g = got.astype(np.float64)
     if fuzzy.shape != w.shape:  # a shrunk candidate's arrays may differ in length from the original's mask
@@ -111,7 +113,7 @@ def _float_diff(want: np.ndarray, got: np.ndarray, fuzzy: np.ndarray) -> np.ndar
     both_nan = np.isnan(w) & np.isnan(g)
     exact_bad = ~((w == g) | both_nan)
     finite = np.isfinite(w) & (np.abs(w) <= 1e20)
-    scale = max(1.0, float(np.max(np.abs(w[finite]), initial=0.0)))
+    scale = max(1.0, float(np.max(np.abs(w[finite]), initial=0.0)), magnitude if magnitude <= 1e20 else 0.0)
     rtol = RTOL
     with np.errstate(all="ignore"):
         fuzzy_bad = finite & ~(np.abs(w - g) <= rtol * scale)
@@ -126,7 +128,7 @@ def compare(program: Program, ref: Outcome, got: Outcome) -> list[str]:
     for name, want in ref.arrays.items():
         have = got.arrays[name]
         if want.dtype.kind == "f":
-            bad = _float_diff(want, have, program.fuzzy[name])
+            bad = _float_diff(want, have, program.fuzzy[name], ref.magnitude)
         else:
             bad = np.nonzero(want != have)[0]
         if len(bad):
@@ -138,7 +140,7 @@ def compare(program: Program, ref: Outcome, got: Outcome) -> list[str]:
         ok = int(ref.ret) == int(got.ret)
     else:
         w, g = np.array([ref.ret], NP[ty]), np.array([got.ret], NP[ty])
-        ok = len(_float_diff(w, g, np.array([program.ret_fuzzy]))) == 0
+        ok = len(_float_diff(w, g, np.array([program.ret_fuzzy]), ref.magnitude)) == 0
     if not ok:
         diffs.append(f"return: want {ref.ret!r} got {got.ret!r}")
     return diffs
@@ -173,11 +175,11 @@ def check(program: Program, tiers: tuple[str, ...] = TIERS, repeat: int = 1) -> 
     arrays = program.inputs()
     v = Verdict(program)
     try:
-        ref_arrays, ret = run_reference(program.ref_source(), arrays)
+        ref_arrays, ret, magnitude = run_reference(program.ref_source(), arrays)
     except Exception as e:  # noqa: BLE001
         v.ref_error = f"{type(e).__name__}: {e}"
         return v
-    ref = Outcome(ref_arrays, ret)
+    ref = Outcome(ref_arrays, ret, magnitude=magnitude)
     src = program.qd_source()
     for tier in tiers:
         for got in run_tier(tier, src, arrays, repeat):
