@@ -22,8 +22,8 @@ What it assumes about qd (DESIGN §4), which is what the fuzzer checks:
 - Float results that depend on the order of a float reduction (add/sub/mul through atomics) or on
   `qd.sin` (libm vs numpy, ~1 ulp) are "fuzzy": compared with a tolerance (|got - want| <= 1e-3 * the
   largest finite magnitude in the array or added/subtracted by a float reduction (`facc`: large summands
-  that cancel leave another order's rounding above the result), at least 1e-3; elements whose reference value is not finite or is
-  above 1e20 in magnitude are not checked). Fuzzy values never reach a comparison, a cast to int, an index
+  that cancel leave another order's rounding above the result), at least 1e-3; elements whose reference
+  value is not finite or is above 1e20 in magnitude are not checked). Fuzzy values never reach a comparison, a cast to int, an index
   or a trip count. Every other float is compared exactly (NaN equals NaN; -0 equals +0, because a min/max
   reduction keeps whichever zero comes first), and every integer exactly.
 """
