@@ -1,6 +1,7 @@
 """Where the time of a GPU launch goes (qd only; run on a lent GPU machine through bench/gpu_machine.sh probe):
 the Python launch path per launch (no sync), the wait at sync, a launch-and-sync round trip, a profile of
-the launch path, and the raw vkQueueSubmit cost of a recorded command buffer."""
+the launch path, the device's own cost per submission, command buffer and dispatch (`submissions`), and
+W1's launch, sync and device time."""
 
 import cProfile
 import os
