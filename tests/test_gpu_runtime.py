@@ -49,8 +49,9 @@ def test_launch_is_asynchronous_and_host_reads_sync(arch: Any) -> None:
     np.testing.assert_array_equal(x.to_numpy(), np.ones(n, np.float32))
 
 
-def test_error_is_raised_at_sync_once_then_cleared(arch: Any) -> None:
-    qd.init(arch=arch, debug=False, ad_stack_size=2, log_level="warn")
+def _deep_kernel() -> tuple[Any, Any]:
+    """A kernel whose reverse pass pushes `n` values per thread on an adstack (over fields x, y with grads):
+    with `ad_stack_size=2` forced, its grad overflows for n > 2. Returns (kernel, y)."""
     x = qd.field(qd.f64, shape=8, needs_grad=True)
     y = qd.field(qd.f64, shape=(), needs_grad=True)
 
@@ -62,6 +63,12 @@ def test_error_is_raised_at_sync_once_then_cleared(arch: Any) -> None:
                 v = qd.sin(v) * 1.1
             y[None] += v
 
+    return deep, y
+
+
+def test_error_is_raised_at_sync_once_then_cleared(arch: Any) -> None:
+    qd.init(arch=arch, debug=False, ad_stack_size=2, log_level="warn")
+    deep, y = _deep_kernel()
     deep(7)
     y.grad[None] = 1.0
     deep.grad(7)  # overflows: ad_stack_size=2 forces 2 slots for 7 trips
@@ -379,22 +386,13 @@ def test_an_error_in_a_queued_launch_is_raised_at_sync(arch: Any) -> None:
     launch made ran."""
     qd.init(arch=arch, debug=False, ad_stack_size=2, log_level="warn")
     a = qd.ndarray(qd.f32, 1 << 21)
-    x = qd.field(qd.f64, shape=8, needs_grad=True)
-    y = qd.field(qd.f64, shape=(), needs_grad=True)
+    deep, y = _deep_kernel()
     c = qd.ndarray(qd.i32, 1)
 
     @qd.kernel
     def slow(a: qd.types.ndarray(qd.f32, 1)):
         for i in a:
             a[i] = qd.cos(a[i]) * 0.5
-
-    @qd.kernel
-    def deep(n: qd.i32):
-        for i in x:
-            v = x[i] + 0.1
-            for _ in range(n):
-                v = qd.sin(v) * 1.1
-            y[None] += v
 
     @qd.kernel
     def count(c: qd.types.ndarray(qd.i32, 1)):

@@ -156,8 +156,8 @@ class FnEmitter(Atomics):
         self.k, self.caps = self.kg.k, self.kg.caps
         self.fast = self.kg.fast_math
         self.wide_f32 = self.caps.float64
-        self.reductions_found = bool(find_reductions(self.task))
-        self.per_group = workgroup_reduces(self.task, self.caps)  # reductions meet in workgroup memory
+        self.found = find_reductions(self.task)  # the task's accumulators (`start_reductions`)
+        self.per_group = workgroup_reduces(self.task, self.caps, self.found)  # they meet in workgroup memory
         self.local_size = 1 if self.task.kind == "serial" else REDUCE_LOCAL_SIZE if self.per_group else LOCAL_SIZE
         m = self.m = Module((1, 5))
         for cap in (Capability.Shader, Capability.Int64, Capability.PhysicalStorageBufferAddresses):
@@ -403,18 +403,27 @@ class FnEmitter(Atomics):
             self.branch(merge)
         self.label(merge)
 
-    def loop(self, counter: int, lo: int, hi: int, step: int, body) -> None:
-        """A counted loop `for i in [lo, hi) step step` (u64 ids, signed compare) as a SPIR-V loop construct;
-        `body(i)` emits one iteration; `break` and `continue` inside reach this loop's merge and continue."""
-        header, cond, body_l, cont, merge = (self.m.id() for _ in range(5))
-        self.op(S.Store, counter, lo)
+    def open_loop(self) -> tuple[int, int, int]:
+        """Opens a SPIR-V loop construct: its header block (declaring merge and continue targets), then the
+        first block of its body, where emission goes on. Returns (header, continue, merge) ids."""
+        header, first, cont, merge = (self.m.id() for _ in range(4))
         self.branch(header)
         self.label(header)
         self.op(S.LoopMerge, merge, cont, 0)
-        self.branch(cond)
-        self.label(cond)
+        self.branch(first)
+        self.label(first)
+        return header, cont, merge
+
+    def loop(self, counter: int, lo: int, hi: int, step: int, body, ahead: int | None = None) -> None:
+        """A counted loop `for i in [lo, hi) step step` (u64 ids, signed compare) as a SPIR-V loop construct;
+        `body(i)` emits one iteration; `break` and `continue` inside reach this loop's merge and continue.
+        With `ahead`, an iteration runs only while `i + ahead` is in range too (it covers several indices)."""
+        self.op(S.Store, counter, lo)
+        header, cont, merge = self.open_loop()
         i = self.op(S.Load, counter, t=self.u64)
-        self.op(S.BranchConditional, self.op(S.SLessThan, i, hi, t=self.bool_t()), body_l, merge)
+        last = i if ahead is None else self.op(S.IAdd, i, ahead, t=self.u64)
+        body_l = self.m.id()
+        self.op(S.BranchConditional, self.op(S.SLessThan, last, hi, t=self.bool_t()), body_l, merge)
         self.label(body_l)
         self.tick()
         self.loops.append((cont, merge))
@@ -438,12 +447,7 @@ class FnEmitter(Atomics):
         self.loop(counter, self.index64(s.begin), self.index64(s.end), self.u64c(1), body)
 
     def s_While(self, s: ir.While) -> None:
-        header, body_l, cont, merge = (self.m.id() for _ in range(4))
-        self.branch(header)
-        self.label(header)
-        self.op(S.LoopMerge, merge, cont, 0)
-        self.branch(body_l)
-        self.label(body_l)
+        header, cont, merge = self.open_loop()
         self.tick()
         self.loops.append((cont, merge))
         self.block(s.body)
@@ -674,7 +678,7 @@ class FnEmitter(Atomics):
         """Indices per iteration of the grid-stride loop: `UNROLL` where the body is short (`UNROLL_BUDGET`
         statements, no transcendental) and every statement may run interleaved with the same statement of other
         indices (no checks, prints, random numbers, heap rows, loops or exits), else 1."""
-        if UNROLL <= 1 or self.task.kind != "range" or (self.caps.per_index_grid and not self.reductions_found):
+        if UNROLL <= 1 or self.task.kind != "range" or (self.caps.per_index_grid and not self.found):
             return 1  # (an invocation that runs one index has nothing to interleave: lavapipe's W1 0.7x slower)
         body = list(ir.walk(self.task.body))
         if len(body) > UNROLL_BUDGET or any(isinstance(s, ir.OpStmt) and s.op in so.LONG_OPS for s in body):
@@ -686,38 +690,23 @@ class FnEmitter(Atomics):
         range (the plain loop runs what is left from `counter`). The body is emitted statement by statement
         across the k indices, each with its own values and locals: a valid interleaving of independent
         parallel iterations, which puts the k indices' loads in flight together."""
-        header, cond, body_l, cont, merge = (self.m.id() for _ in range(5))
+        def lanes(i: int) -> None:
+            base = (self.vals, self.wide, self.vars)
+            states = []
+            for c in range(k):
+                self.vals, self.wide, self.vars = dict(base[0]), dict(base[1]), dict(base[2])
+                ic = i if c == 0 else self.op(S.IAdd, i, self.op(S.IMul, step, self.u64c(c), t=self.u64),
+                                              t=self.u64)
+                self.set_index(ic)
+                states.append((self.vals, self.wide, self.vars, ic))
+            for s in self.task.body.stmts:
+                for vals, wide, local_vars, tid in states:
+                    self.vals, self.wide, self.vars, self.tid = vals, wide, local_vars, tid
+                    getattr(self, "s_" + type(s).__name__)(s)
+            self.vals, self.wide, self.vars = base
+            self.tid = self.gid()
         span = self.entry(S.IMul, step, self.u64c(k - 1), t=self.u64)
-        self.op(S.Store, counter, start)
-        self.branch(header)
-        self.label(header)
-        self.op(S.LoopMerge, merge, cont, 0)
-        self.branch(cond)
-        self.label(cond)
-        i = self.op(S.Load, counter, t=self.u64)
-        last = self.op(S.IAdd, i, span, t=self.u64)
-        self.op(S.BranchConditional, self.op(S.SLessThan, last, hi, t=self.bool_t()), body_l, merge)
-        self.label(body_l)
-        self.tick()
-        base = (self.vals, self.wide, self.vars)
-        lanes = []
-        for c in range(k):
-            self.vals, self.wide, self.vars = dict(base[0]), dict(base[1]), dict(base[2])
-            ic = i if c == 0 else self.op(S.IAdd, i, self.op(S.IMul, step, self.u64c(c), t=self.u64), t=self.u64)
-            self.set_index(ic)
-            lanes.append((self.vals, self.wide, self.vars, ic))
-        for s in self.task.body.stmts:
-            for vals, wide, local_vars, tid in lanes:
-                self.vals, self.wide, self.vars, self.tid = vals, wide, local_vars, tid
-                getattr(self, "s_" + type(s).__name__)(s)
-        self.vals, self.wide, self.vars = base
-        self.tid = self.gid()
-        self.branch(cont)
-        self.label(cont)
-        self.op(S.Store, counter, self.op(S.IAdd, i, self.op(S.IAdd, span, step, t=self.u64), t=self.u64))
-        self.branch(header)
-        self.label(merge)
-
+        self.loop(counter, start, hi, self.entry(S.IMul, step, self.u64c(k), t=self.u64), lanes, ahead=span)
 
 
 __all__ = ["HEADER_WORDS", "LOCAL_SIZE", "PRINTLEN_WORD", "STATUS_WORDS", "Caps", "SpirvKernel", "SpirvTask",

@@ -117,12 +117,7 @@ class Atomics:
         seen_var = self.fn.local(self.m.pointer(StorageClass.Function, ity))
         done_var = self.fn.local(self.m.pointer(StorageClass.Function, self.bool_t()))
         self.op(S.Store, seen_var, self.op(S.AtomicLoad, ptr, scope, sem, t=ity))
-        header, body_l, cont, merge = (self.m.id() for _ in range(4))
-        self.branch(header)
-        self.label(header)
-        self.op(S.LoopMerge, merge, cont, 0)
-        self.branch(body_l)
-        self.label(body_l)
+        header, cont, merge = self.open_loop()
         bits = self.op(S.Load, seen_var, t=ity)
         old = bits if dt.is_int else self.op(S.Bitcast, bits, t=t)
         new = update(old)
@@ -140,7 +135,7 @@ class Atomics:
     def start_reductions(self) -> list[_Reduction]:
         prologue = set(self.task.prologue.stmts)
         out = []
-        for red in find_reductions(self.task):
+        for red in self.found:
             if red.dtype.bits < 32:
                 continue  # a narrow atomic is a CAS loop on its word: no accumulator
             for idx in red.ptr.indices:
@@ -267,15 +262,16 @@ def group_opcode(op: Op, dt: T.DataType) -> S | None:
             Op.BIT_XOR: S.GroupNonUniformBitwiseXor}.get(op)
 
 
-def workgroup_reduces(task: ir.Task, caps: Any) -> bool:
+def workgroup_reduces(task: ir.Task, caps: Any, found: list | None = None) -> bool:
     """Whether range task `task` reduces per workgroup (workgroup memory, barriers, one atomic per workgroup):
-    it has a reduction the subgroup can regroup, and none of its invocations can leave before the barriers
-    (no check, no driver loop limit)."""
+    it has a reduction the subgroup can regroup (`found`: its `find_reductions`, when known), and none of its
+    invocations can leave before the barriers (no check, no driver loop limit)."""
     if task.kind != "range" or not caps.subgroup_arith or caps.loop_limit:
         return False
     if any(isinstance(s, (ir.Check, ir.Return)) for b in (task.prologue, task.body) for s in ir.walk(b)):
         return False
-    return any(r.dtype.bits >= 32 and group_opcode(r.op, r.dtype) is not None for r in find_reductions(task))
+    found = find_reductions(task) if found is None else found
+    return any(r.dtype.bits >= 32 and group_opcode(r.op, r.dtype) is not None for r in found)
 
 
 __all__ = ["Atomics"]
