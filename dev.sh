@@ -19,10 +19,10 @@ setup_venv() {
 build() {
   # Rebuild when a Cython/C source is newer than its extension module.
   local stale=0
-  for src in qd/_interp.pyx qd/_sizer.pyx; do
+  for src in qd/_interp.pyx qd/_sizer.pyx qd/_launch.pyx; do
     local so; so=$(ls "${src%.pyx}".cpython-*.so 2>/dev/null | head -n1 || true)
     if [ -z "$so" ]; then stale=1; continue; fi
-    for dep in "$src" qd/_interp_ops.pxi qd/_interp_externs.pxi qd/_interp_support.h setup.py; do
+    for dep in "$src" qd/_interp.pxd qd/_interp_ops.pxi qd/_interp_externs.pxi qd/_interp_support.h setup.py; do
       [ "$dep" -nt "$so" ] && stale=1
     done
   done

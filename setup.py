@@ -1,4 +1,4 @@
-"""Builds qd's Cython extensions: the reference interpreter and the adstack sizer."""
+"""Builds qd's Cython extensions: the reference interpreter, the adstack sizer and the launch plans."""
 
 import os
 
@@ -18,6 +18,7 @@ common = dict(
 extensions = [
     Extension("qd._interp", ["qd/_interp.pyx"], **common),
     Extension("qd._sizer", ["qd/_sizer.pyx"], **common),
+    Extension("qd._launch", ["qd/_launch.pyx"], **common),
 ]
 setup(
     ext_modules=cythonize(extensions, language_level=3,

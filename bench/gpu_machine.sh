@@ -1,7 +1,8 @@
 #!/bin/bash
 # Set up a lent GPU machine (no network) for qd and Quadrants, then run STEP... From the repository root, with
 # these carried (git-ignored): .gl/ (libvulkan1 .deb), .whl/ (cp312 wheels: vulkan, cffi, pycparser, quadrants,
-# pytest-xdist, ...), qd/_interp.c qd/_sizer.c (the Cython output of a local build, compiled here with gcc).
+# pytest-xdist, ...), qd/_interp.c qd/_sizer.c qd/_launch.c (the Cython output of a local build, compiled here
+# with gcc).
 #   bash bench/gpu_machine.sh bench        # bench/_gpu_workloads.py for qd and Quadrants on vulkan -> $OUT
 #   bash bench/gpu_machine.sh tests ARGS   # qd's test suite on vulkan (pytest ARGS) -> $OUT/tests.log
 #   bash bench/gpu_machine.sh variants "QD_VULKAN_UNROLL=1" ...   # qd's W1 W2 LAUNCH under each environment
@@ -15,7 +16,7 @@ export PYTHONPATH=/tmp/site:$(pwd) PYTHONUNBUFFERED=1
 PYINC=$(python3 -c "import sysconfig;print(sysconfig.get_paths()['include'])")
 NPINC=$(python3 -c "import numpy;print(numpy.get_include())")
 EXT=$(python3 -c "import sysconfig;print(sysconfig.get_config_var('EXT_SUFFIX'))")
-for m in _interp _sizer; do
+for m in _interp _sizer _launch; do
   [ -f qd/$m$EXT ] || gcc -shared -fPIC -O3 -fopenmp -fno-strict-aliasing -w -DNPY_NO_DEPRECATED_API=NPY_1_7_API_VERSION \
     -I$NPINC -Iqd -I$PYINC qd/$m.c -o qd/$m$EXT -lm || exit 1
 done

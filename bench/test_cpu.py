@@ -3,9 +3,10 @@
 qd runs on `qd.cpu` with `jit="eager"`: the first launch compiles (outside the timing), and every timed
 launch runs machine code; a benchmark whose kernel did not run natively skips and says why (see
 `_bench.ensure_native`). The peer is numba (`@njit(parallel=True)` + `prange`, in this process, from
-`bench/_numba_peer.py`); without numba its benchmarks skip with the reason. Benchmarks of one workload
-share a `group`, so pytest-benchmark's table shows qd and numba side by side, and the run ends with a
-summary table of medians (bench/conftest.py).
+`bench/_numba_peer.py`); without numba its benchmarks skip with the reason. The launch overhead also runs
+Quadrants' (bench/_quadrants_launch.py in `.venv-peers`, bench/_peers.py) with the same argument kind.
+Benchmarks of one workload share a `group`, so pytest-benchmark's table shows qd and numba side by side,
+and the run ends with a summary table of medians (bench/conftest.py).
 
 W4 runs `bench/first_call.py` in fresh processes. Its benchmark timing is the whole process (start,
 imports, init, the first call); `extra_info["first_call_ms"]` is the median of what the processes
@@ -24,12 +25,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import warnings
 
 import numpy as np
 import pytest
 
 import qd
 from _bench import ensure_native, record, saxpy_kernel
+from _peers import run_peer
 
 N = 1 << 24
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -168,6 +171,18 @@ def test_launch_overhead_qd(benchmark, cpu_program, args):
     ensure_native(k, benchmark)
     benchmark(k, x)
     _launch_info(benchmark, f"qd-{args}")
+    _quadrants_launch(benchmark, args)
+
+
+def _quadrants_launch(benchmark, args: str) -> None:
+    """Quadrants' launch overhead with the same kind of argument, in `.venv-peers` (bench/_quadrants_launch.py)."""
+    res, why = run_peer("_quadrants_launch.py", [args, "7", "20000"], 300)
+    if res is None:
+        benchmark.extra_info["quadrants_skipped"] = why
+        warnings.warn(f"launch overhead: Quadrants not run side by side: {why}", stacklevel=2)
+        return
+    benchmark.extra_info["quadrants_us_per_call"] = res["median_us"]
+    record("launch overhead (us)", f"quadrants-{args}", res["median_us"] / 1e3)
 
 
 def test_launch_overhead_numba(benchmark):

@@ -17,13 +17,6 @@ from cython.parallel cimport prange, parallel, threadid
 include "_interp_externs.pxi"
 
 cdef extern from "_interp_support.h" nogil:
-    ctypedef union qd_reg:
-        int64_t i
-        uint64_t u
-        double d
-        float f
-        int32_t i32
-        uint32_t u32
     int64_t qd_floordiv_i64(int64_t a, int64_t b)
     int64_t qd_mod_i64(int64_t a, int64_t b)
     uint64_t qd_floordiv_u64(uint64_t a, uint64_t b)
@@ -52,27 +45,7 @@ cdef extern from "_interp_support.h" nogil:
 DEF STATUS_WORDS = 16
 DEF MAX_CHECK_ARGS = 4
 
-ctypedef struct Ctx:
-    char** bufs
-    int64_t* shapes
-    const int32_t* operands
-    uint64_t* rets
-    int64_t* status
-    int64_t* printbuf
-    int64_t* printlen
-    int64_t printcap
-    uint64_t rng_base  # hash of (seed, launch, task)
-    uint64_t rng_key   # hash of (rng_base, tid), made on the first draw of an iteration
-    uint64_t rng_ctr
-    int64_t tid
-    uint64_t* args     # scalar arguments' register bits (native code; the interpreter uses templates)
-    int64_t slot       # the worker thread running this context, in [0, nthreads) (adstack heap slices)
-
-
-# Native (LLVM) task entry points; the ABI of qd/jit/llvm.py.
-ctypedef int32_t (*native_serial_t)(Ctx*) noexcept nogil
-ctypedef void (*native_prologue_t)(Ctx*, int64_t*) noexcept nogil
-ctypedef int32_t (*native_body_t)(Ctx*, int64_t, int64_t) noexcept nogil
+# `Ctx` (the launch context native code receives) and `Launch` are declared in `_interp.pxd`.
 
 
 cdef inline void qd_fail(Ctx* ctx, int32_t check_id, const int32_t* regs, int32_t n,
@@ -121,19 +94,6 @@ cdef class Launch:
     One object serves consecutive launches (`start` rebinds and resets it): creating it per launch
     cost more than the rest of a small launch."""
 
-    cdef Ctx ctx
-    cdef object _keep
-    cdef public object status
-    cdef public object printbuf
-    cdef public object printlen
-    cdef public object rets
-    cdef uint64_t seed
-    cdef uint64_t launch_id
-    cdef int nthreads
-    cdef int nbuf
-    cdef char** bufs
-    cdef int64_t* shapes
-
     def __init__(self, int nbuf, const int32_t[::1] operands, int64_t[::1] status, int64_t[::1] printbuf,
                  int64_t[::1] printlen, uint64_t[::1] rets, uint64_t[::1] args):
         self._keep = (operands, status, printbuf, printlen, rets, args)
@@ -171,6 +131,10 @@ cdef class Launch:
             for k in range(8):
                 self.shapes[b * 8 + k] = view.shape[k] if k < view.ndim else 0
             PyBuffer_Release(&view)
+        self.reset(seed, launch_id, nthreads)
+
+    cdef void reset(self, uint64_t seed, uint64_t launch_id, int nthreads) noexcept:
+        """Clears the status buffer and the print counter for a launch with this key and thread count."""
         memset(self.ctx.status, 0, STATUS_WORDS * sizeof(int64_t))
         self.ctx.printlen[0] = 0
         self.seed = seed
@@ -286,6 +250,9 @@ cdef class Launch:
 
     def run_native_serial(self, uint64_t fn, int task_id):
         """Runs a compiled serial task; returns its exit code (0, 1 failed check, 2 returned)."""
+        return self.native_serial(fn, task_id)
+
+    cdef int native_serial(self, uint64_t fn, int task_id) noexcept:
         cdef native_serial_t f = <native_serial_t><size_t>fn
         cdef int32_t rc
         self.ctx.rng_base = qd_rng_key(self.seed, self.launch_id, task_id, 0)
@@ -296,6 +263,9 @@ cdef class Launch:
     def run_native_range(self, uint64_t prologue, uint64_t body, int task_id, int64_t min_parallel):
         """Runs a compiled range task: the prologue gives [begin, end); the body runs chunks of it,
         on several threads when there are at least `min_parallel` indices."""
+        return self.native_range(prologue, body, task_id, min_parallel)
+
+    cdef int native_range(self, uint64_t prologue, uint64_t body, int task_id, int64_t min_parallel) noexcept:
         cdef native_prologue_t p = <native_prologue_t><size_t>prologue
         cdef native_body_t f = <native_body_t><size_t>body
         cdef int64_t be[2]

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import qd
+from qd import _launch as _clib
 from qd import ir
 from qd.frontend import args as _args
 from qd.ops import INFO, Op
@@ -114,7 +115,7 @@ def _run_native(ck, bindings, args, fast_math: bool = False, chunks: int = 3):
 
 
 def _interp(ck, bindings, args):
-    _launch._reset_launch_ids()
+    _clib.reset_launch_ids()
     return _launch.launch(ck, bindings, args)
 
 
@@ -277,7 +278,7 @@ def test_atomics_return_old_values_like_the_interpreter(op: Op, dt: T.DataType) 
 
 def _instance(kern, *call_args):
     """Runs `kern` on the interpreter; returns its result and (ck, bindings, launch args) to rerun."""
-    _launch._reset_launch_ids()
+    _clib.reset_launch_ids()
     res = kern(*call_args)
     (ck, bindings), = kern._instances.values()
     _, launch_args, _ = _args.convert(kern.signature, kern.signature.bind(call_args, {}))

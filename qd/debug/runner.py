@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from qd import _launch as _clib
 from qd.debug.walker import LaunchEnv, Thread, Tracer
 from qd.runtime import config
 from qd.runtime import launch as L
@@ -29,7 +30,7 @@ def debug_launch(ck: L.CompiledKernel, bindings: Sequence[Any], args: Sequence[A
     cfg = config.current()
     sc = L._Scratch(ck)
     nthreads, owners, arrays = L.prepare(ck, bindings, args)
-    seed, launch_id = int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, next(L._launch_ids)
+    seed, launch_id = int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, _clib.next_launch_id()
     st = sc.launch
     st.start(arrays, seed, launch_id, nthreads)
     tpl = L._template(ck, sc, args)

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from qd import _launch as _clib
 from qd import ir
 from qd.ad import tape as _tape
 from qd.ad.forward import forward as _forward
@@ -31,15 +32,18 @@ from qd.frontend.context import FuncContext, source_of
 from qd.frontend.transformer import Transformer, fence
 from qd.runtime import config as _config
 from qd.runtime import launch as _launch
+from qd.runtime import launch_plan as _launch_plan
 from qd.types.enums import AutodiffMode
 
 _KERNELS: "weakref.WeakSet[Kernel]" = weakref.WeakSet()
+_MISS = _clib.MISS
 
 
 def _clear_caches() -> None:
     for k in list(_KERNELS):
         k._instances.clear()
         k._hidden.clear()
+        k._plan = None
 
 
 try:
@@ -67,6 +71,8 @@ class Kernel:
         self._guards: dict[tuple, tuple] = {}
         self._sig: _args.Signature | None = None
         self._last_ir: ir.KernelIR | None = None
+        # the compiled launch plan of the instance launched last (`qd/runtime/launch_plan.py`), or None
+        self._plan: Any = None
         functools.update_wrapper(self, fn)
         _KERNELS.add(self)
 
@@ -87,6 +93,11 @@ class Kernel:
         return _BoundKernel(self, obj)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        plan = self._plan
+        if plan is not None and not kwargs:  # a call shaped like the last one: the compiled launch
+            r = plan.launch(args)
+            if r is not _MISS:
+                return r
         return self._run(args, kwargs, "fwd" if _tape.active_fwd() is not None else "")
 
     def _run(self, args: tuple, kwargs: dict, mode: str) -> Any:
@@ -135,6 +146,9 @@ class Kernel:
         finally:
             for fn in post:
                 fn()
+        # the plan later calls of this shape launch through (none when a later call of another instance ran)
+        self._plan = None if mode or tape is not None else \
+            _launch_plan.armed(ck, sig, values, bindings, key not in self._hidden and key not in self._guards)
         return sig.restructure_return(result)
 
     @property

@@ -42,8 +42,19 @@ class TierState:
     native: Any = None
     future: cf.Future | None = None
     failed: bool = False
-    stats: dict = field(default_factory=lambda: {"launches": {"interp": 0, "cpu": 0}, "last_tier": None,
-                                                 "compile_ms": None, "from_cache": None})
+    counts: dict = field(default_factory=lambda: {"launches": {"interp": 0, "cpu": 0}, "last_tier": None,
+                                                  "compile_ms": None, "from_cache": None})
+    plan: Any = None  # the instance's compiled launch plan (`qd/_launch.pyx`): its launches are native ones
+    planned: int = 0  # the plan's launch count when the Python path last launched
+
+    @property
+    def stats(self) -> dict:
+        out = dict(self.counts, launches=dict(self.counts["launches"]))
+        n = self.plan.launches if self.plan else 0
+        out["launches"]["cpu"] += n
+        if n > self.planned:
+            out["last_tier"] = "cpu"
+        return out
 
 
 def _compile(ck: Any) -> Any:
@@ -54,11 +65,13 @@ def _compile(ck: Any) -> Any:
 
 
 def _record(st: TierState, tier: str) -> None:
-    st.stats["launches"][tier] += 1
-    st.stats["last_tier"] = tier
+    c = st.counts
+    c["launches"][tier] += 1
+    c["last_tier"] = tier
+    st.planned = st.plan.launches if st.plan else 0
     if st.native is not None:
-        st.stats["compile_ms"] = st.native.compile_ms
-        st.stats["from_cache"] = st.native.from_cache
+        c["compile_ms"] = st.native.compile_ms
+        c["from_cache"] = st.native.from_cache
 
 
 def _predicted_work(ck: Any, arrays: Sequence[Any]) -> int:

@@ -49,6 +49,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from qd import _launch
 from qd.types import dtypes
 
 def _usable_cores() -> int:
@@ -179,6 +180,7 @@ class Config:
         if name not in _SETTABLE and not name.startswith("_"):
             raise AttributeError(f"qd.cfg has no option {name!r}")
         super().__setattr__(name, value)
+        _launch.bump_epoch()  # compiled launch plans were armed for the options as they were
 
     def __repr__(self) -> str:
         items = ", ".join(f"{k}={getattr(self, k)!r}" for k in ("arch", "default_fp", "default_ip", "debug"))
@@ -202,6 +204,7 @@ def install(cfg: Config | None) -> None:
     """Make `cfg` the live config; None restores a fresh default one on next use."""
     global _current
     _current = cfg
+    _launch.bump_epoch()
 
 
 def option_type(name: str) -> type:

@@ -27,6 +27,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from qd import _launch as _clib
 from qd import ir
 from qd.ad.adstack import OVERFLOW_KIND
 from qd.ad.counting import COUNTS_KIND
@@ -125,7 +126,7 @@ def _launch_locked(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Se
     if sk.prints:
         printbuf = rt.take(("print",), lambda: rt.backend.alloc(8 * PRINT_WORDS, host=True))
         lb.release.append((("print",), printbuf))
-    launch_id = next(_launch._launch_ids)  # every launch takes one, on every tier: the same random numbers
+    launch_id = _clib.next_launch_id()  # every launch takes one, on every tier: the same random numbers
     ctx = _ctx_values(st, ck.ir, lb, args, printbuf, int(cfg.random_seed) & _M64, launch_id)
     st.slot_format.pack_into(slot.memory_view(), 0, *st.zeros, *ctx)
     work = rt.backend.enqueue(st.prog, slot, groups, lb.zero)

@@ -17,13 +17,12 @@ Contract used by the frontend (`qd/frontend/kernel.py`):
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
-from qd import _interp, ir
+from qd import _interp, _launch, ir
 from qd.ad.adstack import OVERFLOW_KIND
 from qd.ad.counting import COUNTS_KIND
 from qd.jit import tiering
@@ -33,17 +32,10 @@ from qd.runtime import config, program
 from qd.runtime.adstack_heap import AdStackPlan
 from qd.runtime.status import PRINT_WORDS, STATUS_WORDS, check_error, decode_returns, flush_prints
 
-_launch_ids = itertools.count()
-
-
-def _reset_launch_ids() -> None:
-    """Launch numbers (a key of `qd.random`) count from 0 in every program, so that a program started
-    with the same `random_seed` draws the same numbers, as in Quadrants."""
-    global _launch_ids
-    _launch_ids = itertools.count()
-
-
-program.on_reset(_reset_launch_ids)
+# Launch numbers (a key of `qd.random`) count from 0 in every program, so that a program started with the
+# same `random_seed` draws the same numbers, as in Quadrants. The counter lives in `qd/_launch.pyx`, which
+# takes numbers for the compiled launch plans too.
+program.on_reset(_launch.reset_launch_ids)
 
 
 @dataclass
@@ -60,6 +52,7 @@ class CompiledKernel:
     counts: np.ndarray | None = None  # a counting kernel's output (`qd/ad/counting.py`)
     device: dict | None = None  # per GPU device: the compiled program and heaps (`qd/runtime/device_launch.py`)
     tier_stats: Any = None  # on a GPU arch: the callable behind `kernel.stats`
+    plan: Any = None  # the compiled launch plan (`qd/runtime/launch_plan.py`); False: this instance has none
 
 
 def compile_kernel(k: ir.KernelIR) -> CompiledKernel:
@@ -155,7 +148,7 @@ def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> 
         nthreads, owners, arrays = prepare(ck, bindings, args)
         native = tiering.native_for(ck, arrays)
         st = sc.launch
-        st.start(arrays, int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, next(_launch_ids), nthreads)
+        st.start(arrays, int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, _launch.next_launch_id(), nthreads)
         if native is not None:
             for i, dtype in sc.scalars:
                 sc.args[i] = register_bits(dtype, args[i])
@@ -167,6 +160,9 @@ def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> 
         return finish(ck, sc, rc, owners, arrays, args, prints, check_args)
     finally:
         sc.busy = False
+
+
+LAUNCH = launch  # the launch function itself (a debugger swaps the module's `launch`; plans then stand aside)
 
 
 def prepare(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> tuple[int, list, list]:

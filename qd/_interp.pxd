@@ -1,0 +1,60 @@
+# cython: language_level=3
+"""The interpreter's launch state, shared with the compiled launch plans of `qd/_launch.pyx`."""
+
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+
+cdef extern from "_interp_support.h" nogil:
+    ctypedef union qd_reg:
+        int64_t i
+        uint64_t u
+        double d
+        float f
+        int32_t i32
+        uint32_t u32
+
+ctypedef struct Ctx:
+    char** bufs
+    int64_t* shapes
+    const int32_t* operands
+    uint64_t* rets
+    int64_t* status
+    int64_t* printbuf
+    int64_t* printlen
+    int64_t printcap
+    uint64_t rng_base  # hash of (seed, launch, task)
+    uint64_t rng_key   # hash of (rng_base, tid), made on the first draw of an iteration
+    uint64_t rng_ctr
+    int64_t tid
+    uint64_t* args     # scalar arguments' register bits (native code; the interpreter uses templates)
+    int64_t slot       # the worker thread running this context, in [0, nthreads) (adstack heap slices)
+
+
+# Native (LLVM) task entry points; the ABI of qd/jit/llvm.py.
+ctypedef int32_t (*native_serial_t)(Ctx*) noexcept nogil
+ctypedef void (*native_prologue_t)(Ctx*, int64_t*) noexcept nogil
+ctypedef int32_t (*native_body_t)(Ctx*, int64_t, int64_t) noexcept nogil
+
+
+cdef class Launch:
+    cdef Ctx ctx
+    cdef object _keep
+    cdef public object status
+    cdef public object printbuf
+    cdef public object printlen
+    cdef public object rets
+    cdef uint64_t seed
+    cdef uint64_t launch_id
+    cdef int nthreads
+    cdef int nbuf
+    cdef char** bufs
+    cdef int64_t* shapes
+
+    cdef void reset(self, uint64_t seed, uint64_t launch_id, int nthreads) noexcept
+    cdef int native_serial(self, uint64_t fn, int task_id) noexcept
+    cdef int native_range(self, uint64_t prologue, uint64_t body, int task_id, int64_t min_parallel) noexcept
+    cdef int _range(self, const int32_t[::1] prologue, const int32_t[::1] body, uint64_t[::1] template,
+                    int var, int begin, int end, int task_id, int64_t wlo, int64_t whi, int64_t min_parallel,
+                    int64_t* be)
+    cdef int _parallel(self, const int32_t* body, qd_reg* R0, int64_t nregs, int var, int64_t lo,
+                       int64_t hi, int64_t min_parallel) noexcept
+    cdef int _native_parallel(self, native_body_t f, int64_t lo, int64_t hi, int64_t min_parallel) noexcept

@@ -1,0 +1,386 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Compiled launch plans (DESIGN §7): a kernel call that repeats the shape of an earlier one launches
+without running the frontend's Python.
+
+A `Plan` belongs to one kernel instance (`qd/runtime/launch_plan.py` builds it from the instance and
+the call that armed it). A call goes through it when everything the Python path would decide is
+decided the same way again, which the plan checks itself at every call:
+
+- nothing the Python path reads changed: the config (`bump_epoch`, called on every option change), the
+  active `qd.ad.Tape` / `FwdMode`, a kernel being compiled, a debugger swapping the launch function
+  (the plan's guards: a dict entry that must still hold the same object);
+- every argument has the type and layout the instance was made for: a template argument is the same
+  object (or an equal int/float/bool/str, as the instantiation key compares them), a scalar is a
+  Python int/float/bool that converts to its parameter's dtype (ints in 64 bits), an ndarray argument
+  is a qd Ndarray with the same dtype, element shape and layout, or a C-contiguous, native-order
+  numpy array of the dtype and dimensions of the instance.
+
+Anything else returns `MISS`, and the caller takes the Python path, which raises the same errors as
+ever. A plan binds buffers (data pointers and extents into the interpreter's `Launch`), packs scalars
+into the native argument words, runs the native tasks, bumps the generation counters of the buffers
+the kernel writes, and hands failures, prints and returns to the host code that formats them.
+
+Launch numbers (a key of `qd.random`) are counted here, for every tier: `next_launch_id`.
+"""
+
+from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdlib cimport calloc, free
+from libc.string cimport memset
+from cpython.dict cimport PyDict_GetItem
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_FromLongLong, PyLong_FromUnsignedLongLong
+from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_FromDouble
+from cpython.list cimport PyList_GET_SIZE
+from cpython.object cimport PyObject
+cimport numpy as cnp
+
+from qd._interp cimport Launch
+
+cnp.import_array()
+
+MISS = object()  # what `Plan.launch` returns when the call must take the Python path
+
+# parameter kinds
+DEF P_TEMPLATE = 0
+DEF P_SCALAR = 1
+DEF P_NDARRAY = 2
+# buffer kinds
+DEF B_ARG = 0
+DEF B_FIELD = 1
+DEF B_TEMP = 2
+# value codes (scalars and returns): the dtype class, and the bit width in the low byte
+DEF V_FLOAT = 0x100
+DEF V_SIGNED = 0x200
+DEF V_BOOL = 0x400
+DEF MAX_DIMS = 8
+
+cdef uint64_t _epoch = 1
+cdef uint64_t _launch_id = 0
+
+
+def bump_epoch():
+    """Invalidates every armed plan (a config option changed); the next call of each kernel takes the
+    Python path once and re-arms its plan."""
+    global _epoch
+    _epoch += 1
+
+
+def epoch():
+    return _epoch
+
+
+def next_launch_id():
+    """The number of the next launch of this program (every tier takes one per launch)."""
+    global _launch_id
+    cdef uint64_t r = _launch_id
+    _launch_id += 1
+    return r
+
+
+def reset_launch_ids():
+    global _launch_id
+    _launch_id = 0
+
+
+cdef inline bint scalar_bits(object v, int code, uint64_t* out):
+    """The register bits of scalar argument `v` for a parameter of value code `code` (`register_bits`);
+    False where the Python path must convert it (or refuse it)."""
+    cdef int overflow = 0
+    cdef long long ll
+    cdef double d
+    cdef float f
+    cdef int bits = code & 0xFF
+    cdef uint64_t u
+    t = type(v)
+    if t is float:
+        if not (code & V_FLOAT):
+            return False
+        d = PyFloat_AS_DOUBLE(v)
+    elif t is int or t is bool:
+        ll = PyLong_AsLongLongAndOverflow(v, &overflow)
+        if overflow:
+            return False
+        if not (code & V_FLOAT):
+            if code & V_BOOL:
+                out[0] = 1 if ll != 0 else 0
+                return True
+            u = <uint64_t>ll
+            if bits < 64:
+                u &= (<uint64_t>1 << bits) - 1
+                if (code & V_SIGNED) and (u >> (bits - 1)):
+                    u |= ~((<uint64_t>1 << bits) - 1)
+            out[0] = u
+            return True
+        d = <double>ll
+    else:
+        return False
+    if bits == 64:
+        out[0] = (<uint64_t*>&d)[0]
+    else:
+        f = <float>d
+        out[0] = (<uint32_t*>&f)[0]
+    return True
+
+
+cdef inline object decode(int code, uint64_t bits):
+    """A Python value from the register bits of a return value (`qd.runtime.status.decode`)."""
+    cdef float f
+    cdef uint32_t w
+    if code & V_FLOAT:
+        if (code & 0xFF) == 64:
+            return PyFloat_FromDouble((<double*>&bits)[0])
+        w = <uint32_t>bits
+        f = (<float*>&w)[0]
+        return PyFloat_FromDouble(f)
+    if code & V_SIGNED:
+        return PyLong_FromLongLong(<long long>bits)
+    return PyLong_FromUnsignedLongLong(bits)
+
+
+cdef class Plan:
+    """The compiled launch of one CPU kernel instance (see the module docstring). Built by
+    `qd.runtime.launch_plan.build`; `arm` makes it valid for the current config."""
+
+    cdef uint64_t epoch
+    cdef Launch st
+    cdef object scratch          # the `_Scratch` whose arrays `st` points into (kept alive)
+    cdef uint64_t* argwords      # the native argument words (`Ctx.args`)
+    cdef int64_t* status
+    cdef int64_t* printlen
+    cdef uint64_t* rets
+    # parameters
+    cdef Py_ssize_t nparams
+    cdef int* pkind
+    cdef int* pslot              # scalar: its argument word; ndarray: its buffer
+    cdef int* pcode              # scalar: value code; ndarray: numpy type number (-1: numpy arrays refused)
+    cdef int* pndim              # ndarray: dimensions of the storage (outer + element)
+    cdef int* pwritten           # ndarray: the kernel writes it (bump its generation)
+    cdef list pexpect            # template: the value; ndarray: (qd spec, layout, element shape)
+    # buffers
+    cdef Py_ssize_t nbuf
+    cdef int* bkind
+    cdef list bobj               # field: its owner; temp: its array
+    cdef list keep               # the arrays of the running launch, by buffer
+    cdef list bumped_fields      # field owners the kernel writes
+    # tasks
+    cdef Py_ssize_t ntasks
+    cdef int* tserial
+    cdef uint64_t* tfn
+    cdef uint64_t* tprologue
+    cdef int64_t* tminpar
+    # returns, outcome handlers
+    cdef Py_ssize_t nrets
+    cdef int* rcode
+    cdef object restructure      # None, or the signature's rebuild of a compound return
+    cdef object on_failure       # (rc) -> raises the recorded error
+    cdef object on_prints        # () -> prints the records
+    # guards
+    cdef list guards             # (dict, key, expected object) triples
+    cdef list builder_stack      # the frontend's stack of kernels being compiled: empty
+    cdef object nd_base          # the qd Ndarray class
+    cdef object device_run       # a GPU tier: its launcher, (launch args) -> returns; None: the CPU tier
+    cdef uint64_t seed
+    cdef int nthreads
+    cdef bint busy
+    cdef public long long launches
+
+    def __cinit__(self):
+        self.busy = False
+        self.launches = 0
+
+    def __dealloc__(self):
+        free(self.pkind); free(self.pslot); free(self.pcode); free(self.pndim); free(self.pwritten)
+        free(self.bkind); free(self.tserial); free(self.tfn); free(self.tprologue); free(self.tminpar)
+        free(self.rcode)
+
+    def __init__(self, object st, object scratch, uint64_t[::1] argwords, int64_t[::1] status,
+                 int64_t[::1] printlen, uint64_t[::1] rets, list params, list buffers, list tasks, list rets_codes,
+                 object restructure, object on_failure, object on_prints, list guards, list builder_stack,
+                 object nd_base, object device_run=None):
+        """`params`: per parameter (P kind, slot, code, ndim, written, expected); `buffers`: per buffer
+        (B kind, owner/array or None); `tasks`: (serial, fn, prologue, min_parallel)."""
+        cdef Py_ssize_t i
+        self.st, self.scratch = <Launch?>st, scratch
+        self.argwords, self.status, self.printlen, self.rets = &argwords[0], &status[0], &printlen[0], &rets[0]
+        self.nparams = len(params)
+        self.pkind = <int*>calloc(self.nparams + 1, sizeof(int))
+        self.pslot = <int*>calloc(self.nparams + 1, sizeof(int))
+        self.pcode = <int*>calloc(self.nparams + 1, sizeof(int))
+        self.pndim = <int*>calloc(self.nparams + 1, sizeof(int))
+        self.pwritten = <int*>calloc(self.nparams + 1, sizeof(int))
+        self.pexpect = []
+        for i, (kind, slot, code, ndim, written, expected) in enumerate(params):
+            self.pkind[i], self.pslot[i], self.pcode[i], self.pndim[i], self.pwritten[i] = \
+                kind, slot, code, ndim, written
+            self.pexpect.append(expected)
+        self.nbuf = len(buffers)
+        self.bkind = <int*>calloc(self.nbuf + 1, sizeof(int))
+        self.bobj = []
+        self.bumped_fields = []
+        for i, (kind, obj, written) in enumerate(buffers):
+            self.bkind[i] = kind
+            self.bobj.append(obj)
+            if kind == B_FIELD and written:
+                self.bumped_fields.append(obj)
+        self.keep = [None] * self.nbuf
+        self.ntasks = len(tasks)
+        self.tserial = <int*>calloc(self.ntasks + 1, sizeof(int))
+        self.tfn = <uint64_t*>calloc(self.ntasks + 1, sizeof(uint64_t))
+        self.tprologue = <uint64_t*>calloc(self.ntasks + 1, sizeof(uint64_t))
+        self.tminpar = <int64_t*>calloc(self.ntasks + 1, sizeof(int64_t))
+        for i, (serial, fn, prologue, minpar) in enumerate(tasks):
+            self.tserial[i], self.tfn[i], self.tprologue[i], self.tminpar[i] = serial, fn, prologue, minpar
+        self.nrets = len(rets_codes)
+        self.rcode = <int*>calloc(self.nrets + 1, sizeof(int))
+        for i, code in enumerate(rets_codes):
+            self.rcode[i] = code
+        self.restructure, self.on_failure, self.on_prints = restructure, on_failure, on_prints
+        self.guards, self.builder_stack, self.nd_base = guards, builder_stack, nd_base
+        self.device_run = device_run
+        self.epoch = 0
+
+    def arm(self, uint64_t seed, int nthreads):
+        """Valid from now until the next `bump_epoch`, with this `qd.random` seed and thread count."""
+        self.seed, self.nthreads = seed, nthreads
+        self.epoch = _epoch
+
+    @property
+    def armed(self):
+        return self.epoch == _epoch
+
+    cdef inline bint _bind(self, Py_ssize_t b, object arr):
+        """Points buffer `b` at numpy array `arr` (its data and extents)."""
+        cdef cnp.ndarray a = <cnp.ndarray>arr
+        cdef int nd = cnp.PyArray_NDIM(a)
+        cdef cnp.npy_intp* dims = cnp.PyArray_DIMS(a)
+        cdef int k
+        if nd > MAX_DIMS:
+            return False
+        self.st.bufs[b] = <char*>cnp.PyArray_DATA(a)
+        for k in range(MAX_DIMS):
+            self.st.shapes[b * MAX_DIMS + k] = dims[k] if k < nd else 0
+        self.keep[b] = arr
+        return True
+
+    cdef inline bint _guarded(self):
+        cdef PyObject* cur
+        if self.epoch != _epoch or self.busy or PyList_GET_SIZE(self.builder_stack) != 0:
+            return False
+        for d, key, expected in self.guards:
+            cur = PyDict_GetItem(d, key)
+            if cur != <PyObject*>expected:
+                return False
+        return True
+
+    cdef inline object _ndarray(self, Py_ssize_t i, object v):
+        """The storage of ndarray argument `v` of parameter `i`, or None if `v` does not fit the plan."""
+        cdef object a
+        cdef tuple exp = <tuple>self.pexpect[i]
+        if isinstance(v, self.nd_base):
+            if (self.device_run is None and v._mirror is not None) or getattr(v, "_qd_arg_spec", None) != exp[0] \
+                    or v._layout != exp[1]:
+                return None
+            a = v._arr
+            if not cnp.PyArray_CheckExact(a):
+                return None
+        elif cnp.PyArray_CheckExact(v):
+            a = v
+            if self.pcode[i] < 0 or cnp.PyArray_TYPE(<cnp.ndarray>a) != self.pcode[i] or \
+                    not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a) or not cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>a):
+                return None
+            if exp[2] and tuple(a.shape[self.pndim[i] - len(exp[2]):]) != exp[2]:
+                return None
+        else:
+            return None
+        if cnp.PyArray_NDIM(<cnp.ndarray>a) != self.pndim[i]:
+            return None
+        return a
+
+    def launch(self, tuple args):
+        """Launches the instance with `args` (the kernel's positional arguments), or returns `MISS`
+        without side effects when the call must take the Python path."""
+        cdef Py_ssize_t i, n = self.nparams
+        cdef int kind, rc = 0
+        cdef object v, e, a
+        if not self._guarded() or len(args) != n:
+            return MISS
+        for i in range(n):
+            v = args[i]
+            kind = self.pkind[i]
+            if kind == P_SCALAR:
+                if not scalar_bits(v, self.pcode[i], &self.argwords[self.pslot[i]]):
+                    return MISS
+            elif kind == P_NDARRAY:
+                a = self._ndarray(i, v)
+                if a is None or (self.device_run is None and not self._bind(self.pslot[i], a)):
+                    return MISS
+            else:
+                e = self.pexpect[i]
+                if v is not e and not (type(v) is type(e) and (type(e) is int or type(e) is float or type(e) is bool
+                                                                or type(e) is str) and v == e):
+                    return MISS
+        if self.device_run is not None:
+            return self._device(args)
+        for i in range(self.nbuf):
+            kind = self.bkind[i]
+            if kind == B_FIELD:
+                v = self.bobj[i]
+                a = v._arr
+                if v._mirror is not None or not cnp.PyArray_CheckExact(a) or not self._bind(i, a):
+                    return MISS
+            elif kind == B_TEMP:
+                a = self.bobj[i]
+                memset(cnp.PyArray_DATA(<cnp.ndarray>a), 0, cnp.PyArray_NBYTES(<cnp.ndarray>a))
+                self._bind(i, a)
+        self.busy = True
+        self.st.reset(self.seed, _next_id(), self.nthreads)
+        for i in range(self.ntasks):
+            if self.tserial[i]:
+                rc = self.st.native_serial(self.tfn[i], i)
+            else:
+                rc = self.st.native_range(self.tprologue[i], self.tfn[i], i, self.tminpar[i])
+            if rc != 0:
+                break
+        self.busy = False
+        self.launches += 1
+        self._bump(args)
+        if self.printlen[0] or self.status[8]:
+            self.on_prints()
+        if rc == 1 or rc < 0 or self.status[0]:
+            self.on_failure(rc)
+        return self._returns()
+
+    cdef object _device(self, tuple args):
+        """A GPU tier's launch: the arguments that are launch arguments (templates are not), to its launcher."""
+        cdef Py_ssize_t i
+        launch_args = [args[i] for i in range(self.nparams) if self.pkind[i] != P_TEMPLATE]
+        self.launches += 1
+        r = self.device_run(launch_args)
+        return r if self.restructure is None else self.restructure(r)
+
+    cdef inline void _bump(self, tuple args):
+        """Generation counters of the qd ndarrays and fields the kernel may have written."""
+        cdef Py_ssize_t i
+        for i in range(self.nparams):
+            if self.pwritten[i]:
+                v = args[i]
+                if not cnp.PyArray_CheckExact(v):  # a qd ndarray
+                    v.generation += 1
+        for v in self.bumped_fields:
+            v.generation += 1
+
+    cdef inline object _returns(self):
+        cdef Py_ssize_t i
+        if self.nrets == 0:
+            r = None
+        elif self.nrets == 1:
+            r = decode(self.rcode[0], self.rets[0])
+        else:
+            r = tuple([decode(self.rcode[i], self.rets[i]) for i in range(self.nrets)])
+        return r if self.restructure is None else self.restructure(r)
+
+
+cdef inline uint64_t _next_id() noexcept:
+    global _launch_id
+    cdef uint64_t r = _launch_id
+    _launch_id += 1
+    return r

@@ -1,0 +1,159 @@
+"""Arming the compiled launch plans of kernel instances (`qd/_launch.pyx`, DESIGN §7).
+
+After a call has taken the Python path (`Kernel._run`), `armed` returns the plan later calls of the
+same shape can launch through, or None. A plan is built once per instance, from what never changes for
+it (its parameters, buffers, tasks, returns); `arm` makes it valid for the live config. On `qd.cpu` the
+plan runs the native code itself; on a GPU arch it checks the call the same way and hands the launch
+arguments to the tier's launcher (`qd/runtime/device_launch.py`). What a plan cannot do, the Python path
+keeps doing: instances with adstacks or hidden/lifted arguments, guarded template members,
+struct/matrix/view/`qd.Tensor` parameters, f16 scalars, torch tensors, non-contiguous arrays, numpy
+scalar arguments, the interpreter tier, forward/reverse/validation modes.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Sequence
+
+import numpy as np
+
+from qd import _launch
+from qd.ad import tape as _tape
+from qd.frontend import args as _args
+from qd.frontend import builder as _builder
+from qd.runtime import arch as _arch
+from qd.runtime import config as _config
+from qd.runtime import launch as _launch_mod
+from qd.runtime._hostdata import HostData
+from qd.runtime.ndarray import Ndarray
+from qd.runtime.status import flush_prints
+from qd.types import dtypes
+from qd.types.dtypes import DataType, MatrixType
+
+P_TEMPLATE, P_SCALAR, P_NDARRAY = 0, 1, 2
+B_ARG, B_FIELD, B_TEMP = 0, 1, 2
+V_FLOAT, V_SIGNED, V_BOOL = 0x100, 0x200, 0x400
+
+
+def value_code(dt: DataType) -> int | None:
+    """The plan's code for scalars and returns of `dt` (class flags | bit width); None for f16 arguments,
+    whose rounding the plan does not do."""
+    if dt.is_float:
+        return V_FLOAT | dt.bits
+    if dt is dtypes.u1:
+        return V_BOOL | 1
+    return (V_SIGNED if dt.is_signed else 0) | dt.bits
+
+
+def armed(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any], eligible: bool) -> Any:
+    """The armed plan of instance `ck` after a call with leaf values `values` ran on the Python path, or
+    None. `eligible` is False for an instance with hidden arguments or template guards."""
+    cfg = _config.current()
+    if ck.plan is False or not eligible or _launch_mod.launch is not _launch_mod.LAUNCH:
+        return None
+    tier = ck.tier
+    device = bool(cfg.arch.is_gpu)
+    if not device and (cfg.arch is not _arch.cpu or tier is None or tier.native is None or tier.failed):
+        return None
+    plan = ck.plan
+    if plan is None:
+        plan = ck.plan = _build(ck, sig, values, bindings, cfg.arch.name if device else None) or False
+        if plan is False:
+            return None
+        if not device:
+            tier.plan = plan
+    plan.arm(int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, int(cfg.cpu_max_num_threads or 1))
+    return plan
+
+
+def _build(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any], gpu: str | None) -> Any:
+    """The plan of an instance (on GPU arch `gpu`, or the CPU tier), or None where its launches need the
+    Python path."""
+    k = ck.ir
+    if ck.adstack is not None or ck.counts is not None or not sig.flat:
+        return None
+    params = _params(k, sig, values, ck.written)
+    buffers = _buffers(k, bindings, ck.written, gpu is not None)
+    if params is None or buffers is None:
+        return None
+    rets = [value_code(dt) for dt in k.rets]
+    rt = sig.return_type
+    restructure = None if rt is None or isinstance(rt, DataType) else sig.restructure_return
+    sc = _launch_mod._Scratch(ck)
+    guards = [(vars(_tape), "_active_tape", None), (vars(_tape), "_active_fwd", None),
+              (vars(_launch_mod), "launch", _launch_mod.LAUNCH), (vars(_config), "_current", _config.current())]
+    common = (params, buffers)
+    if gpu is not None:
+        from qd.runtime import device, device_launch
+
+        run = functools.partial(device_launch.launch, device.runtime(gpu), ck, list(bindings))
+        return _launch.Plan(sc.launch, sc, sc.args, sc.status, sc.printlen, sc.rets, *common, [], rets, restructure,
+                            None, None, guards, _builder._STACK, Ndarray, run)
+    native = ck.tier.native
+    tasks = [(t.kind == "serial", t.fn, t.prologue or 0, t.min_parallel) for t in native.tasks]
+
+    def on_failure(rc: int) -> None:
+        raise _launch_mod._failure(ck, native.check_args, sc.status, [], [])
+
+    def on_prints() -> None:
+        flush_prints(k, native.prints, sc.printbuf, int(sc.printlen[0]), int(sc.status[8]))
+
+    return _launch.Plan(sc.launch, sc, sc.args, sc.status, sc.printlen, sc.rets, *common, tasks, rets, restructure,
+                        on_failure, on_prints, guards, _builder._STACK, Ndarray)
+
+
+def _params(k: Any, sig: _args.Signature, values: list, written: frozenset) -> list | None:
+    """Per parameter: (kind, slot, code, storage ndim, written, expected) (see `_launch.Plan`)."""
+    buffer_of = {d.arg: b for b, d in enumerate(k.buffers) if d.kind == "ndarray"}
+    out: list = []
+    ai = 0  # the launch argument (ArgDecl) of the parameter
+    for p, v in zip(sig.params, values):
+        if p.kind == "template":
+            out.append((P_TEMPLATE, 0, 0, 0, 0, v))
+        elif p.kind == "scalar":
+            code = value_code(dtypes.to_dtype(p.ann))
+            if code is None or (code & V_FLOAT and code & 0xFF == 16):
+                return None
+            out.append((P_SCALAR, ai, code, 0, 0, None))
+            ai += 1
+        elif p.kind == "ndarray":
+            entry = _ndarray_param(p, v, buffer_of.get(ai), written)
+            if entry is None:
+                return None
+            out.append(entry)
+            ai += 1
+        else:
+            return None
+    return out
+
+
+def _ndarray_param(p: Any, v: Any, b: int | None, written: frozenset) -> tuple | None:
+    if b is None or not (isinstance(v, Ndarray) or type(v) is np.ndarray):
+        return None
+    dt, ndim, es, _, post = _args.ndarray_spec(p, v)
+    if post is not None:
+        return None
+    layout = getattr(v, "_layout", None)
+    ann_es = tuple(p.ann.dtype.shape) if isinstance(p.ann.dtype, MatrixType) else ()
+    npd = np.dtype(dt.np_dtype)
+    numpy_ok = layout is None and ann_es == tuple(es) and dtypes.from_numpy_dtype(npd) is dt
+    return (P_NDARRAY, b, npd.num if numpy_ok else -1, ndim + len(es), int(b in written), ((dt, tuple(es)), layout,
+                                                                                          tuple(es)))
+
+
+def _buffers(k: Any, bindings: Sequence[Any], written: frozenset, gpu: bool) -> list | None:
+    """Per buffer: (kind, owner or array, written) (on a GPU arch: checked, and bound by its launcher)."""
+    out: list = []
+    for b, d in enumerate(k.buffers):
+        if d.kind == "field":
+            owner = bindings[b]
+            if not isinstance(owner, HostData) or (owner._mirror is not None and not gpu):
+                return None
+            out.append((B_FIELD, owner, b in written))
+        elif d.kind == "ndarray":
+            out.append((B_ARG, None, False))
+        elif d.kind == "temp":
+            out.append((B_TEMP, np.zeros(d.shape, dtype=d.dtype.np_dtype), False))
+        else:
+            return None
+    return [] if gpu else out

@@ -1,0 +1,291 @@
+"""The compiled launch plans of CPU kernel instances (`qd/_launch.pyx`, DESIGN §7): a repeated call
+launches through the plan, with the results, errors, counters and side effects of the Python path, and
+every call the plan cannot take falls back to that path (which raises what it always raised)."""
+
+
+import threading
+
+import numpy as np
+import pytest
+
+import qd
+from qd.errors import QuadrantsAssertionError, QuadrantsRuntimeTypeError
+
+
+@pytest.fixture(autouse=True)
+def _program(request):
+    """`qd.cpu` with native code from the first launch and exact floats; the GPU tests use the arch fixture."""
+    if "arch" not in request.fixturenames:
+        qd.init(arch=qd.cpu, jit="eager", log_level="warn", offline_cache=False, fast_math=False)
+    yield
+    qd.reset()
+
+
+def _planned(k) -> int:
+    """Launches the plan of `k`'s last instance ran (0 without one)."""
+    plan = k._plan
+    return plan.launches if plan is not None else 0
+
+
+def test_repeated_calls_launch_through_the_plan_and_match_numpy():
+    @qd.kernel
+    def axpy(x: qd.types.ndarray(qd.f32, 1), y: qd.types.ndarray(qd.f32, 1), a: qd.f32):
+        for i in range(x.shape[0]):
+            y[i] = a * x[i] + y[i]
+
+    x = np.arange(1000, dtype=np.float32)
+    y = np.ones(1000, np.float32)
+    want = y.copy()
+    for r in range(5):
+        a = 0.25 * r + 0.1
+        axpy(x, y, a)
+        want = np.float32(a) * x + want
+    np.testing.assert_array_equal(y, want)
+    assert _planned(axpy) == 4  # the first call took the Python path and armed the plan
+    assert axpy.stats["launches"] == {"interp": 0, "cpu": 5}
+    assert axpy.stats["last_tier"] == "cpu"
+
+
+def test_qd_ndarrays_fields_and_generation_counters():
+    f = qd.field(qd.i32, shape=(8,))
+    a = qd.ndarray(qd.i32, (8,))
+
+    @qd.kernel
+    def bump(x: qd.types.ndarray(qd.i32, 1), k: qd.i32):
+        for i in range(8):
+            x[i] += k
+            f[i] += 2 * k
+
+    g_a, g_f = a.generation, f.generation
+    for _ in range(4):
+        bump(a, 3)
+    assert _planned(bump) == 3
+    np.testing.assert_array_equal(a.to_numpy(), np.full(8, 12))
+    np.testing.assert_array_equal(f.to_numpy(), np.full(8, 24))
+    assert a.generation == g_a + 4 and f.generation == g_f + 4  # every launch bumps what it writes
+
+
+def test_wrong_arguments_after_the_plan_raise_the_python_paths_errors():
+    @qd.kernel
+    def k(x: qd.types.ndarray(qd.f32, 1), n: qd.i32):
+        x[0] = n
+
+    x = np.zeros(4, np.float32)
+    k(x, 1)
+    k(x, 2)
+    assert _planned(k) == 1
+    with pytest.raises(QuadrantsRuntimeTypeError, match="'x'"):
+        k(np.zeros(4, np.float64), 3)  # another dtype
+    with pytest.raises(QuadrantsRuntimeTypeError, match="ndim"):
+        k(np.zeros((2, 2), np.float32), 3)
+    with pytest.raises(QuadrantsRuntimeTypeError, match="'n'"):
+        k(x, 1.5)  # a float for an int parameter
+    k(x, np.int64(7))  # a numpy scalar: the Python path converts it
+    assert x[0] == 7
+    k(x, True)
+    assert x[0] == 1
+
+
+def test_scalar_arguments_convert_as_the_python_path_does():
+    @qd.kernel
+    def k(out: qd.types.ndarray(qd.f64, 1), a: qd.i8, b: qd.u16, c: qd.f32, d: qd.i64, e: qd.u1, f: qd.f64):
+        out[0] = a
+        out[1] = b
+        out[2] = c
+        out[3] = d
+        out[4] = e
+        out[5] = f
+
+    out = np.zeros(6)
+    # i8 300 wraps to 44, -129 to 127, 200 to -56; u16 -1 to 65535
+    cases = [(300, -1, 0.1, -(2 ** 40), 5, 1e300), (-129, 70000, 1e40, 2 ** 62, 0, -0.0), (200, 6, 7, 8, 1, 9)]
+    for _ in range(2):
+        for a, b, c, d, e, f in cases:
+            k(out, a, b, c, d, e, f)
+            with np.errstate(over="ignore"):  # 1e40 rounds to inf in f32
+                want = [np.array(a).astype(np.int8), np.array(b).astype(np.uint16), np.float32(c), d, int(bool(e)), f]
+            np.testing.assert_array_equal(out, np.array(want, dtype=np.float64))
+            assert np.signbit(out[5]) == np.signbit(f)
+    assert _planned(k) == 5
+    k(out, 1, 2, 3.0, 2 ** 64 + 5, 1, 1.0)  # beyond 64 bits: the Python path wraps it
+    assert out[3] == 5
+
+
+@pytest.mark.parametrize("dt", [qd.i32, qd.u32, qd.i64, qd.u64, qd.f32, qd.f64, qd.u1])
+def test_return_values_decode_like_the_python_path(dt):
+    @qd.kernel
+    def k(v: dt) -> dt:
+        return v
+
+    values = {qd.u1: [0, 1], qd.f32: [1.5, -0.0, 3e38], qd.f64: [1e300, -2.5]}.get(
+        dt, [0, 1, 2 ** (dt.bits - 1) - 1] + ([-5] if dt.is_signed else [2 ** dt.bits - 1]))
+    for _ in range(2):
+        for v in values:
+            got = k(v)
+            want = float(np.float32(v)) if dt is qd.f32 else v
+            assert type(got) is type(want) and got == want and np.signbit(got) == np.signbit(want)
+    assert _planned(k) > 0
+
+
+def test_compound_returns_and_templates():
+    @qd.kernel
+    def k(s: qd.template(), x: qd.i32) -> qd.types.vector(2, qd.i32):
+        return qd.Vector([x * s, x + s])
+
+    for _ in range(2):
+        for s in (2, 3):
+            v = k(s, 5)
+            assert list(v) == [5 * s, 5 + s]
+    assert k(2, 6)[0] == 12
+
+
+def test_prints_and_failed_checks_from_planned_launches(capfd):
+    qd.init(arch=qd.cpu, jit="eager", log_level="warn", offline_cache=False, debug=True)
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(qd.i32, 1), i: qd.i32):
+        print("value", x[i])
+
+    x = np.arange(4, dtype=np.int32)
+    for i in range(4):
+        k(x, i)
+    assert _planned(k) == 3
+    assert capfd.readouterr().out.split() == ["value", "0", "value", "1", "value", "2", "value", "3"]
+    with pytest.raises(QuadrantsAssertionError, match="(?i)out of bound|index"):
+        k(x, 9)
+    k(x, 1)  # the plan stays usable after a failed launch
+    assert capfd.readouterr().out.split() == ["value", "1"]
+
+
+def test_config_changes_and_tapes_take_the_python_path():
+    x = qd.field(qd.f32, shape=(4,), needs_grad=True)
+    loss = qd.field(qd.f32, shape=(), needs_grad=True)
+
+    @qd.kernel
+    def square():
+        for i in range(4):
+            loss[None] += x[i] * x[i]
+
+    x.from_numpy(np.arange(4, dtype=np.float32))
+    square()
+    square()
+    assert _planned(square) == 1
+    loss[None] = 0
+    with qd.ad.Tape(loss=loss):  # the tape must record the launch to run its gradient
+        square()
+    np.testing.assert_allclose(x.grad.to_numpy(), 2 * np.arange(4))
+    qd.cfg.debug = True  # another instance (bound checks): not the plan armed before
+
+    @qd.kernel
+    def oob(a: qd.types.ndarray(qd.f32, 1), i: qd.i32):
+        a[i] = 1
+
+    qd.cfg.debug = False
+    a = np.zeros(2, np.float32)
+    oob(a, 0)
+    oob(a, 1)
+    qd.cfg.debug = True
+    with pytest.raises(QuadrantsAssertionError):
+        oob(a, 5)
+
+
+def test_random_numbers_equal_the_interpreters():
+    @qd.kernel
+    def draw(out: qd.types.ndarray(qd.f32, 1)):
+        for i in range(out.shape[0]):
+            out[i] = qd.random()
+
+    def draws(jit: str) -> list:
+        qd.init(arch=qd.cpu, jit=jit, log_level="warn", offline_cache=False, random_seed=7)
+        out = []
+        for _ in range(4):
+            a = np.zeros(64, np.float32)
+            draw(a)
+            out.append(a)
+        return out
+
+    planned, interpreted = draws("eager"), draws("interp")
+    assert _planned(draw) == 0 and draw.stats["launches"]["interp"] == 4
+    for p, q in zip(planned, interpreted):
+        np.testing.assert_array_equal(p, q)
+    assert not np.array_equal(planned[0], planned[1])
+
+
+def test_concurrent_launches_of_one_instance():
+    @qd.kernel
+    def add(x: qd.types.ndarray(qd.i64, 1), k: qd.i64):
+        for i in range(x.shape[0]):
+            x[i] += k
+
+    arrays = [np.zeros(20000, np.int64) for _ in range(4)]
+    add(arrays[0], 0)
+
+    def work(a: np.ndarray) -> None:
+        for _ in range(200):
+            add(a, 1)
+
+    threads = [threading.Thread(target=work, args=(a,)) for a in arrays]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for a in arrays:
+        np.testing.assert_array_equal(a, np.full(20000, 200))
+
+
+def test_non_contiguous_and_alternating_arguments():
+    @qd.kernel
+    def inc(x: qd.types.ndarray(qd.f32, 1)):
+        for i in range(x.shape[0]):
+            x[i] += 1
+
+    base = np.zeros(10, np.float32)
+    q = qd.ndarray(qd.f32, (5,))
+    for _ in range(3):
+        inc(base)
+        inc(base[::2])  # a strided view: the Python path copies it and writes it back
+        inc(q)
+    np.testing.assert_array_equal(base, np.array([6, 3] * 5, np.float32))
+    np.testing.assert_array_equal(q.to_numpy(), np.full(5, 3, np.float32))
+
+
+def test_a_debugger_attached_after_the_plan_sees_the_launch():
+    from qd.debug import Debugger
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(qd.i32, 1)):
+        x[0] += 1
+
+    x = np.zeros(1, np.int32)
+    k(x)
+    k(x)
+    assert _planned(k) == 1
+    seen = []
+    with Debugger(on_stop=lambda d, frame, reason: seen.append(reason) or "continue", stop_at_start=True):
+        k(x)
+    assert x[0] == 3 and seen
+
+
+# ------------------------------------------------------------------ GPU archs: the plan checks, the tier launches
+
+
+@pytest.mark.archs("vulkan", "cuda", "opencl")
+def test_gpu_arch_launches_through_the_plan(arch):
+    @qd.kernel
+    def scale(x: qd.types.ndarray(qd.f32, 1), y: qd.types.ndarray(qd.f32, 1), a: qd.f32) -> qd.f32:
+        for i in range(x.shape[0]):
+            y[i] = a * x[i]
+        return a + 1
+
+    x = qd.ndarray(qd.f32, (300,))
+    x.from_numpy(np.arange(300, dtype=np.float32))
+    y = qd.ndarray(qd.f32, (300,))
+    yn = np.zeros(300, np.float32)
+    for r in range(4):
+        assert scale(x, y, r) == r + 1
+        scale(x, yn, 0.5 * r)  # a numpy array: uploaded and copied back by the tier
+        np.testing.assert_array_equal(y.to_numpy(), np.float32(r) * np.arange(300, dtype=np.float32))
+        np.testing.assert_array_equal(yn, np.float32(0.5 * r) * np.arange(300, dtype=np.float32))
+    assert _planned(scale) >= 3
+    with pytest.raises(QuadrantsRuntimeTypeError, match="'y'"):
+        scale(x, np.zeros(300, np.float64), 1.0)
