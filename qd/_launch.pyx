@@ -47,6 +47,7 @@ DEF P_NDARRAY = 2
 DEF B_ARG = 0
 DEF B_FIELD = 1
 DEF B_TEMP = 2
+DEF B_ADSTACK = 3
 # value codes (scalars and returns): the dtype class, and the bit width in the low byte
 DEF V_FLOAT = 0x100
 DEF V_SIGNED = 0x200
@@ -171,7 +172,7 @@ cdef class Plan:
     cdef Py_ssize_t nrets
     cdef int* rcode
     cdef object restructure      # None, or the signature's rebuild of a compound return
-    cdef object on_failure       # (rc) -> raises the recorded error
+    cdef object on_failure       # (rc, args) -> raises the recorded error
     cdef object on_prints        # () -> prints the records
     # guards
     cdef list guards             # (dict, key, expected object) triples
@@ -182,6 +183,13 @@ cdef class Plan:
     cdef int nthreads
     cdef bint busy
     cdef public long long launches
+    # adstacks: the heap binding is kept while nothing its sizes read changed (`AdStackPlan.sizes_for`'s key)
+    cdef object ad_hook          # (args) -> [(buffer, array)]: sizes the stacks, lays out the heaps
+    cdef object ad_plan          # the instance's `AdStackPlan`
+    cdef list ad_reads           # per buffer the sizes read: its owner (a field) or the parameter it comes from
+    cdef list ad_int_params      # the integer scalar parameters (the sizes may read them)
+    cdef list ad_seen            # what the last hook call saw: owners, generations, scalars, layout
+    cdef list ad_arrays          # [(buffer, array)] from the last hook call
 
     def __cinit__(self):
         self.busy = False
@@ -236,12 +244,55 @@ cdef class Plan:
         self.restructure, self.on_failure, self.on_prints = restructure, on_failure, on_prints
         self.guards, self.builder_stack, self.nd_base = guards, builder_stack, nd_base
         self.device_run = device_run
+        self.ad_hook = None
+
+    def with_adstack(self, object hook, object ad_plan, list reads, list int_params):
+        """Adstack heaps through `hook` (see `ad_hook`); `reads`: per buffer the sizes read, (owner, -1) for a
+        field, (None, parameter) for an ndarray argument."""
+        self.ad_hook, self.ad_plan, self.ad_reads, self.ad_int_params = hook, ad_plan, reads, int_params
+        self.ad_seen = None
+        self.ad_arrays = None
+
+    cdef list _ad_inputs(self, tuple args):
+        """What the stack sizes depend on now, or None when something has no trustworthy generation."""
+        out = []
+        for owner, param in self.ad_reads:
+            o = owner if param < 0 else args[param]
+            g = getattr(o, "generation", None)
+            if g is None or getattr(o, "escaped", False):
+                return None
+            out.append(o)
+            out.append(g)
+        for param in self.ad_int_params:
+            out.append(args[param])
+        out.append(self.ad_plan.layout)
+        return out
+
+    cdef bint _adstack(self, tuple args):
+        """Binds the adstack meta words and heaps, sizing them again only when their inputs changed."""
+        seen = self._ad_inputs(args)
+        cdef Py_ssize_t k
+        fresh = seen is not None and self.ad_seen is not None and len(seen) == len(self.ad_seen)
+        if fresh:
+            for k in range(len(seen)):
+                if seen[k] is not self.ad_seen[k] and seen[k] != self.ad_seen[k]:
+                    fresh = False
+                    break
+        if not fresh:
+            self.ad_arrays = self.ad_hook(args)
+            seen = self._ad_inputs(args)
+            self.ad_seen = seen  # None: size again at every launch (an input without a generation)
+        for b, arr in self.ad_arrays:
+            if not cnp.PyArray_CheckExact(arr) or not self._bind(b, arr):
+                return False
+        return True
         self.epoch = 0
 
     def arm(self, uint64_t seed, int nthreads):
         """Valid from now until the next `bump_epoch`, with this `qd.random` seed and thread count."""
         self.seed, self.nthreads = seed, nthreads
         self.epoch = _epoch
+        self.ad_seen = None  # the heaps were laid out for the threads and options of before
 
     @property
     def armed(self):
@@ -331,6 +382,8 @@ cdef class Plan:
                 a = self.bobj[i]
                 memset(cnp.PyArray_DATA(<cnp.ndarray>a), 0, cnp.PyArray_NBYTES(<cnp.ndarray>a))
                 self._bind(i, a)
+        if self.ad_hook is not None and not self._adstack(args):
+            return MISS
         self.busy = True
         self.st.reset(self.seed, _next_id(), self.nthreads)
         for i in range(self.ntasks):
@@ -346,7 +399,7 @@ cdef class Plan:
         if self.printlen[0] or self.status[8]:
             self.on_prints()
         if rc == 1 or rc < 0 or self.status[0]:
-            self.on_failure(rc)
+            self.on_failure(rc, args)
         return self._returns()
 
     cdef object _device(self, tuple args):

@@ -266,6 +266,70 @@ def test_a_debugger_attached_after_the_plan_sees_the_launch():
     assert x[0] == 3 and seen
 
 
+def _w3(n: int):
+    """W3's reverse kernel over fields, and its gradient in closed form for trip counts `a`."""
+    x = qd.field(qd.f32, shape=n, needs_grad=True)
+    loss = qd.field(qd.f32, shape=(), needs_grad=True)
+
+    @qd.kernel
+    def k(a: qd.types.ndarray(qd.i32, 1), c: qd.f32):
+        for i in x:
+            v = x[i]
+            for _ in range(a[i]):
+                v = c * v + 0.1
+            loss[None] += v
+
+    return k, x, loss
+
+
+def _grad_once(k, x, loss, a, c) -> np.ndarray:
+    x.grad.fill(0)
+    loss.grad[None] = 1
+    k.grad(a, c)
+    return x.grad.to_numpy()
+
+
+def test_reverse_mode_with_adstacks_launches_through_the_plan():
+    n = 257
+    k, x, loss = _w3(n)
+    x.from_numpy(np.linspace(-1, 1, n).astype(np.float32))
+    a = qd.ndarray(qd.i32, (n,))
+    a.from_numpy(np.arange(n, dtype=np.int32) % 7)
+    k(a, 0.5)
+    for _ in range(3):
+        np.testing.assert_allclose(_grad_once(k, x, loss, a, 0.5), 0.5 ** (np.arange(n) % 7), rtol=1e-6)
+    grad_plan = k._grad_plan
+    assert grad_plan is not None and grad_plan.launches == 2
+    ad = next(ck.adstack for key, (ck, _) in k._instances.items() if "grad" in key)
+    runs = ad.sizing_runs
+    _grad_once(k, x, loss, a, 0.5)
+    assert ad.sizing_runs == runs  # unchanged inputs: no sizing at all
+    a.from_numpy(np.arange(n, dtype=np.int32) % 13)  # a host write: the sizes are computed again, larger
+    np.testing.assert_allclose(_grad_once(k, x, loss, a, 0.5), 0.5 ** (np.arange(n) % 13), rtol=1e-6)
+    assert ad.sizing_runs == runs + 1 and ad.sizes == [12]
+    raw = (np.arange(n) % 5).astype(np.int32)  # a numpy array has no generation: sized at every launch
+    for _ in range(2):
+        np.testing.assert_allclose(_grad_once(k, x, loss, raw, 0.25), 0.25 ** (np.arange(n) % 5), rtol=1e-6)
+    assert ad.sizing_runs == runs + 3 and grad_plan.launches == 6
+    qd.cfg.cpu_max_num_threads = 1  # the heaps are laid out again for the new thread count
+    np.testing.assert_allclose(_grad_once(k, x, loss, raw, 0.25), 0.25 ** (np.arange(n) % 5), rtol=1e-6)
+    qd.cfg.cpu_max_num_threads = 2
+    np.testing.assert_allclose(_grad_once(k, x, loss, a, 0.5), 0.5 ** (np.arange(n) % 13), rtol=1e-6)
+
+
+def test_adstack_overflow_from_a_planned_launch():
+    qd.init(arch=qd.cpu, jit="eager", log_level="warn", offline_cache=False, ad_stack_size=4)
+    n = 16
+    k, x, loss = _w3(n)
+    a = np.full(n, 3, np.int32)
+    _grad_once(k, x, loss, a, 0.5)
+    _grad_once(k, x, loss, a, 0.5)
+    assert k._grad_plan.launches == 1
+    a[5] = 9
+    with pytest.raises(QuadrantsAssertionError, match=r"^Adstack overflow: kernel k.*4 slots.* is 9"):
+        _grad_once(k, x, loss, a, 0.5)
+
+
 # ------------------------------------------------------------------ GPU archs: the plan checks, the tier launches
 
 

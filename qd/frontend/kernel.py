@@ -43,7 +43,7 @@ def _clear_caches() -> None:
     for k in list(_KERNELS):
         k._instances.clear()
         k._hidden.clear()
-        k._plan = None
+        k._plan = k._grad_plan = None
 
 
 try:
@@ -71,8 +71,9 @@ class Kernel:
         self._guards: dict[tuple, tuple] = {}
         self._sig: _args.Signature | None = None
         self._last_ir: ir.KernelIR | None = None
-        # the compiled launch plan of the instance launched last (`qd/runtime/launch_plan.py`), or None
+        # the compiled launch plans of the instances launched last (`qd/runtime/launch_plan.py`), or None
         self._plan: Any = None
+        self._grad_plan: Any = None  # `kernel.grad`'s
         functools.update_wrapper(self, fn)
         _KERNELS.add(self)
 
@@ -146,9 +147,13 @@ class Kernel:
         finally:
             for fn in post:
                 fn()
-        # the plan later calls of this shape launch through (none when a later call of another instance ran)
-        self._plan = None if mode or tape is not None else \
-            _launch_plan.armed(ck, sig, values, bindings, key not in self._hidden and key not in self._guards)
+        if mode in ("", "grad"):  # the plan later calls of this shape launch through (primal, or kernel.grad)
+            plan = None if tape is not None or nd_grads else \
+                _launch_plan.armed(ck, sig, values, bindings, key not in self._hidden and key not in self._guards)
+            if mode:
+                self._grad_plan = plan
+            else:
+                self._plan = plan
         return sig.restructure_return(result)
 
     @property
@@ -270,6 +275,11 @@ class _GradKernel:
         self._kernel = kernel
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        plan = self._kernel._grad_plan
+        if plan is not None and not kwargs:
+            r = plan.launch(args)
+            if r is not _MISS:
+                return r
         return self._kernel._run(args, kwargs, "grad")
 
 

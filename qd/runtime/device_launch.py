@@ -73,13 +73,20 @@ class _State:
                     for key in sk.ctx]
         # per task: the scalar arguments and shapes its bounds read, and the grid for each set of their values
         self.bound_leaves = [_leaves(t.task) if t.kind == "range" else None for t in sk.tasks]
+        self.leafy = any(self.bound_leaves)  # False: one grid for every launch
         self.grids: dict[tuple, list[int]] = {}
+        # per buffer: (index, its declaration, the kernel writes it, where its owner comes from: _FROM_*)
+        self.sources = [(b, d, b in ck.written, _FROM_FIELD if d.kind == "field" else
+                         _FROM_ARG if d.kind == "ndarray" else _FROM_NONE) for b, d in enumerate(ck.ir.buffers)]
         ck.tier_stats = self.stats  # `kernel.stats` of this instance (qd/frontend/kernel.py)
 
     def stats(self) -> dict:
         arch = config.current().arch.name
         return {"launches": {arch: self.launches}, "last_tier": arch, "compile_ms": self.prog.compile_ms,
                 "from_cache": self.prog.from_cache, "device_ms": self.rt.backend.elapsed_ms(self.prog)}
+
+
+_FROM_FIELD, _FROM_ARG, _FROM_NONE = range(3)
 
 
 def _state(rt: DeviceRuntime, ck: Any) -> _State:
@@ -111,11 +118,19 @@ def _launch_locked(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Se
     if st is None:
         st = _state(rt, ck)
     sk = st.prog.kernel
-    owners = _launch._owners(ck, bindings, args)
     lb = _Binding(rt)
-    for b, (decl, owner) in enumerate(zip(ck.ir.buffers, owners)):
-        lb.bind(b, decl, owner, ck, b in ck.written)
-    groups = _grid_of(rt, st, args, lb.shapes)
+    owners = []
+    for b, decl, written, src in st.sources:
+        owner = bindings[b] if src == _FROM_FIELD else args[decl.arg] if src == _FROM_ARG else None
+        owners.append(owner)
+        if owner is not None and hasattr(owner, "_mirror"):  # a field or qd ndarray: its device copy
+            lb.bufs[b] = rt.mirror_of(owner).buf
+            lb.shapes[b] = owner._arr.shape
+        else:
+            lb.bind(b, decl, owner, ck, written)
+    groups = st.grids.get(()) if not st.leafy else None
+    if groups is None:
+        groups = _grid_of(rt, st, args, lb.shapes)
     if plan is not None:  # a heap row per invocation: a bounded grid, each invocation runs several indices
         groups = [min(g, rt.backend.max_groups) for g in groups]
         groups = _bind_adstack(rt, st, ck, lb, owners, args, groups, sk)
@@ -156,10 +171,8 @@ class _Binding:
         self.copy_back: list = []  # (host array, device buffer)
 
     def bind(self, b: int, decl: ir.BufferDecl, owner: Any, ck: Any, written: bool) -> None:
-        if owner is not None and hasattr(owner, "_mirror"):
-            self.bufs[b] = self.rt.mirror_of(owner).buf
-            self.shapes[b] = owner._arr.shape
-        elif owner is not None:
+        """Buffer `b` of a launch, other than a field or qd ndarray (bound by `_launch_locked` itself)."""
+        if owner is not None:
             self.raw(b, _launch._array_of(owner), written)
         elif decl.kind == COUNTS_KIND:
             self.raw(b, ck.counts, True)

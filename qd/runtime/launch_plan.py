@@ -31,7 +31,7 @@ from qd.types import dtypes
 from qd.types.dtypes import DataType, MatrixType
 
 P_TEMPLATE, P_SCALAR, P_NDARRAY = 0, 1, 2
-B_ARG, B_FIELD, B_TEMP = 0, 1, 2
+B_ARG, B_FIELD, B_TEMP, B_ADSTACK = 0, 1, 2, 3
 V_FLOAT, V_SIGNED, V_BOOL = 0x100, 0x200, 0x400
 
 
@@ -70,7 +70,7 @@ def _build(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any],
     """The plan of an instance (on GPU arch `gpu`, or the CPU tier), or None where its launches need the
     Python path."""
     k = ck.ir
-    if ck.adstack is not None or ck.counts is not None or not sig.flat:
+    if ck.counts is not None or not sig.flat or (ck.adstack is not None and (ck.adstack.counter is not None or gpu)):
         return None
     params = _params(k, sig, values, ck.written)
     buffers = _buffers(k, bindings, ck.written, gpu is not None)
@@ -92,14 +92,49 @@ def _build(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any],
     native = ck.tier.native
     tasks = [(t.kind == "serial", t.fn, t.prologue or 0, t.min_parallel) for t in native.tasks]
 
-    def on_failure(rc: int) -> None:
-        raise _launch_mod._failure(ck, native.check_args, sc.status, [], [])
+    launch_params = [i for i, p in enumerate(sig.params) if p.kind != "template"]
+
+    def call(args: tuple) -> tuple[list, list, list]:
+        """(launch args, owner and array of every buffer) of a planned call, as the Python path has them."""
+        launch_args = [args[i] for i in launch_params]
+        owners = _launch_mod._owners(ck, bindings, launch_args)
+        return launch_args, owners, [getattr(o, "arr", o) if o is not None else None for o in owners]
+
+    def on_failure(rc: int, args: tuple) -> None:
+        launch_args, _, arrays = call(args) if ck.adstack is not None else ([], [], [])
+        raise _launch_mod._failure(ck, native.check_args, sc.status, arrays, launch_args)
 
     def on_prints() -> None:
         flush_prints(k, native.prints, sc.printbuf, int(sc.printlen[0]), int(sc.status[8]))
 
-    return _launch.Plan(sc.launch, sc, sc.args, sc.status, sc.printlen, sc.rets, *common, tasks, rets, restructure,
+    plan = _launch.Plan(sc.launch, sc, sc.args, sc.status, sc.printlen, sc.rets, *common, tasks, rets, restructure,
                         on_failure, on_prints, guards, _builder._STACK, Ndarray)
+    if ck.adstack is not None and not _with_adstack(plan, ck, bindings, launch_params, call):
+        return None
+    return plan
+
+
+def _with_adstack(plan: Any, ck: Any, bindings: Sequence[Any], launch_params: list, call: Any) -> bool:
+    """Gives `plan` its adstack heaps: `AdStackPlan.bind` through a hook, called again only when what the
+    sizes read (buffers' owners and generations, integer scalars) changed."""
+    ad = ck.adstack
+    param_of = {a: i for a, i in enumerate(launch_params)}  # launch arg -> parameter
+    heaps = [ad.meta] + sorted(ad.heap_of.values())
+
+    def hook(args: tuple) -> list:
+        launch_args, owners, arrays = call(args)
+        cfg = _config.current()
+        ad.bind(arrays, owners, launch_args, int(cfg.cpu_max_num_threads or 1), int(cfg.ad_stack_size or 0))
+        return [(b, arrays[b]) for b in heaps]
+
+    reads = []
+    for b in ad.reads:
+        d = ck.ir.buffers[b]
+        if d.kind not in ("field", "ndarray"):
+            return False
+        reads.append((bindings[b], -1) if d.kind == "field" else (None, param_of[d.arg]))
+    plan.with_adstack(hook, ad, reads, [param_of[a] for a in ad.scalar_args])
+    return True
 
 
 def _params(k: Any, sig: _args.Signature, values: list, written: frozenset) -> list | None:
@@ -154,6 +189,8 @@ def _buffers(k: Any, bindings: Sequence[Any], written: frozenset, gpu: bool) -> 
             out.append((B_ARG, None, False))
         elif d.kind == "temp":
             out.append((B_TEMP, np.zeros(d.shape, dtype=d.dtype.np_dtype), False))
+        elif d.kind.startswith("adstack"):
+            out.append((B_ADSTACK, None, False))
         else:
             return None
     return [] if gpu else out
