@@ -95,7 +95,7 @@ class Mirror:
             pass
 
 
-@dataclass
+@dataclass(slots=True)
 class Record:
     """One launch in flight: what its completion must be checked and released for."""
 
