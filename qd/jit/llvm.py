@@ -6,6 +6,7 @@ the driver's ABI (`Ctx` is qd/_interp.pyx's Ctx plus `uint64_t* args` at the end
     int32_t <prefix>_task<N>(Ctx*)                       serial: 0, 1 (a check failed), 2 (returned)
     void    <prefix>_prologue<N>(Ctx*, int64_t* be)      range: writes begin, end (i64)
     int32_t <prefix>_body<N>(Ctx*, int64_t lo, int64_t hi)  range: indices [lo, hi) in order; 0 or 1
+                      (Ctx*, lo, hi, int64_t step) on targets with `strided_bodies` (GPU grid-stride loops)
 
 `<prefix>` is `qd_<kernel name>_<hash of the IR, target and fast_math>`: equal names mean equal code.
 Register bits (args, rets, print and check values) are the interpreter's: ints sign- or
@@ -114,7 +115,8 @@ class ModuleGen:
 
     def body(self, n: int, t: ir.Task) -> str:
         name = f"{self.prefix}_body{n}"
-        fn = self.function(name, I32, [PTR, I64, I64])
+        strided = self.target.strided_bodies
+        fn = self.function(name, I32, [PTR, I64, I64] + ([I64] if strided else []))
         f = FnLowering(self, fn, _uses_random(t))
         f.block(t.prologue)
         accs = self.start_reductions(f, t)
@@ -135,7 +137,7 @@ class ModuleGen:
         f.block(t.body)
         b.branch(latch)
         b.position_at_end(latch)
-        nxt = b.add(i, i64c(1))
+        nxt = b.add(i, fn.args[3] if strided else i64c(1))
         b.branch(header)
         i.add_incoming(fn.args[1], pre)
         i.add_incoming(nxt, latch)

@@ -254,9 +254,9 @@ class FnLowering:
             name = _INT_RMW.get(op) or {Op.MIN: "min", Op.MAX: "max"}[op]
             if not dt.is_signed and op in (Op.MIN, Op.MAX):
                 name = "u" + name
-            return b.atomic_rmw(name, ptr, v, "seq_cst")
+            return b.atomic_rmw(name, ptr, v, self.mg.target.atomic_order)
         if dt is not T.f16 and op in (Op.ADD, Op.SUB):
-            return b.atomic_rmw("fadd" if op is Op.ADD else "fsub", ptr, v, "seq_cst")
+            return b.atomic_rmw("fadd" if op is Op.ADD else "fsub", ptr, v, self.mg.target.atomic_order)
 
         def update(old: L.Value) -> L.Value:
             if op in (Op.MIN, Op.MAX):
@@ -279,7 +279,7 @@ class FnLowering:
         old = self.from_mem(dt, bits) if dt is T.f16 else b.bitcast(bits, reg_type(dt))
         new = update(old)
         nbits = self.to_mem(dt, new) if dt is T.f16 else b.bitcast(new, ity)
-        pair = b.cmpxchg(ptr, bits, nbits, "seq_cst", "monotonic")
+        pair = b.cmpxchg(ptr, bits, nbits, self.mg.target.atomic_order, "monotonic")
         seen, ok = b.extract_value(pair, 0), b.extract_value(pair, 1)
         bits.add_incoming(init, pre)
         bits.add_incoming(seen, loop)

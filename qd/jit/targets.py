@@ -37,6 +37,8 @@ class Target:
     triple = ""
     data_layout = ""
     global_addrspace = 0  # address space of kernel buffers
+    atomic_order = "seq_cst"  # of buffer atomics (results are read after the launch: any order is enough)
+    strided_bodies = False  # range bodies take a step: `body(Ctx*, lo, hi, step)` runs lo, lo + step, ... < hi
 
     def configure(self, module: ir.Module) -> None:
         """Sets triple and data layout on a fresh module."""
@@ -128,4 +130,91 @@ class CpuTarget(Target):
         pb.getModulePassManager().run(mod, pb)
 
 
-__all__ = ["EXACT_INTRINSICS", "LIBM", "CpuTarget", "Target"]
+class NvptxTarget(Target):
+    """NVIDIA GPUs through LLVM's NVPTX back end (PTX text for the CUDA driver to load).
+
+    Each task gets a kernel (`ptx_kernel`) taking the device address of the launch's `Ctx` and the task's
+    `rng_base`: every thread copies the Ctx to its own (its `slot` is its global index, the adstack row it
+    owns), then a serial task runs on thread 0 and a range task's body runs the grid-stride loop
+    (`strided_bodies`: lo = begin + global index, step = the grid's thread count). Math calls are
+    libdevice's (`__nv_sinf`, ...), linked by `qd.jit.nvptx`; buffer atomics are relaxed."""
+
+    name = "nvptx"
+    triple = "nvptx64-nvidia-cuda"
+    atomic_order = "monotonic"
+    strided_bodies = True
+
+    def __init__(self, arch: str = "sm_90") -> None:
+        import llvmlite.binding as llvm
+
+        llvm.initialize_all_targets()
+        llvm.initialize_all_asmprinters()
+        self.arch = arch
+        self.name = f"nvptx-{arch}"
+        self._tm = llvm.Target.from_triple(self.triple).create_target_machine(cpu=arch, opt=3)
+        self.data_layout = str(self._tm.target_data)
+
+    def target_machine(self) -> llvm.TargetMachine:
+        return self._tm
+
+    def math_call(self, b: ir.IRBuilder, name: str, args: Sequence[ir.Value]) -> ir.Value:
+        if name in EXACT_INTRINSICS:
+            return super().math_call(b, name, args)
+        ty = args[0].type
+        cname = f"__nv_{name}" + ("f" if ty == F32 else "")
+        fn = b.module.globals.get(cname)
+        if fn is None:
+            fn = ir.Function(b.module, ir.FunctionType(ty, [ty] * len(args)), cname)
+        return b.call(fn, list(args))
+
+    def add_entry_points(self, module: ir.Module, tasks: list) -> None:
+        from qd.jit.llvm_fn import CTX_FIELDS, PTR
+
+        for t in tasks:
+            for name in (t.fn, t.prologue):
+                if name:
+                    f = module.globals[name]
+                    f.linkage = "internal"
+                    f.attributes.add("alwaysinline")
+        for n, t in enumerate(tasks):
+            k = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64]), t.fn.rsplit("_", 1)[0] + f"_kernel{n}")
+            k.calling_convention = "ptx_kernel"
+            b = ir.IRBuilder(k.append_basic_block("entry"))
+            n_words = len(CTX_FIELDS)  # every Ctx field is 8 bytes
+            ctx = b.alloca(I64, size=ir.Constant(I32, n_words), name="ctx")
+            gtid = self._global_index(b, module)
+            own = {CTX_FIELDS.index("rng_base"): k.args[1], CTX_FIELDS.index("slot"): gtid}
+            for w in range(n_words):
+                v = own.get(w) or b.load(b.gep(k.args[0], [ir.Constant(I64, w)], source_etype=I64), typ=I64)
+                b.store(v, b.gep(ctx, [ir.Constant(I64, w)], source_etype=I64))
+            if t.kind == "serial":
+                run, done = k.append_basic_block("run"), k.append_basic_block("done")
+                b.cbranch(b.icmp_signed("==", gtid, ir.Constant(I64, 0)), run, done)
+                b.position_at_end(run)
+                b.call(module.globals[t.fn], [ctx])
+                b.branch(done)
+                b.position_at_end(done)
+            else:
+                be = b.alloca(I64, size=ir.Constant(I32, 2), name="be")
+                b.call(module.globals[t.prologue], [ctx, be])
+                lo = b.load(be, typ=I64)
+                hi = b.load(b.gep(be, [ir.Constant(I64, 1)], source_etype=I64), typ=I64)
+                b.call(module.globals[t.fn], [ctx, b.add(lo, gtid), hi, self._grid_threads(b, module)])
+            b.ret_void()
+
+    @staticmethod
+    def _sreg(b: ir.IRBuilder, module: ir.Module, name: str) -> ir.Value:
+        fn = module.globals.get(f"llvm.nvvm.read.ptx.sreg.{name}")
+        if fn is None:
+            fn = ir.Function(module, ir.FunctionType(I32, []), f"llvm.nvvm.read.ptx.sreg.{name}")
+        return b.zext(b.call(fn, []), I64)
+
+    def _global_index(self, b: ir.IRBuilder, module: ir.Module) -> ir.Value:
+        return b.add(b.mul(self._sreg(b, module, "ctaid.x"), self._sreg(b, module, "ntid.x")),
+                     self._sreg(b, module, "tid.x"))
+
+    def _grid_threads(self, b: ir.IRBuilder, module: ir.Module) -> ir.Value:
+        return b.mul(self._sreg(b, module, "nctaid.x"), self._sreg(b, module, "ntid.x"))
+
+
+__all__ = ["EXACT_INTRINSICS", "LIBM", "CpuTarget", "NvptxTarget", "Target"]

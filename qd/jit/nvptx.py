@@ -1,0 +1,124 @@
+"""Offloaded `KernelIR` -> PTX for NVIDIA GPUs, through the shared LLVM code generator (`qd.jit.llvm`)
+with `NvptxTarget` (DESIGN §10).
+
+`compile_ptx(k, fast_math, arch)` builds the module, links libdevice when a math function needs it
+(`libdevice_path()`: `QD_LIBDEVICE`, the CUDA toolkit's `nvvm/libdevice/libdevice.10.bc`, or the
+`nvidia-cuda-nvcc` wheel's copy), keeps only the task kernels external, runs LLVM's O3 pipeline for the
+target (NVVMReflect resolves libdevice's `__nvvm_reflect` queries: no flush-to-zero, IEEE division and
+square root, as the op table promises) and emits PTX text. `ptxas(ptx, arch)` assembles it offline with
+the toolkit's `ptxas` (the CI check where no GPU is present).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass
+
+from qd import ir
+from qd.jit.targets import NvptxTarget
+
+_lock = threading.Lock()  # llvmlite's LLVM context is shared (the CPU tier's compiler thread too)
+_targets: dict[str, NvptxTarget] = {}
+
+
+@dataclass
+class PtxKernel:
+    """A kernel instance as PTX: per task its kind and kernel name, and the host tables of the launch."""
+
+    ptx: str
+    tasks: list  # per task: (kind, kernel symbol)
+    prints: list
+    check_args: list
+
+
+def libdevice_path() -> str | None:
+    """Where libdevice lies: `QD_LIBDEVICE`, the CUDA toolkit, or the `nvidia-cuda-nvcc` wheel; None if nowhere."""
+    env = os.environ.get("QD_LIBDEVICE")
+    if env:
+        return env if os.path.exists(env) else None
+    roots = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda", "/usr/lib/cuda"]
+    for root in filter(None, roots):
+        hits = sorted(glob.glob(os.path.join(root, "nvvm", "libdevice", "libdevice*.bc")))
+        if hits:
+            return hits[-1]
+    try:
+        import nvidia.cuda_nvcc as wheel  # type: ignore[import-not-found]
+
+        hits = sorted(glob.glob(os.path.join(os.path.dirname(wheel.__file__), "nvvm", "libdevice", "*.bc")))
+        return hits[-1] if hits else None
+    except ImportError:
+        return None
+
+
+_libdevice_bytes: bytes | None = None
+
+
+def _libdevice() -> bytes:
+    global _libdevice_bytes
+    if _libdevice_bytes is None:
+        path = libdevice_path()
+        if path is None:
+            raise RuntimeError("qd: this kernel calls a math function and libdevice (libdevice.10.bc) was not found; "
+                               "install the CUDA toolkit or the nvidia-cuda-nvcc wheel, or set QD_LIBDEVICE=<path>")
+        with open(path, "rb") as f:
+            _libdevice_bytes = f.read()
+    return _libdevice_bytes
+
+
+def target(arch: str = "sm_90") -> NvptxTarget:
+    t = _targets.get(arch)
+    if t is None:
+        t = _targets[arch] = NvptxTarget(arch)
+    return t
+
+
+def compile_ptx(k: ir.KernelIR, fast_math: bool, arch: str = "sm_90") -> PtxKernel:
+    """The PTX of offloaded kernel `k` for GPU architecture `arch` (see the module docstring)."""
+    import llvmlite.binding as llvm
+
+    from qd.jit.llvm import build_module
+
+    t = target(arch)
+    with _lock:
+        mod_ir, symbols, prints, check_args = build_module(k, t, fast_math)
+        kernels = [f.name for f in mod_ir.functions if f.calling_convention == "ptx_kernel"]
+        mod = llvm.parse_assembly(str(mod_ir))
+        if any(f.is_declaration and f.name.startswith("__nv_") for f in mod.functions):
+            mod.link_in(llvm.parse_bitcode(_libdevice()))
+        for f in mod.functions:
+            if not f.is_declaration and f.name not in kernels:
+                f.linkage = "internal"
+        mod.verify()
+        pto = llvm.create_pipeline_tuning_options(speed_level=3)
+        pb = llvm.create_pass_builder(t.target_machine(), pto)
+        pb.getModulePassManager().run(mod, pb)
+        ptx = t.target_machine().emit_assembly(mod)
+    tasks = [(s.kind, kernels[n]) for n, s in enumerate(symbols)]
+    return PtxKernel(ptx, tasks, prints, check_args)
+
+
+def ptxas_path() -> str | None:
+    return shutil.which("ptxas") or next(iter(glob.glob("/usr/local/cuda/bin/ptxas")), None)
+
+
+def ptxas(ptx: str, arch: str = "sm_90") -> None:
+    """Assembles `ptx` with the CUDA toolkit's `ptxas` (RuntimeError with its messages when it refuses)."""
+    exe = ptxas_path()
+    if exe is None:
+        raise RuntimeError("ptxas not found")
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "k.ptx")
+        with open(src, "w") as f:
+            f.write(ptx)
+        r = subprocess.run([exe, f"-arch={arch}", src, "-o", os.path.join(d, "k.cubin")], capture_output=True,
+                           text=True, timeout=120)
+        if r.returncode:
+            raise RuntimeError(f"ptxas -arch={arch} refused the PTX:\n{r.stderr[-3000:]}")
+
+
+__all__ = ["PtxKernel", "compile_ptx", "libdevice_path", "ptxas", "ptxas_path", "target"]
