@@ -7,6 +7,7 @@
 #   bash bench/gpu_machine.sh tests ARGS   # qd's test suite on vulkan (pytest ARGS) -> $OUT/tests.log
 #   bash bench/gpu_machine.sh variants "QD_VULKAN_UNROLL=1" ...   # qd's W1 W2 LAUNCH under each environment
 #   bash bench/gpu_machine.sh probe        # where the time of a launch goes
+# .cuda/libdevice.10.bc (carried, git-ignored) serves the CUDA tier where the machine has no CUDA toolkit.
 set -u
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
@@ -21,6 +22,8 @@ for m in _interp _sizer _launch; do
     -I$NPINC -Iqd -I$PYINC qd/$m.c -o qd/$m$EXT -lm || exit 1
 done
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+# libdevice for the CUDA tier's math: the toolkit's when the machine has one, else a carried copy (.cuda/)
+[ -f .cuda/libdevice.10.bc ] && [ ! -d /usr/local/cuda/nvvm/libdevice ] && export QD_LIBDEVICE=$(pwd)/.cuda/libdevice.10.bc
 python3 -c "from qd.gpu.vulkan import Device; d = Device(); print(d.name, d.features)" || exit 1
 step=$1; shift
 case $step in
@@ -46,8 +49,8 @@ case $step in
       timeout ${QD_STEP_TIMEOUT:-500} python3 -m pytest -p qd_compat_plugin -p no:cacheprovider -o addopts="" -q -rN --tb=line -n ${1:-8} \
       --rootdir /tmp/qdc --junitxml=$OUT/qd_vulkan.xml . > $OUT/compat.log 2>&1
     echo "rc=$?"; grep -A40 "per-file counts" $OUT/compat.log | head -40; cd $ROOT ;;
-  tests)
-    QD_TEST_ARCHS=vulkan timeout ${QD_STEP_TIMEOUT:-560} python3 -m pytest -q -p no:cacheprovider --tb=line -rf \
+  tests)  # QD_TEST_ARCHS=cuda for the CUDA tier
+    QD_TEST_ARCHS=${QD_TEST_ARCHS:-vulkan} timeout ${QD_STEP_TIMEOUT:-560} python3 -m pytest -q -p no:cacheprovider --tb=line -rf \
       --junitxml=$OUT/tests.xml "$@" > $OUT/tests.log 2>&1
     echo "rc=$?"; grep -E "^FAILED|passed|failed" $OUT/tests.log | tail -25 ;;
 esac

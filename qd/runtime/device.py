@@ -304,6 +304,14 @@ def _register_tiers() -> None:
     # the vulkan tier requires shaderInt64 and uses f64 where the device has it (a clear error where not)
     _ext.set_supported("vulkan", {_ext.adstack, _ext.data64, _ext.assertion, _ext.dynamic_index})
 
+    def cuda() -> Any:
+        from qd.gpu.cuda_tier import CudaBackend
+
+        return CudaBackend()
+    register("cuda", cuda)
+    _arch.set_available(_arch.cuda, probe("cuda"), reason("cuda"))
+    _ext.set_supported("cuda", {_ext.adstack, _ext.data64, _ext.assertion, _ext.dynamic_index})
+
 
 _register_tiers()
 

@@ -145,7 +145,7 @@ def _launch_locked(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Se
         printbuf = rt.take(("print",), lambda: rt.backend.alloc(8 * PRINT_WORDS, host=True))
         lb.release.append((("print",), printbuf))
     launch_id = _clib.next_launch_id()  # every launch takes one, on every tier: the same random numbers
-    ctx = _ctx_values(st, ck.ir, lb, args, printbuf, int(cfg.random_seed) & _M64, launch_id)
+    ctx = _ctx_values(st, ck.ir, lb, args, printbuf, int(cfg.random_seed) & _M64, launch_id, slot)
     st.slot_format.pack_into(slot.memory_view(), 0, *st.zeros, *ctx)
     work = rt.backend.enqueue(st.prog, slot, groups, lb.zero)
     for b in ck.written:
@@ -203,25 +203,33 @@ class _Binding:
 
 
 _FLAG_AND_PRINTS = struct.Struct(f"<q{8 * (PRINTLEN_WORD - 1)}xq")  # status word 0 and the print length
-_BUF, _SHAPE, _ARG, _PRINT, _RNG = range(5)
-_CTX_KINDS = {"buf": _BUF, "shape": _SHAPE, "arg": _ARG, "print": _PRINT, "rng": _RNG}
+_BUF, _SHAPE, _ARG, _PRINT, _RNG, _SELF, _CONST = range(7)
+# "self": the device address of a word of the slot's device copy (CUDA: the native Ctx points into it);
+# "const": a fixed value
+_CTX_KINDS = {"buf": _BUF, "shape": _SHAPE, "arg": _ARG, "print": _PRINT, "rng": _RNG, "self": _SELF,
+              "const": _CONST}
 
 
 def _ctx_values(st: _State, k: ir.KernelIR, lb: _Binding, args: Sequence[Any], printbuf: Any, seed: int,
-                launch_id: int) -> list[int]:
-    """The launch's context words (`SpirvKernel.ctx`, decoded once into `st.ctx`), as u64 ints."""
+                launch_id: int, slot: Any) -> list[int]:
+    """The launch's context words (the kernel's `ctx` keys, decoded once into `st.ctx`), as u64 ints."""
     out = []
     for kind, a, b in st.ctx:
         if kind == _BUF:
             out.append(lb.bufs[a].address)
         elif kind == _SHAPE:
-            out.append(int(lb.shapes[a][b]) & _M64)
+            shape = lb.shapes[a]
+            out.append(int(shape[b]) & _M64 if b < len(shape) else 0)
         elif kind == _ARG:
             out.append(register_bits(k.args[a].dtype, args[a]) & _M64)
         elif kind == _PRINT:
             out.append(printbuf.address)
-        else:
+        elif kind == _RNG:
             out.append(rng_base(seed, launch_id, a))
+        elif kind == _SELF:
+            out.append(slot.twin_address + 8 * a)
+        else:
+            out.append(a & _M64)
     return out
 
 

@@ -1,0 +1,251 @@
+"""The CUDA tier's backend for the device runtime (`qd/runtime/device.py`, DESIGN §10): an allocator, a copy
+engine and a launcher over the CUDA driver (`qd/gpu/cuda_driver.py`), and the compiler from offloaded IR to
+PTX through the shared LLVM code generator (`qd/jit/nvptx.py`).
+
+The launch slot. `qd/runtime/device_launch.py` packs a launch's words into a pinned host slot laid out as
+the Vulkan tier's: 16 status words, the print length, the return words, then the context words this
+backend's kernel asks for (`CudaKernel.ctx`): the native `Ctx` (14 words whose pointers point into the
+slot's device copy: `("self", word)`), the buffer addresses, each buffer's extents, the scalar argument
+words and each task's random key. `enqueue` copies the slot to its device twin, launches every task's
+kernel with (the device address of the twin's Ctx, random key of the task), copies the header back (status, print length, returns)
+and records an event; every step is on qd's one stream, so launches and copies stay in order.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from qd import ir
+from qd.gpu.cuda_driver import Driver
+from qd.jit import nvptx
+from qd.jit.llvm_fn import CTX_FIELDS, MAX_NDIM
+
+HEADER_WORDS = 17  # status (16) and the print length, as the SPIR-V slot (device_launch reads both alike)
+LOCAL_SIZE = 256
+_serials = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Caps:
+    int64_atomics: bool = True
+
+
+@dataclass
+class CudaTask:
+    kind: str
+    local_size: int
+    task: ir.Task
+    reduces: bool = False
+
+
+@dataclass
+class CudaKernel:
+    """What the device runtime needs of a compiled kernel (the fields `SpirvKernel` has)."""
+
+    tasks: list[CudaTask]
+    ctx: list[tuple]  # context word keys after the header and the return words (see the module docstring)
+    prints: list
+    check_args: list
+    nrets: int
+
+    @property
+    def slot_words(self) -> int:
+        return HEADER_WORDS + self.nrets + len(self.ctx)
+
+
+@dataclass
+class Program:
+    kernel: CudaKernel
+    module: Any
+    functions: list
+    rng_words: list[int]  # per task: the slot word holding its random key
+    compile_ms: float = 0.0
+    from_cache: bool = False
+    serial: int = field(default_factory=lambda: next(_serials))
+    events: Any = None  # (start, end) of the last launch, for `elapsed_ms`
+
+
+class Buffer:
+    """Device memory, or (`host=True`) pinned host memory the device reaches through its mapping. A host
+    buffer used as a launch slot gets a device twin (`twin_address`) the kernels read their context from."""
+
+    def __init__(self, drv: Driver, nbytes: int, host: bool) -> None:
+        self.drv, self.nbytes, self.host = drv, max(4, (int(nbytes) + 3) & ~3), host
+        self.serial = next(_serials)
+        self._twin = 0
+        if host:
+            self.host_ptr, self.address = drv.host_alloc(self.nbytes)
+        else:
+            self.host_ptr, self.address = 0, drv.alloc(self.nbytes)
+
+    @property
+    def twin_address(self) -> int:
+        if not self._twin:
+            self._twin = self.drv.alloc(self.nbytes)
+        return self._twin
+
+    def memory_view(self) -> memoryview:
+        return memoryview((ctypes.c_ubyte * self.nbytes).from_address(self.host_ptr)).cast("B")
+
+    def view(self, dtype: Any, n: int, offset: int = 0) -> np.ndarray:
+        return np.frombuffer(self.memory_view(), dtype=dtype, count=n, offset=offset)
+
+    def destroy(self) -> None:
+        if self.host:
+            self.drv.host_free(self.host_ptr)
+        else:
+            self.drv.free(self.address)
+        if self._twin:
+            self.drv.free(self._twin)
+        self.host_ptr = self.address = self._twin = 0
+
+
+class CudaBackend:
+    name = "cuda"
+
+    def __init__(self) -> None:
+        self.drv = Driver()
+        self.arch = f"sm_{self.drv.cc[0]}{self.drv.cc[1]}"
+        self.caps = Caps()
+        self.loop_limit = 0
+        self.timestamps = True  # events time every launch (`elapsed_ms`)
+        # grid-stride loops: enough blocks to fill the device (measured later per workload; see DESIGN §10)
+        self.max_groups = self.drv.sms * 8
+        self.group_limit = self.drv.sms * 32
+
+    @property
+    def device_name(self) -> str:
+        return self.drv.name
+
+    def device_caps(self) -> dict[str, int]:
+        """Quadrants' `DeviceCapability` values (named after SPIR-V features; a CUDA device has them all)."""
+        out = {"spirv_version=66304": 1, "spirv_version=66560": 1, "spirv_version=66816": 1}
+        for name in ("int8", "int16", "int64", "float16", "float64", "atomic_int64", "physical_storage_buffer",
+                     "subgroup_basic", "subgroup_arithmetic"):
+            out[f"spirv_has_{name}"] = 1
+        for kind in ("float16", "float", "float64"):
+            for suffix in ("", "_add", "_minmax"):
+                out[f"spirv_has_atomic_{kind}{suffix}"] = 1
+        return out
+
+    # ------------------------------------------------------------ memory
+    def alloc(self, nbytes: int, host: bool = False) -> Buffer:
+        return Buffer(self.drv, nbytes, host)
+
+    def free(self, buf: Buffer) -> None:
+        buf.destroy()
+
+    def upload(self, buf: Buffer, arr: np.ndarray, offset: int = 0) -> None:
+        """Host -> device at byte `offset`, complete when it returns."""
+        data = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+        if data.nbytes:
+            self.drv.htod(buf.address + offset, data.ctypes.data, data.nbytes)
+            self.drv.synchronize()
+
+    def download(self, buf: Buffer, arr: np.ndarray, offset: int = 0) -> None:
+        """Device (from byte `offset`) -> host into C-contiguous `arr`, complete when it returns."""
+        out = arr.reshape(-1).view(np.uint8)
+        if out.nbytes:
+            self.drv.dtoh(out.ctypes.data, buf.address + offset, out.nbytes)
+            self.drv.synchronize()
+
+    def fill(self, buf: Buffer, nbytes: int, pattern: int) -> Any:
+        """Enqueues filling the first `nbytes` (rounded up to 4) of `buf` with the 32-bit `pattern`."""
+        self.drv.memset32(buf.address, pattern & 0xFFFFFFFF, (int(nbytes) + 3) // 4)
+        ev = self.drv.event()
+        self.drv.record(ev)
+        return ev
+
+    # ------------------------------------------------------------ code
+    def compile(self, k: ir.KernelIR, fast_math: bool, print_words: int, cache_dir: str | None = None) -> Program:
+        t0 = time.perf_counter()
+        pk = nvptx.compile_ptx(k, fast_math, self.arch)
+        module = self.drv.load_module(pk.ptx.encode() + b"\0")
+        functions = [self.drv.function(module, sym) for _, sym in pk.tasks]
+        ctx, rng_words = _context(k, print_words)
+        tasks = [CudaTask(t.kind, LOCAL_SIZE, t, reduces=_reduces(t)) for t in k.tasks]
+        sk = CudaKernel(tasks, ctx, pk.prints, pk.check_args, len(k.rets))
+        return Program(sk, module, functions, rng_words, compile_ms=(time.perf_counter() - t0) * 1e3)
+
+    def release(self, prog: Program) -> None:
+        self.drv.unload(prog.module)
+
+    # ------------------------------------------------------------ launches
+    def enqueue(self, prog: Program, slot: Buffer, groups: list[int], zero: list[tuple[Buffer, int]]) -> Any:
+        drv = self.drv
+        for buf, nbytes in zero:
+            drv.memset8(buf.address, 0, nbytes)
+        nbytes = 8 * prog.kernel.slot_words
+        twin = slot.twin_address
+        drv.htod(twin, slot.host_ptr, nbytes)
+        start, end = drv.event(timing=True), drv.event(timing=True)
+        drv.record(start)
+        words = slot.view(np.uint64, prog.kernel.slot_words)
+        for fn, g, t, w in zip(prog.functions, groups, prog.kernel.tasks, prog.rng_words):
+            a, r = ctypes.c_uint64(twin + 8 * (HEADER_WORDS + prog.kernel.nrets)), ctypes.c_uint64(int(words[w]))
+            params = (ctypes.c_void_p * 2)(ctypes.addressof(a), ctypes.addressof(r))
+            drv.launch(fn, max(1, g), t.local_size, params)
+        drv.record(end)
+        drv.dtoh(slot.host_ptr, twin, 8 * (HEADER_WORDS + prog.kernel.nrets))
+        done = drv.event()
+        drv.record(done)
+        prog.events = (start, end)
+        return done
+
+    def elapsed_ms(self, prog: Program) -> float | None:
+        if prog.events is None or not self.drv.done(prog.events[1]):
+            return None
+        return self.drv.elapsed_ms(*prog.events)
+
+    def done(self, work: Any) -> bool:
+        return self.drv.done(work)
+
+    def wait(self, work: Any) -> None:
+        self.drv.wait(work)
+
+
+def _reduces(t: ir.Task) -> bool:
+    from qd.jit.llvm_reduce import find_reductions
+
+    return t.kind == "range" and bool(find_reductions(t))
+
+
+def _context(k: ir.KernelIR, print_words: int) -> tuple[list[tuple], list[int]]:
+    """The context word keys of kernel `k` (see the module docstring) and each task's random-key word."""
+    base = HEADER_WORDS + len(k.rets)  # slot word of the first context word
+    nbuf = len(k.buffers)
+    off_bufs = base + len(CTX_FIELDS)
+    off_shapes = off_bufs + nbuf
+    off_args = off_shapes + nbuf * MAX_NDIM
+    ctx_struct = {"bufs": ("self", off_bufs), "shapes": ("self", off_shapes), "rets": ("self", HEADER_WORDS),
+                  "status": ("self", 0), "printbuf": ("print",) if _prints(k) else ("const", 0),
+                  "printlen": ("self", 16), "printcap": ("const", print_words), "args": ("self", off_args)}
+    keys = [ctx_struct.get(f, ("const", 0)) for f in CTX_FIELDS]
+    keys += [("buf", b) for b in range(nbuf)]
+    for b, d in enumerate(k.buffers):
+        keys += [("shape", b, a) if a < _ndim(d) else ("const", 0) for a in range(MAX_NDIM)]
+    keys += [("arg", i) if a.kind == "scalar" else ("const", 0) for i, a in enumerate(k.args)]
+    rng = [base + len(keys) + n for n in range(len(k.tasks))]
+    keys += [("rng", n) for n in range(len(k.tasks))]
+    return keys, rng
+
+
+def _prints(k: ir.KernelIR) -> bool:
+    return any(isinstance(s, ir.Print) for s in ir.walk_kernel(k))
+
+
+def _ndim(d: ir.BufferDecl) -> int:
+    if d.kind == "ndarray":
+        return d.total_ndim
+    if d.kind.startswith("adstack"):
+        return 1
+    return len(d.shape) + len(d.elem_shape)
+
+
+__all__ = ["CudaBackend", "CudaKernel", "Program"]
