@@ -4,6 +4,7 @@
 # pytest-xdist, ...), qd/_interp.c qd/_sizer.c qd/_launch.c (the Cython output of a local build, compiled here
 # with gcc).
 #   bash bench/gpu_machine.sh bench        # bench/_gpu_workloads.py for qd and Quadrants on vulkan -> $OUT
+#                                          # (QD_BENCH_ARCH=cuda: on CUDA; the compat step too)
 #   bash bench/gpu_machine.sh tests ARGS   # qd's test suite on vulkan (pytest ARGS) -> $OUT/tests.log
 #   bash bench/gpu_machine.sh variants "QD_VULKAN_UNROLL=1" ...   # qd's W1 W2 LAUNCH under each environment
 #   bash bench/gpu_machine.sh probe        # where the time of a launch goes
@@ -35,17 +36,17 @@ case $step in
   probe)  # where a launch's time goes (bench/_gpu_probe.py)
     timeout 200 python3 bench/_gpu_probe.py vulkan 2>&1 | grep -v '^$' | cut -c1-150 ;;
   qd)  # qd alone (workload names as arguments), twice: run-to-run variation
-    for r in 1 2; do timeout 120 python3 bench/_gpu_workloads.py qd vulkan "$@" 2>/dev/null | tail -1; done ;;
+    for r in 1 2; do timeout 120 python3 bench/_gpu_workloads.py qd ${QD_BENCH_ARCH:-vulkan} "$@" 2>/dev/null | tail -1; done ;;
   bench)
     for lib in qd quadrants; do
-      timeout 280 python3 bench/_gpu_workloads.py $lib vulkan "$@" > $OUT/$lib.json 2> $OUT/$lib.log
+      timeout 280 python3 bench/_gpu_workloads.py $lib ${QD_BENCH_ARCH:-vulkan} "$@" > $OUT/$lib.json 2> $OUT/$lib.log
       echo "$lib rc=$?"; tail -2 $OUT/$lib.log; cat $OUT/$lib.json
     done ;;
   compat)  # Quadrants' autodiff/adstack/BufferView files (tools/quadrants_compat/autodiff.txt) on qd vulkan, xdist
     rm -rf /tmp/qdc && mkdir -p /tmp/qdc
     for f in $(sed 's/#.*//' tools/quadrants_compat/autodiff.txt); do cp .qtests/tests/python/$f /tmp/qdc/; done
     ROOT=$(pwd); cd /tmp/qdc
-    PYTHONPATH=$ROOT/tools/quadrants_compat/shim:$ROOT:/tmp/site QD_WANTED_ARCHS=vulkan QD_COMPAT_TIMEOUT=200 \
+    PYTHONPATH=$ROOT/tools/quadrants_compat/shim:$ROOT:/tmp/site QD_WANTED_ARCHS=${QD_BENCH_ARCH:-vulkan} QD_COMPAT_TIMEOUT=200 \
       timeout ${QD_STEP_TIMEOUT:-500} python3 -m pytest -p qd_compat_plugin -p no:cacheprovider -o addopts="" -q -rN --tb=line -n ${1:-8} \
       --rootdir /tmp/qdc --junitxml=$OUT/qd_vulkan.xml . > $OUT/compat.log 2>&1
     echo "rc=$?"; grep -A40 "per-file counts" $OUT/compat.log | head -40; cd $ROOT ;;

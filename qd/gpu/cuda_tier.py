@@ -7,14 +7,16 @@ the Vulkan tier's: 16 status words, the print length, the return words, then the
 backend's kernel asks for (`CudaKernel.ctx`): the native `Ctx` (14 words whose pointers point into the
 slot's device copy: `("self", word)`), the buffer addresses, each buffer's extents, the scalar argument
 words and each task's random key. `enqueue` copies the slot to its device twin, launches every task's
-kernel with (the device address of the twin's Ctx, random key of the task), copies the header back (status, print length, returns)
-and records an event; every step is on qd's one stream, so launches and copies stay in order.
+kernel with (the device address of the twin's Ctx, random key of the task), copies the header back
+(status, print length, returns) and records an event; every step is on qd's one stream, so launches and
+copies stay in order.
 """
 
 from __future__ import annotations
 
 import ctypes
 import itertools
+import struct
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,12 +93,16 @@ class Buffer:
         return self._twin
 
     def memory_view(self) -> memoryview:
-        return memoryview((ctypes.c_ubyte * self.nbytes).from_address(self.host_ptr)).cast("B")
+        mv = self.__dict__.get("_mv")
+        if mv is None:
+            mv = self._mv = memoryview((ctypes.c_ubyte * self.nbytes).from_address(self.host_ptr)).cast("B")
+        return mv
 
     def view(self, dtype: Any, n: int, offset: int = 0) -> np.ndarray:
         return np.frombuffer(self.memory_view(), dtype=dtype, count=n, offset=offset)
 
     def destroy(self) -> None:
+        self.__dict__.pop("_mv", None)
         if self.host:
             self.drv.host_free(self.host_ptr)
         else:
@@ -115,6 +121,7 @@ class CudaBackend:
         self.caps = Caps()
         self.loop_limit = 0
         self.timestamps = True  # events time every launch (`elapsed_ms`)
+        self._events: list = []  # completion events, back from `wait` (every work item is waited for once)
         # grid-stride loops: enough blocks to fill the device (measured later per workload; see DESIGN §10)
         self.max_groups = self.drv.sms * 8
         self.group_limit = self.drv.sms * 32
@@ -158,7 +165,11 @@ class CudaBackend:
     def fill(self, buf: Buffer, nbytes: int, pattern: int) -> Any:
         """Enqueues filling the first `nbytes` (rounded up to 4) of `buf` with the 32-bit `pattern`."""
         self.drv.memset32(buf.address, pattern & 0xFFFFFFFF, (int(nbytes) + 3) // 4)
-        ev = self.drv.event()
+        return self._completion()
+
+    def _completion(self) -> Any:
+        """An event recorded after the work enqueued so far (pooled: `wait` gives it back)."""
+        ev = self._events.pop() if self._events else self.drv.event()
         self.drv.record(ev)
         return ev
 
@@ -181,22 +192,21 @@ class CudaBackend:
         drv = self.drv
         for buf, nbytes in zero:
             drv.memset8(buf.address, 0, nbytes)
-        nbytes = 8 * prog.kernel.slot_words
+        sk = prog.kernel
         twin = slot.twin_address
-        drv.htod(twin, slot.host_ptr, nbytes)
-        start, end = drv.event(timing=True), drv.event(timing=True)
-        drv.record(start)
-        words = slot.view(np.uint64, prog.kernel.slot_words)
-        for fn, g, t, w in zip(prog.functions, groups, prog.kernel.tasks, prog.rng_words):
-            a, r = ctypes.c_uint64(twin + 8 * (HEADER_WORDS + prog.kernel.nrets)), ctypes.c_uint64(int(words[w]))
-            params = (ctypes.c_void_p * 2)(ctypes.addressof(a), ctypes.addressof(r))
-            drv.launch(fn, max(1, g), t.local_size, params)
-        drv.record(end)
-        drv.dtoh(slot.host_ptr, twin, 8 * (HEADER_WORDS + prog.kernel.nrets))
-        done = drv.event()
-        drv.record(done)
-        prog.events = (start, end)
-        return done
+        drv.htod(twin, slot.host_ptr, 8 * sk.slot_words)
+        if prog.events is None:
+            prog.events = (drv.event(timing=True), drv.event(timing=True))
+        drv.record(prog.events[0])
+        params = _launch_params(slot, prog)
+        mv = slot.memory_view()
+        for n, (fn, g, t) in enumerate(zip(prog.functions, groups, sk.tasks)):
+            key, p = params[n]
+            key.value = _U64.unpack_from(mv, 8 * prog.rng_words[n])[0]
+            drv.launch(fn, max(1, g), t.local_size, p)
+        drv.record(prog.events[1])
+        drv.dtoh(slot.host_ptr, twin, 8 * (HEADER_WORDS + sk.nrets))
+        return self._completion()
 
     def elapsed_ms(self, prog: Program) -> float | None:
         if prog.events is None or not self.drv.done(prog.events[1]):
@@ -208,6 +218,25 @@ class CudaBackend:
 
     def wait(self, work: Any) -> None:
         self.drv.wait(work)
+        self._events.append(work)
+
+
+_U64 = struct.Struct("<Q")
+
+
+def _launch_params(slot: Buffer, prog: Program) -> list:
+    """Per task: (its random key's ctypes word, the kernel parameter array), kept on the slot per program."""
+    cache = slot.__dict__.setdefault("params", {})
+    out = cache.get(prog.serial)
+    if out is None:
+        ctx = ctypes.c_uint64(slot.twin_address + 8 * (HEADER_WORDS + prog.kernel.nrets))
+        out = []
+        for _ in prog.functions:
+            key = ctypes.c_uint64(0)
+            out.append((key, (ctypes.c_void_p * 2)(ctypes.addressof(ctx), ctypes.addressof(key))))
+        out.append((ctx, None))  # keeps the context word alive with the arrays pointing at it
+        cache[prog.serial] = out
+    return out
 
 
 def _reduces(t: ir.Task) -> bool:

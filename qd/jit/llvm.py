@@ -132,7 +132,11 @@ class ModuleGen:
         f.wide[t.var] = i
         f.vals[t.var] = b.trunc(i, reg_type(t.var.dtype))
         f.rng_reset()
-        f.on_return = lambda: self.flush_reductions(f, accs)
+        # every thread reaches the flush at the loop's end (no check or return can stop one early): a GPU
+        # target may combine a warp's accumulators before its atomic (`Target.reduce_atomic`)
+        stops = any(isinstance(s, (ir.Check, ir.Return)) for s in ir.walk(t.body)) or \
+            any(isinstance(s, ir.Check) for s in ir.walk(t.prologue))
+        f.on_return = lambda: self.flush_reductions(f, accs, False)
         f.loops.append((latch, None))  # `continue` ends the iteration
         f.block(t.body)
         b.branch(latch)
@@ -142,7 +146,7 @@ class ModuleGen:
         i.add_incoming(fn.args[1], pre)
         i.add_incoming(nxt, latch)
         b.position_at_end(exit_)
-        self.flush_reductions(f, accs)
+        self.flush_reductions(f, accs, not stops)
         b.ret(L.Constant(I32, 0))
         f.finish_entry()
         return name
@@ -167,11 +171,12 @@ class ModuleGen:
             accs.append((red, acc, ptr))
         return accs
 
-    def flush_reductions(self, f: FnLowering, accs: list) -> None:
+    def flush_reductions(self, f: FnLowering, accs: list, converged: bool) -> None:
+        """Each accumulator into its cell with one atomic (`converged`: every thread of the launch gets here)."""
         for red, acc, ptr in accs:
             total = f.b.load(acc, typ=reg_type(red.dtype))
             op = Op.ADD if red.op is Op.SUB and red.dtype.is_float else red.op
-            f.atomic(op, red.dtype, ptr, total)
+            self.target.reduce_atomic(f, op, red.dtype, ptr, total, converged)
 
 
 def _uses_random(t: ir.Task) -> bool:

@@ -9,7 +9,7 @@ adds a subclass, not a second code generator.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir
 
@@ -84,6 +84,11 @@ class Target:
 
     def add_entry_points(self, module: ir.Module, tasks: list) -> None:
         """Hook for targets whose launch needs wrappers (GPU kernels); the CPU needs none."""
+
+    def reduce_atomic(self, f: Any, op: Any, dt: Any, ptr: ir.Value, total: ir.Value, converged: bool) -> None:
+        """A thread's reduction accumulator `total` into the cell at `ptr` (atomic `op`); `converged`: every
+        thread of the launch executes this (a GPU target may first combine across threads)."""
+        f.atomic(op, dt, ptr, total)
 
 
 class CpuTarget(Target):
@@ -202,12 +207,63 @@ class NvptxTarget(Target):
                 b.call(module.globals[t.fn], [ctx, b.add(lo, gtid), hi, self._grid_threads(b, module)])
             b.ret_void()
 
+    def reduce_atomic(self, f: Any, op: Any, dt: Any, ptr: ir.Value, total: ir.Value, converged: bool) -> None:
+        """A warp's 32 accumulators combined by shuffles, then one atomic from its first lane (32-bit and 64-bit
+        ints and floats; add, sub, min, max and the bitwise ops). Elsewhere, or where a thread may have stopped
+        early (a check), each thread's own atomic."""
+        from qd.jit.llvm_ops import fminmax
+        from qd.ops import Op
+
+        combine = Op.ADD if op is Op.SUB else op
+        bits = 8 * dt.itemsize
+        if not converged or bits not in (32, 64) or dt.bits == 1 or combine not in (
+                Op.ADD, Op.MIN, Op.MAX, Op.BIT_AND, Op.BIT_OR, Op.BIT_XOR) or (dt.is_float and combine not in (
+                Op.ADD, Op.MIN, Op.MAX)):
+            return f.atomic(op, dt, ptr, total)
+        b = f.b
+        v = total
+        for off in (16, 8, 4, 2, 1):
+            w = self._shfl_down(b, v, off)
+            if dt.is_float:
+                v = b.fadd(v, w) if combine is Op.ADD else fminmax(b, combine is Op.MIN, v, w)
+            elif combine is Op.ADD:
+                v = b.add(v, w)
+            elif combine in (Op.MIN, Op.MAX):
+                cmp = ("<" if combine is Op.MIN else ">")
+                less = b.icmp_signed(cmp, v, w) if dt.is_signed else b.icmp_unsigned(cmp, v, w)
+                v = b.select(less, v, w)
+            else:
+                v = {Op.BIT_AND: b.and_, Op.BIT_OR: b.or_, Op.BIT_XOR: b.xor}[combine](v, w)
+        lane = b.and_(b.call(self._sreg_fn(b.module, "tid.x"), []), ir.Constant(I32, 31))
+        with b.if_then(b.icmp_unsigned("==", lane, ir.Constant(I32, 0))):
+            f.atomic(op, dt, ptr, v)
+
+    def _shfl_down(self, b: ir.IRBuilder, v: ir.Value, off: int) -> ir.Value:
+        """`v` of the lane `off` above (clamped to the warp), over all 32 lanes; 64-bit values as two halves."""
+        name = "llvm.nvvm.shfl.sync.down.i32"
+        fn = b.module.globals.get(name) or ir.Function(b.module, ir.FunctionType(I32, [I32] * 4), name)
+        full, clamp = ir.Constant(I32, -1), ir.Constant(I32, 0x1F)
+        ty = v.type
+        if ty == I32 or ty == F32:
+            x = b.bitcast(v, I32) if ty == F32 else v
+            r = b.call(fn, [full, x, ir.Constant(I32, off), clamp])
+            return b.bitcast(r, F32) if ty == F32 else r
+        x = b.bitcast(v, I64) if ty == F64 else v
+        lo = b.call(fn, [full, b.trunc(x, I32), ir.Constant(I32, off), clamp])
+        hi = b.call(fn, [full, b.trunc(b.lshr(x, ir.Constant(I64, 32)), I32), ir.Constant(I32, off), clamp])
+        r = b.or_(b.zext(lo, I64), b.shl(b.zext(hi, I64), ir.Constant(I64, 32)))
+        return b.bitcast(r, F64) if ty == F64 else r
+
     @staticmethod
-    def _sreg(b: ir.IRBuilder, module: ir.Module, name: str) -> ir.Value:
+    def _sreg_fn(module: ir.Module, name: str) -> ir.Function:
         fn = module.globals.get(f"llvm.nvvm.read.ptx.sreg.{name}")
         if fn is None:
             fn = ir.Function(module, ir.FunctionType(I32, []), f"llvm.nvvm.read.ptx.sreg.{name}")
-        return b.zext(b.call(fn, []), I64)
+        return fn
+
+    @classmethod
+    def _sreg(cls, b: ir.IRBuilder, module: ir.Module, name: str) -> ir.Value:
+        return b.zext(b.call(cls._sreg_fn(module, name), []), I64)
 
     def _global_index(self, b: ir.IRBuilder, module: ir.Module) -> ir.Value:
         return b.add(b.mul(self._sreg(b, module, "ctaid.x"), self._sreg(b, module, "ntid.x")),
