@@ -70,6 +70,7 @@ import numpy as np
 import pytest
 
 import qd
+from qd.ad.adstack import META_WORDS
 from _bench import ensure_native, record
 from _peers import run_peer
 
@@ -184,7 +185,7 @@ def heap_info(benchmark, plan) -> None:
     """qd's adstack heap for the last launch: sizes, threads, bytes used (threads x stride) and allocated."""
     stride: dict = {}
     for k, st in enumerate(plan.k.stacks):
-        stride[np.dtype(st.dtype.np_dtype)] = int(plan.meta_words[k * 3 + 2])
+        stride[np.dtype(st.dtype.np_dtype)] = int(plan.meta_words[k * META_WORDS + 2])
     benchmark.extra_info["adstack_sizes"] = [int(s) for s in plan.sizes]
     benchmark.extra_info["heap_threads"] = plan.nthreads
     benchmark.extra_info["heap_used_bytes"] = sum(plan.nthreads * s * dt.itemsize for dt, s in stride.items())

@@ -648,3 +648,44 @@ def test_grad_accumulation_owned_and_shared_cells(arch: object) -> None:
     want[1:] += xs[:-1]
     want[:-1] += xs[1:]
     np.testing.assert_allclose(x.grad.to_numpy(), want, rtol=1e-14)
+
+
+def test_heap_layouts_give_every_slot_its_own_word(qd_program: object) -> None:
+    """`AdStackPlan.meta_for`: per thread slices (CPU tiers) and interleaved rows (GPU tiers) both map every
+    (thread, stack, slot) to its own heap word inside the heap; interleaved, a slot's threads are adjacent."""
+    from qd.ad.adstack import META_WORDS
+
+    x, loss = _fields()
+    a = qd.field(qd.i32, shape=N)
+    b = qd.field(qd.i32, shape=N)
+    a.from_numpy(COUNTS)
+    b.from_numpy(COUNTS[::-1].copy())
+
+    @qd.kernel
+    def k():
+        for i in x:
+            v = x[i]
+            for _ in range(a[i]):
+                v = qd.sin(v) * 1.1
+            w = v
+            for _ in range(b[i]):
+                w = w * 0.5 + qd.cos(w)
+            loss[None] += w
+
+    check_grad(k, k.grad, x, loss, XS)
+    plan = next(ck.adstack for key, (ck, _) in k._instances.items() if "grad" in key)
+    sizes = [3, 5] + [2] * (len(plan.k.stacks) - 2)
+    for rows in (0, 7):
+        meta, stride = plan.meta_for(sizes, rows)
+        threads = rows or 4
+        seen: set = set()
+        for t in range(threads):
+            for s, st in enumerate(plan.k.stacks):
+                cap, off, tstride, step = (int(meta[s * META_WORDS + w]) for w in range(META_WORDS))
+                assert cap == sizes[s]
+                for c in range(cap):
+                    addr = (st.dtype, t * tstride + off + c * step)
+                    assert addr not in seen and 0 <= addr[1] < threads * stride[st.dtype]
+                    seen.add(addr)
+        if rows:
+            assert int(meta[2]) == 1 and int(meta[3]) == rows  # thread t+1 is the next word

@@ -1,16 +1,19 @@
 """`lower_adstacks`: adstack statements become plain IR over a per-launch heap (DESIGN §5).
 
 Runs before the offload pass on a kernel whose `stacks` the reverse pass filled. Appends one buffer
-`adstack.meta` (kind `adstack_meta`, i64: per stack `[capacity, offset, stride]`, written by the
-launch from the sizer's results) and one heap per element dtype (kind `adstack`, 1-D). A thread's
-slice of a heap starts at `thread_slot * stride`; stack `k` lives at `offset` in it, `capacity`
-slots long. Every push checks the capacity first: an overflow records check `adstack overflow`
+`adstack.meta` (kind `adstack_meta`, i64: per stack `[capacity, offset, stride, step]`, written by the
+launch from the sizer's results) and one heap per element dtype (kind `adstack`, 1-D). Slot `c` of stack `k`
+of thread `t` is at `t * stride + offset + c * step`: the CPU tiers give each thread a contiguous slice
+(`stride` = the slots a thread needs, `step` 1), the GPU tiers interleave the threads (`stride` 1, `step` =
+the heap's rows, `offset` scaled by them), so a warp's pushes and pops touch adjacent words. A stack is
+`capacity` slots long. Every push checks the capacity first: an overflow records check `adstack overflow`
 (kind `adstack`, args: the count and the capacity) in the status buffer and stops the thread, so no
 write goes past the slice, on every tier, with or without `debug`.
 
     adstack_alloc #0                 %cnt = alloca i64 ; %base = slot * meta[2] + meta[1] ; %cap = meta[0]
-    adstack_push #0, %v              %c = load %cnt ; check %c < %cap ; heap[%base + %c] = %v ; %cnt = %c + 1
-    %t = adstack_load_top #0 : f32   %t = heap[%base + %cnt - 1]
+    adstack_push #0, %v              %c = load %cnt ; check %c < %cap ; heap[%base + %c * meta[3]] = %v ;
+                                     %cnt = %c + 1
+    %t = adstack_load_top #0 : f32   %t = heap[%base + (%cnt - 1) * meta[3]]
     adstack_pop #0                   %cnt = %cnt - 1
 """
 
@@ -22,7 +25,7 @@ from qd import ir
 from qd.ops import Op
 from qd.types.dtypes import DataType, i64, u1
 
-META_WORDS = 3  # per stack: capacity, offset in the thread's slice, the heap's per-thread stride
+META_WORDS = 4  # per stack: capacity, offset, the stride between threads, the step between slots
 
 OVERFLOW_KIND = "adstack"
 
@@ -32,6 +35,7 @@ class _Stack:
     count: ir.Alloca
     base: ir.Value
     cap: ir.Value
+    step: ir.Value
     heap: int
 
 
@@ -71,16 +75,17 @@ class _Lowering:
 
     def s_AdStackAlloc(self, s: ir.AdStackAlloc, out: list[ir.Stmt]) -> None:
         loc = s.loc
-        cap, off, stride = (self.meta_word(s.stack, w, out, loc) for w in range(META_WORDS))
+        cap, off, stride, step = (self.meta_word(s.stack, w, out, loc) for w in range(META_WORDS))
         slot = _emit(out, ir.ThreadSlot(dtype=i64, loc=loc))
         base = _emit(out, ir.OpStmt(op=Op.ADD, args=(_emit(out, ir.OpStmt(op=Op.MUL, args=(slot, stride), dtype=i64,
                                                                           loc=loc)), off), dtype=i64, loc=loc))
         count = _emit(out, ir.Alloca(dtype=i64, loc=loc))
         out.append(ir.LocalStore(var=count, value=_emit(out, ir.Const(dtype=i64, value=0, loc=loc)), loc=loc))
-        self.live[s.stack] = _Stack(count, base, cap, self.heap_of[self.k.stacks[s.stack].dtype])
+        self.live[s.stack] = _Stack(count, base, cap, step, self.heap_of[self.k.stacks[s.stack].dtype])
 
     def slot_ptr(self, st: _Stack, c: ir.Value, out: list[ir.Stmt], loc: ir.SrcLoc | None, dt: DataType) -> ir.Value:
-        at = _emit(out, ir.OpStmt(op=Op.ADD, args=(st.base, c), dtype=i64, loc=loc))
+        scaled = _emit(out, ir.OpStmt(op=Op.MUL, args=(c, st.step), dtype=i64, loc=loc))
+        at = _emit(out, ir.OpStmt(op=Op.ADD, args=(st.base, scaled), dtype=i64, loc=loc))
         return _emit(out, ir.GlobalPtr(buffer=st.heap, indices=(at,), dtype=dt, loc=loc))
 
     def s_AdStackPush(self, s: ir.AdStackPush, out: list[ir.Stmt]) -> None:

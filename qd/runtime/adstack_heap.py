@@ -167,18 +167,20 @@ class AdStackPlan:
             if heap is None or heap.shape[0] < need:
                 self.arrays[b] = np.empty(max(need, 2 * (0 if heap is None else heap.shape[0])), dtype=dt.np_dtype)
 
-    def meta_for(self, sizes: Sequence[int]) -> tuple[np.ndarray, dict]:
-        """The `adstack.meta` words (per stack: capacity, offset, stride) and the slots a thread needs per
-        heap dtype."""
+    def meta_for(self, sizes: Sequence[int], rows: int = 0) -> tuple[np.ndarray, dict]:
+        """The `adstack.meta` words (per stack: capacity, offset, stride, step; `qd/ad/adstack.py`) and the
+        slots a thread needs per heap dtype. `rows` > 0: the threads' stacks interleaved over that many heap
+        rows (the GPU tiers: a warp's accesses are adjacent); 0: a contiguous slice per thread."""
         meta = np.zeros(max(1, len(sizes) * META_WORDS), dtype=np.int64)
         stride: dict = {}
         for k, (st, n) in enumerate(zip(self.k.stacks, sizes)):
             cap = max(1, n)
             meta[k * META_WORDS] = cap
-            meta[k * META_WORDS + 1] = stride.get(st.dtype, 0)
+            meta[k * META_WORDS + 1] = stride.get(st.dtype, 0) * max(1, rows)
             stride[st.dtype] = stride.get(st.dtype, 0) + cap
         for k, st in enumerate(self.k.stacks):
-            meta[k * META_WORDS + 2] = stride[st.dtype]
+            meta[k * META_WORDS + 2] = 1 if rows else stride[st.dtype]
+            meta[k * META_WORDS + 3] = rows if rows else 1
         return meta, stride
 
     # -------------------------------------------------------------- overflow

@@ -354,7 +354,8 @@ def _grid(rt: DeviceRuntime, st: Any, args: Sequence[Any], shapes: dict) -> int:
 def _bind_adstack(rt: DeviceRuntime, st: _State, ck: Any, lb: _Binding, owners: list, args: Sequence[Any],
                   groups: list[int], sk: Any) -> list[int]:
     """Sizes the stacks from live data, lays out one heap row per launched invocation (fewer invocations
-    when the heap would pass `HEAP_BUDGET`), binds the meta words and the heaps; returns the grid."""
+    when the heap would pass `HEAP_BUDGET`), the rows interleaved (an invocation's slots are `widest` words
+    apart: a subgroup's pushes and pops are adjacent), binds the meta words and the heaps; returns the grid."""
     plan = ck.adstack
     forced = int(config.current().ad_stack_size or 0)
     from qd.runtime import adstack_heap
@@ -370,6 +371,7 @@ def _bind_adstack(rt: DeviceRuntime, st: _State, ck: Any, lb: _Binding, owners: 
         groups = [g if t.kind == "serial" else min(g, max(1, HEAP_BUDGET // (per_thread * t.local_size)))
                   for g, t in zip(groups, sk.tasks)]
         widest = max(g * t.local_size for g, t in zip(groups, sk.tasks))
+    meta, _ = plan.meta_for(sizes, rows=widest)
     lb.raw(plan.meta, meta, False)
     for dt, b in plan.heap_of.items():
         need = max(1, widest * stride.get(dt, 0)) * dt.itemsize
