@@ -8,6 +8,7 @@
 #   bash bench/gpu_machine.sh tests ARGS   # qd's test suite on vulkan (pytest ARGS) -> $OUT/tests.log
 #   bash bench/gpu_machine.sh variants "QD_VULKAN_UNROLL=1" ...   # qd's W1 W2 LAUNCH under each environment
 #   bash bench/gpu_machine.sh probe        # where the time of a launch goes
+#   bash bench/gpu_machine.sh firstcall    # a new kernel's first call, cold then warm (bench/_gpu_first_call.py)
 # .cuda/libdevice.10.bc (carried, git-ignored) serves the CUDA tier where the machine has no CUDA toolkit.
 set -u
 for f in .gl/*.deb; do dpkg -x "$f" /; done
@@ -42,14 +43,21 @@ case $step in
       timeout 280 python3 bench/_gpu_workloads.py $lib ${QD_BENCH_ARCH:-vulkan} "$@" > $OUT/$lib.json 2> $OUT/$lib.log
       echo "$lib rc=$?"; tail -2 $OUT/$lib.log; cat $OUT/$lib.json
     done ;;
-  compat)  # Quadrants' autodiff/adstack/BufferView files (tools/quadrants_compat/autodiff.txt) on qd vulkan, xdist
+  compat)  # Quadrants' autodiff/adstack/BufferView files (tools/quadrants_compat/autodiff.txt, or QD_COMPAT_FILES)
+           # on qd vulkan (QD_BENCH_ARCH=cuda: cuda), xdist
     rm -rf /tmp/qdc && mkdir -p /tmp/qdc
-    for f in $(sed 's/#.*//' tools/quadrants_compat/autodiff.txt); do cp .qtests/tests/python/$f /tmp/qdc/; done
+    for f in ${QD_COMPAT_FILES:-$(sed 's/#.*//' tools/quadrants_compat/autodiff.txt)}; do cp .qtests/tests/python/$f /tmp/qdc/; done
     ROOT=$(pwd); cd /tmp/qdc
     PYTHONPATH=$ROOT/tools/quadrants_compat/shim:$ROOT:/tmp/site QD_WANTED_ARCHS=${QD_BENCH_ARCH:-vulkan} QD_COMPAT_TIMEOUT=200 \
-      timeout ${QD_STEP_TIMEOUT:-500} python3 -m pytest -p qd_compat_plugin -p no:cacheprovider -o addopts="" -q -rN --tb=line -n ${1:-8} \
+      timeout ${QD_STEP_TIMEOUT:-500} python3 -m pytest -p qd_compat_plugin -p no:cacheprovider -o addopts="" -q -rN --tb=line -n ${1:-8} ${QD_COMPAT_PYTEST:-} \
       --rootdir /tmp/qdc --junitxml=$OUT/qd_vulkan.xml . > $OUT/compat.log 2>&1
     echo "rc=$?"; grep -A40 "per-file counts" $OUT/compat.log | head -40; cd $ROOT ;;
+  firstcall)  # the first call of a new kernel, cold (empty caches) then warm, qd and Quadrants on $QD_BENCH_ARCH
+    for lib in qd quadrants; do
+      rm -rf /tmp/fc_$lib
+      CUDA_CACHE_DISABLE=1 timeout 120 python3 bench/_gpu_first_call.py $lib ${QD_BENCH_ARCH:-vulkan} /tmp/fc_$lib 2>/dev/null | tail -1
+      timeout 120 python3 bench/_gpu_first_call.py $lib ${QD_BENCH_ARCH:-vulkan} /tmp/fc_$lib 2>/dev/null | tail -1
+    done ;;
   tests)  # QD_TEST_ARCHS=cuda for the CUDA tier
     QD_TEST_ARCHS=${QD_TEST_ARCHS:-vulkan} timeout ${QD_STEP_TIMEOUT:-560} python3 -m pytest -q -p no:cacheprovider --tb=line -rf \
       --junitxml=$OUT/tests.xml "$@" > $OUT/tests.log 2>&1

@@ -75,3 +75,25 @@ def test_entry_kernels_grid_stride_and_math():
     assert "atom.add.f32" in ptx and "atom.acq_rel" not in ptx  # the chunk's sum, one relaxed atomic
     assert "__nv_sinf" not in ptx  # libdevice linked in and inlined
     nvptx.ptxas(ptx)
+
+
+def test_ptx_disk_cache(tmp_path):
+    """`compile_ptx(..., cache_dir)`: the second compile of the same instance comes from the disk, equal."""
+    qd.init(arch=qd.interp, log_level="warn")
+    try:
+        import numpy as np
+
+        @qd.kernel
+        def k(x: qd.types.ndarray(qd.f32, 1)):
+            for i in range(x.shape[0]):
+                x[i] = x[i] * 2 + 1
+
+        k(np.ones(4, np.float32))
+        (ck, _), = k._instances.values()
+        first = nvptx.compile_ptx(ck.ir, True, "sm_90", str(tmp_path))
+        again = nvptx.compile_ptx(ck.ir, True, "sm_90", str(tmp_path))
+        other = nvptx.compile_ptx(ck.ir, False, "sm_90", str(tmp_path))  # another key: compiled
+    finally:
+        qd.reset()
+    assert not first.from_cache and again.from_cache and not other.from_cache
+    assert again.ptx == first.ptx and again.tasks == first.tasks and again.check_args == first.check_args

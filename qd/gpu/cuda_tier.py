@@ -176,13 +176,14 @@ class CudaBackend:
     # ------------------------------------------------------------ code
     def compile(self, k: ir.KernelIR, fast_math: bool, print_words: int, cache_dir: str | None = None) -> Program:
         t0 = time.perf_counter()
-        pk = nvptx.compile_ptx(k, fast_math, self.arch)
+        pk = nvptx.compile_ptx(k, fast_math, self.arch, cache_dir)
         module = self.drv.load_module(pk.ptx.encode() + b"\0")
         functions = [self.drv.function(module, sym) for _, sym in pk.tasks]
         ctx, rng_words = _context(k, print_words)
         tasks = [CudaTask(t.kind, LOCAL_SIZE, t, reduces=_reduces(t)) for t in k.tasks]
         sk = CudaKernel(tasks, ctx, pk.prints, pk.check_args, len(k.rets))
-        return Program(sk, module, functions, rng_words, compile_ms=(time.perf_counter() - t0) * 1e3)
+        return Program(sk, module, functions, rng_words, compile_ms=(time.perf_counter() - t0) * 1e3,
+                       from_cache=pk.from_cache)
 
     def release(self, prog: Program) -> None:
         self.drv.unload(prog.module)

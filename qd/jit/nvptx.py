@@ -34,6 +34,7 @@ class PtxKernel:
     tasks: list  # per task: (kind, kernel symbol)
     prints: list
     check_args: list
+    from_cache: bool = False
 
 
 def libdevice_path() -> str | None:
@@ -77,8 +78,24 @@ def target(arch: str = "sm_90") -> NvptxTarget:
     return t
 
 
-def compile_ptx(k: ir.KernelIR, fast_math: bool, arch: str = "sm_90") -> PtxKernel:
-    """The PTX of offloaded kernel `k` for GPU architecture `arch` (see the module docstring)."""
+def compile_ptx(k: ir.KernelIR, fast_math: bool, arch: str = "sm_90", cache_dir: str | None = None) -> PtxKernel:
+    """The PTX of offloaded kernel `k` for GPU architecture `arch` (see the module docstring); with
+    `cache_dir`, from / to the on-disk cache (`qd/jit/cache.py`'s key: IR text, target, fast_math, qd version
+    and the code generator's sources; the driver keeps its own cache of the machine code it makes of PTX)."""
+    from qd.jit import cache
+
+    key = cache.key_for(k, f"ptx {arch}", fast_math) if cache_dir else None
+    hit = cache.load(cache_dir, key) if key else None
+    if hit is not None:
+        ptx, (tasks, prints, check_args) = hit
+        return PtxKernel(ptx.decode(), [tuple(t) for t in tasks], prints, check_args, from_cache=True)
+    out = _compile(k, fast_math, arch)
+    if key:
+        cache.store(cache_dir, key, out.ptx.encode(), (out.tasks, out.prints, out.check_args))
+    return out
+
+
+def _compile(k: ir.KernelIR, fast_math: bool, arch: str) -> PtxKernel:
     import llvmlite.binding as llvm
 
     from qd.jit.llvm import build_module

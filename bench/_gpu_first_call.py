@@ -1,0 +1,50 @@
+"""The first call of a new kernel on a GPU arch, in a fresh process (issue 13): run twice on one cache folder,
+the first process is a cold start and the second a warm one.
+
+    python bench/_gpu_first_call.py LIB ARCH CACHE_DIR      # LIB: qd | quadrants
+
+The kernel is W1's saxpy over 2^20 f32 ndarrays (made and filled before the clock starts). `first_call_ms` is
+the time from the call to the synced result: the instance's compilation (or its load from the cache) and one
+launch; `import_ms` is the import and `init`. Prints one JSON line. Set CUDA_CACHE_DISABLE=1 for a cold run
+on CUDA: the driver keeps the machine code it makes of PTX in its own cache otherwise.
+"""
+
+import json
+import sys
+import time
+
+import numpy as np
+
+N = 1 << 20
+
+
+def main() -> int:
+    name, arch, cache_dir = sys.argv[1], sys.argv[2], sys.argv[3]
+    t0 = time.perf_counter()
+    lib = __import__(name)
+    lib.init(arch=getattr(lib, arch), offline_cache=True, offline_cache_file_path=cache_dir, log_level="warn")
+    t1 = time.perf_counter()
+    x, y = lib.ndarray(lib.f32, N), lib.ndarray(lib.f32, N)
+    x.from_numpy(np.ones(N, np.float32))
+    y.from_numpy(np.arange(N, dtype=np.float32))
+    lib.sync()
+    globals()["lib"] = lib  # the kernel's annotations are resolved in this module's globals
+
+    @lib.kernel
+    def saxpy(x: lib.types.ndarray(lib.f32, 1), y: lib.types.ndarray(lib.f32, 1), a: lib.f32):
+        for i in range(x.shape[0]):
+            y[i] = a * x[i] + y[i]
+
+    t2 = time.perf_counter()
+    saxpy(x, y, 2.0)
+    lib.sync()
+    t3 = time.perf_counter()
+    out = y.to_numpy()
+    ok = bool(out[7] == 9.0 and out[N - 1] == np.float32(N - 1) + 2.0)
+    print(json.dumps({"lib": name, "arch": arch, "import_ms": (t1 - t0) * 1e3, "first_call_ms": (t3 - t2) * 1e3,
+                      "ok": ok}))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
