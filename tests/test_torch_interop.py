@@ -216,3 +216,62 @@ def test_tensor_and_qd_ndarray_share_an_instance(arch: Arch) -> None:
     assert len(fill._instances) == 1
     nd.from_torch(t)
     assert nd.to_torch().tolist() == [5, 6, 7]
+
+
+# ------------------------------------------------------------------ CUDA tensors on qd.cuda: used in place
+
+
+def _cuda_tensors() -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA device here")
+
+
+@pytest.mark.archs("cuda")
+def test_cuda_tensor_round_trip_copies_nothing(arch: Arch) -> None:
+    """torch -> qd kernel -> torch on one device: the kernel reads and writes the tensors' own memory (their
+    addresses are the buffers the launch binds) and torch's stream sees the result without a sync."""
+    _cuda_tensors()
+    from qd.runtime import device_launch
+
+    @qd.kernel
+    def axpy(x: qd.types.ndarray(qd.f32, 1), y: qd.types.ndarray(qd.f32, 1), a: qd.f32):
+        for i in x:
+            y[i] = a * x[i] + y[i]
+
+    n = 1 << 16
+    x = torch.arange(n, device="cuda", dtype=torch.float32)
+    y = torch.ones(n, device="cuda", dtype=torch.float32)
+    bound: list = []
+    real = device_launch._ctx_values
+
+    def spy(st, k, lb, *rest):  # noqa: ANN001, ANN002  the device addresses the launch binds
+        bound.extend(buf.address for buf in lb.bufs.values())
+        return real(st, k, lb, *rest)
+
+    device_launch._ctx_values = spy
+    try:
+        pointers = (x.data_ptr(), y.data_ptr())
+        axpy(x, y, 2.0)
+        z = y * 1  # torch's own work on its stream, ordered after the launch
+    finally:
+        device_launch._ctx_values = real
+    assert (x.data_ptr(), y.data_ptr()) == pointers and set(pointers) <= set(bound)
+    torch.testing.assert_close(z.cpu(), 2 * torch.arange(n, dtype=torch.float32) + 1)
+
+
+@pytest.mark.archs("cuda")
+def test_cuda_tensor_gradients_in_place(arch: Arch) -> None:
+    _cuda_tensors()
+
+    @qd.kernel
+    def square(x: qd.types.ndarray(qd.f32, 1), out: qd.types.ndarray(qd.f32, 1)):
+        for i in x:
+            out[i] = x[i] * x[i]
+
+    x = torch.linspace(-1, 1, 100, device="cuda", requires_grad=True)
+    out = torch.zeros(100, device="cuda", requires_grad=True)
+    square(x, out)
+    out.grad = torch.ones(100, device="cuda")
+    square.grad(x, out)
+    qd.sync()
+    torch.testing.assert_close(x.grad, 2 * x.detach())

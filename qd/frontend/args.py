@@ -400,8 +400,12 @@ def _as_numpy(p: Param, v: Any) -> tuple[np.ndarray, Any, Callable | None]:
     mod = type(v).__module__
     if mod.startswith("torch"):
         if getattr(v, "is_cuda", False) or str(getattr(v, "device", "cpu")) != "cpu":
-            raise QuadrantsRuntimeTypeError(f"Argument '{p.name}': torch tensors on {v.device} are not supported "
-                                            "yet; pass a CPU tensor or a qd.ndarray")
+            _ensure_torch_grad(v)
+            dev = _device_array(v, p.name)
+            if dev is None:
+                raise QuadrantsRuntimeTypeError(f"Argument '{p.name}': a torch tensor on {v.device} is used in place "
+                                                f"on qd.cuda only; on {_arch_name()} pass a CPU tensor or a qd.ndarray")
+            return dev, dev, None
         _ensure_torch_grad(v)
         t = v.detach()
         if t.is_contiguous():
@@ -414,6 +418,10 @@ def _as_numpy(p: Param, v: Any) -> tuple[np.ndarray, Any, Callable | None]:
         def back_t() -> None:
             v.data.copy_(torch.from_numpy(a))
         return a, a, back_t
+    if hasattr(type(v), "__cuda_array_interface__"):  # CuPy, Numba device arrays
+        dev = _device_array(v, p.name)
+        if dev is not None:
+            return dev, dev, None
     if isinstance(v, np.ndarray):
         if v.flags.c_contiguous:
             return v, v, None
@@ -423,6 +431,19 @@ def _as_numpy(p: Param, v: Any) -> tuple[np.ndarray, Any, Callable | None]:
             v[...] = a
         return a, a, back
     raise _type_error(p, repr(p.ann), v)
+
+
+def _device_array(v: Any, name: str) -> Any:
+    """A device array used in place on qd.cuda (`qd/runtime/device_array.py`), or None on another arch."""
+    from qd.runtime.device_array import from_interface
+
+    return from_interface(v, name)
+
+
+def _arch_name() -> str:
+    from qd.frontend.builder import cfg
+
+    return str(cfg().arch)
 
 
 def _launch_arity(p: Param) -> int:
@@ -455,6 +476,8 @@ def _grad_of(p: Param, v: Any) -> Any:
     _ensure_torch_grad(v)
     if not v.grad.is_contiguous():
         raise ValueError(_NON_CONTIGUOUS_GRAD)
+    if v.grad.is_cuda:
+        return _device_array(v.grad, f"{p.name}.grad") or v.grad.detach().cpu().numpy()
     return v.grad.detach().numpy()
 
 
@@ -540,7 +563,12 @@ def _hidden_of(p: Param, v: Any, attr: str) -> Any:
             raise QuadrantsRuntimeError(f"{where} the torch tensor passed has no .grad (it does not require grad)")
         if not v.grad.is_contiguous():
             raise ValueError(_NON_CONTIGUOUS_GRAD)
-        src, arr = v.detach().numpy(), v.grad.detach().numpy()
+        if v.is_cuda:
+            src, arr = _device_array(v, p.name), _device_array(v.grad, f"{p.name}.grad")
+            if src is None:
+                raise QuadrantsRuntimeError(f"{where} a torch tensor on {v.device} is used on qd.cuda only")
+        else:
+            src, arr = v.detach().numpy(), v.grad.detach().numpy()
         g = arr
     else:
         raise QuadrantsRuntimeError(f"{where} a {type(v).__name__} has no {attr}; pass a qd.ndarray made with "

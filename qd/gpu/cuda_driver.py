@@ -65,6 +65,7 @@ _PROTOS: dict[str, tuple] = {
     "cuEventRecord": (c_void_p, c_void_p),
     "cuEventQuery": (c_void_p,),
     "cuEventSynchronize": (c_void_p,),
+    "cuStreamWaitEvent": (c_void_p, c_void_p, c_uint),
     "cuEventElapsedTime": (POINTER(ctypes.c_float), c_void_p, c_void_p),
     "cuGetErrorName": (c_int, POINTER(c_char_p)),
     "cuGetErrorString": (c_int, POINTER(c_char_p)),
@@ -226,9 +227,21 @@ class Driver:
         check(self.lib.cuEventCreate(byref(ev), 0 if timing else CU_EVENT_DISABLE_TIMING), "cuEventCreate")
         return ev
 
-    def record(self, ev: Any) -> None:
+    def record(self, ev: Any, stream: Any = None) -> None:
+        """Records `ev` on qd's stream, or on `stream` (a CUDA array interface value: 1 and 2 are the default
+        streams, anything else a handle)."""
         self.enter()
-        check(self.lib.cuEventRecord(ev, self.stream), "cuEventRecord")
+        check(self.lib.cuEventRecord(ev, self.stream if stream is None else c_void_p(int(stream))), "cuEventRecord")
+
+    def wait_stream(self, waiter: Any, stream: Any, ev: Any) -> None:
+        """`waiter` runs its later work after what `stream` had enqueued when `ev` was recorded on it."""
+        self.enter()
+        check(self.lib.cuStreamWaitEvent(waiter, ev, 0), "cuStreamWaitEvent")
+
+    def wait_event(self, stream: Any, ev: Any) -> None:
+        """`stream` (an array interface value) runs its later work after `ev` (qd's launch) completes."""
+        self.enter()
+        check(self.lib.cuStreamWaitEvent(c_void_p(int(stream)), ev, 0), "cuStreamWaitEvent")
 
     def done(self, ev: Any) -> bool:
         self.enter()

@@ -189,8 +189,13 @@ class CudaBackend:
         self.drv.unload(prog.module)
 
     # ------------------------------------------------------------ launches
-    def enqueue(self, prog: Program, slot: Buffer, groups: list[int], zero: list[tuple[Buffer, int]]) -> Any:
+    def enqueue(self, prog: Program, slot: Buffer, groups: list[int], zero: list[tuple[Buffer, int]],
+                streams: list | None = None) -> Any:
+        """Enqueues one launch on qd's stream (see the module docstring). `streams`: those of device arrays used
+        in place (CUDA array interface values): the launch waits for their work, and they for the launch."""
         drv = self.drv
+        for s in streams or ():
+            drv.wait_stream(drv.stream, s, self._marker(s))
         for buf, nbytes in zero:
             drv.memset8(buf.address, 0, nbytes)
         sk = prog.kernel
@@ -207,7 +212,17 @@ class CudaBackend:
             drv.launch(fn, max(1, g), t.local_size, p)
         drv.record(prog.events[1])
         drv.dtoh(slot.host_ptr, twin, 8 * (HEADER_WORDS + sk.nrets))
-        return self._completion()
+        done = self._completion()
+        for s in streams or ():
+            drv.wait_event(s, done)
+        return done
+
+    def _marker(self, stream: int) -> Any:
+        """A pooled event recorded on `stream` (another library's) now."""
+        ev = self._events.pop() if self._events else self.drv.event()
+        self.drv.record(ev, stream)
+        self._events.append(ev)  # waiting on it was enqueued: free to record again
+        return ev
 
     def elapsed_ms(self, prog: Program) -> float | None:
         if prog.events is None or not self.drv.done(prog.events[1]):

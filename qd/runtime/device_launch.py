@@ -38,6 +38,7 @@ from qd.ops import Op
 from qd.runtime import config
 from qd.runtime import launch as _launch
 from qd.runtime.device import DeviceRuntime, Record
+from qd.runtime.device_array import DeviceArray
 from qd.runtime.status import PRINT_WORDS, STATUS_WORDS, check_error, decode_returns, flush_prints
 
 HEAP_BUDGET = 1 << 30
@@ -129,6 +130,11 @@ def _launch_locked(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Se
         if owner is not None and hasattr(owner, "_mirror"):  # a field or qd ndarray: its device copy
             lb.bufs[b] = rt.mirror_of(owner).buf
             lb.shapes[b] = owner._arr.shape
+        elif isinstance(owner, DeviceArray):  # another library's device array: used in place
+            lb.bufs[b] = owner
+            lb.shapes[b] = owner.shape
+            if owner.stream is not None:
+                lb.streams.append(owner.stream)
         else:
             lb.bind(b, decl, owner, ck, written)
     groups = st.grids.get(()) if not st.leafy else None
@@ -147,7 +153,7 @@ def _launch_locked(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Se
     launch_id = _clib.next_launch_id()  # every launch takes one, on every tier: the same random numbers
     ctx = _ctx_values(st, ck.ir, lb, args, printbuf, int(cfg.random_seed) & _M64, launch_id, slot)
     st.slot_format.pack_into(slot.memory_view(), 0, *st.zeros, *ctx)
-    work = rt.backend.enqueue(st.prog, slot, groups, lb.zero)
+    work = rt.backend.enqueue(st.prog, slot, groups, lb.zero, *([lb.streams] if lb.streams else []))
     for b in ck.written:
         owner = owners[b]
         if getattr(owner, "_mirror", None) is not None:
@@ -172,6 +178,7 @@ class _Binding:
         self.release: list = []
         self.zero: list = []
         self.copy_back: list = []  # (host array, device buffer)
+        self.streams: list = []  # the streams of device arrays used in place (their producers work there)
 
     def bind(self, b: int, decl: ir.BufferDecl, owner: Any, ck: Any, written: bool) -> None:
         """Buffer `b` of a launch, other than a field or qd ndarray (bound by `_launch_locked` itself)."""
