@@ -271,11 +271,12 @@ cdef class Plan:
     cdef bint _adstack(self, tuple args):
         """Binds the adstack meta words and heaps, sizing them again only when their inputs changed."""
         seen = self._ad_inputs(args)
-        cdef Py_ssize_t k
+        cdef Py_ssize_t k, owners = 2 * len(self.ad_reads)  # owners at the even places before that: by identity
         fresh = seen is not None and self.ad_seen is not None and len(seen) == len(self.ad_seen)
         if fresh:
             for k in range(len(seen)):
-                if seen[k] is not self.ad_seen[k] and seen[k] != self.ad_seen[k]:
+                a, b = seen[k], self.ad_seen[k]
+                if a is not b and (k < owners and k % 2 == 0 or a != b):
                     fresh = False
                     break
         if not fresh:
