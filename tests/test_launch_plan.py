@@ -330,6 +330,22 @@ def test_adstack_overflow_from_a_planned_launch():
         _grad_once(k, x, loss, a, 0.5)
 
 
+def test_a_first_call_with_a_strided_array_does_not_rule_out_the_plan():
+    @qd.kernel
+    def inc(x: qd.types.ndarray(qd.f32, 1)):
+        for i in range(x.shape[0]):
+            x[i] += 1
+
+    base = np.zeros(8, np.float32)
+    inc(base[::2])  # the Python path (a copy and a copy back); the instance gets no plan from this call
+    plain = np.zeros(4, np.float32)
+    for _ in range(3):
+        inc(plain)
+    assert _planned(inc) == 2
+    np.testing.assert_array_equal(base, np.array([1, 0] * 4, np.float32))
+    np.testing.assert_array_equal(plain, np.full(4, 3, np.float32))
+
+
 # ------------------------------------------------------------------ GPU archs: the plan checks, the tier launches
 
 

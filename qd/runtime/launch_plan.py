@@ -57,6 +57,8 @@ def armed(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any], 
         return None
     plan = ck.plan
     if plan is None:
+        if not _plain_arrays(sig, values):  # this call's arrays do not show the plan's; a later call's may
+            return None
         plan = ck.plan = _build(ck, sig, values, bindings, cfg.arch.name if device else None) or False
         if plan is False:
             return None
@@ -162,12 +164,16 @@ def _params(k: Any, sig: _args.Signature, values: list, written: frozenset) -> l
     return out
 
 
+def _plain_arrays(sig: _args.Signature, values: list) -> bool:
+    """Every ndarray argument of this call is a qd ndarray or a C-contiguous numpy array (what a plan takes)."""
+    return all(isinstance(v, Ndarray) or (type(v) is np.ndarray and v.flags.c_contiguous)
+               for p, v in zip(sig.params, values) if p.kind == "ndarray")
+
+
 def _ndarray_param(p: Any, v: Any, b: int | None, written: frozenset) -> tuple | None:
-    if b is None or not (isinstance(v, Ndarray) or type(v) is np.ndarray):
+    if b is None:
         return None
-    dt, ndim, es, _, post = _args.ndarray_spec(p, v)
-    if post is not None:
-        return None
+    dt, ndim, es, _, _ = _args.ndarray_spec(p, v)
     layout = getattr(v, "_layout", None)
     ann_es = tuple(p.ann.dtype.shape) if isinstance(p.ann.dtype, MatrixType) else ()
     npd = np.dtype(dt.np_dtype)
