@@ -16,13 +16,11 @@ import os
 import shutil
 import subprocess
 import tempfile
-import threading
 from dataclasses import dataclass
 
 from qd import ir
 from qd.jit.targets import NvptxTarget
 
-_lock = threading.Lock()  # llvmlite's LLVM context is shared (the CPU tier's compiler thread too)
 _targets: dict[str, NvptxTarget] = {}
 
 
@@ -100,8 +98,10 @@ def _compile(k: ir.KernelIR, fast_math: bool, arch: str) -> PtxKernel:
 
     from qd.jit.llvm import build_module
 
-    t = target(arch)
+    from qd.jit.cpu import _lock  # llvmlite's LLVM context is one: the CPU tier's compiler thread uses it too
+
     with _lock:
+        t = target(arch)
         mod_ir, symbols, prints, check_args = build_module(k, t, fast_math)
         kernels = [f.name for f in mod_ir.functions if f.calling_convention == "ptx_kernel"]
         mod = llvm.parse_assembly(str(mod_ir))
