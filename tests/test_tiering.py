@@ -140,3 +140,30 @@ def test_compiling_after_dropping_native_kernels(tmp_path):
         del k
         qd.reset()
         gc.collect()
+
+
+def test_a_waiting_first_launch_compiles_quickly_then_switches_to_optimised_code(tmp_path, monkeypatch):
+    """A first launch that must wait for native code gets O1 code (`quick`), the background compiler the
+    optimised code, and later launches switch to it; results are bit-identical throughout (fast_math=False)
+    and only the optimised code goes to the disk cache."""
+    monkeypatch.setattr(tiering, "WAIT_FOR_COMPILER_WORK", 10)
+    _init(tmp_path, jit="auto", fast_math=False)
+    k = _saxpy()
+    x = np.random.default_rng(1).random(1000, dtype=np.float32)
+    y, ref = np.zeros(1000, np.float32), np.zeros(1000, np.float32)
+    k(x, y, 1.25)
+    st = k._last_ck.tier
+    assert k.stats["launches"] == {"interp": 0, "cpu": 1} and st.native.quick
+    assert k._plan is None  # quick code is never planned
+    st.future.result()
+    for _ in range(3):
+        k(x, y, 1.25)
+    assert not st.native.quick and k.stats["launches"] == {"interp": 0, "cpu": 4}
+    for _ in range(4):
+        ref = np.float32(1.25) * x + ref
+    np.testing.assert_array_equal(y, ref)
+    qd.reset()
+    _init(tmp_path, jit="auto", fast_math=False)  # a new program: the optimised code comes from the disk
+    k = _saxpy()
+    k(x, y, 1.25)
+    assert k.stats["from_cache"] is True and not k._last_ck.tier.native.quick

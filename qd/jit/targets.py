@@ -115,14 +115,15 @@ class CpuTarget(Target):
             self._tm = self.new_target_machine()
         return self._tm
 
-    def new_target_machine(self) -> llvm.TargetMachine:
-        """A fresh machine for the host CPU (name and features, so F16C conversions are inline)."""
+    def new_target_machine(self, opt: int | None = None) -> llvm.TargetMachine:
+        """A fresh machine for the host CPU (name and features, so F16C conversions are inline), generating
+        code at `opt` (default: the target's level)."""
         import llvmlite.binding as llvm
 
         target = llvm.Target.from_triple(self.triple)
         return target.create_target_machine(
             cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-            opt=self.opt_level, reloc="default", codemodel="jitdefault", jit=True)
+            opt=self.opt_level if opt is None else opt, reloc="default", codemodel="jitdefault", jit=True)
 
     def optimize(self, mod: llvm.ModuleRef) -> None:
         """Runs the new pass manager's O`opt_level` pipeline (vectorizers on) over `mod`."""

@@ -1,10 +1,13 @@
 """Tiering (DESIGN §7): which tier runs a launch of a kernel instance on `qd.cpu`.
 
 `jit="auto"`: the first launch starts a background compile (one compiler thread, LLVM is serialised)
-and runs in the interpreter; once the native code is ready, launches use it. A launch whose
-predicted work (elements bound × bytecode length) is large waits for the compiler instead, since
-the interpreter would take longer than compiling. `jit="eager"` compiles before the first launch;
-`jit="interp"` never compiles. `QD_JIT` overrides `qd.init(jit=...)` (read by the config).
+and runs in the interpreter; once the native code is ready, launches use it. A first launch whose
+predicted work (elements bound × bytecode length) is large compiles at once instead, since the
+interpreter would take longer than compiling: at O1 without vectorizers (about half the time of O3),
+while the background compiler makes the optimised code that later launches switch to (launch plans
+take the optimised code only). `jit="eager"` compiles before the first launch; `jit="interp"` never
+compiles. `QD_JIT` overrides `qd.init(jit=...)` (read by the config). A background compile takes the
+options it depends on when it is asked for, never those of a later `qd.init`.
 Both tiers share the program's memory, so switching between launches changes nothing but speed.
 
 Each instance's `TierState.stats` says how many launches each tier ran, which tier ran last and how
@@ -57,11 +60,30 @@ class TierState:
         return out
 
 
-def _compile(ck: Any) -> Any:
-    from qd.jit.cpu import compile_native
+def _options() -> tuple:
+    """What a compile depends on in the live config, taken when it is asked for (a background compile
+    finishing after a `qd.init` must not read the new program's options or write its cache)."""
+    from qd.jit import cache
 
     cfg = config.current()
-    return compile_native(ck.ir, bool(cfg.fast_math), use_cache=bool(cfg.offline_cache))
+    return bool(cfg.fast_math), bool(cfg.offline_cache), cache.default_dir()
+
+
+def _compile(ck: Any, quick: bool = False, options: tuple | None = None) -> Any:
+    from qd.jit.cpu import compile_native
+
+    fast_math, use_cache, cache_dir = options or _options()
+    return compile_native(ck.ir, fast_math, use_cache=use_cache, cache_dir=cache_dir, quick=quick)
+
+
+def _quick(st: TierState, ck: Any) -> None:
+    """The first native code of an instance whose first launch waits for it: O1 now (about half the compile
+    time), the optimised code from the background compiler later."""
+    try:
+        st.native = _compile(ck, quick=True)
+    except Exception as e:  # noqa: BLE001  a codegen failure must not stop a working program
+        st.failed = True
+        sys.stderr.write(f"[qd] warning: native compilation failed, staying on the interpreter: {e!r}\n")
 
 
 def _record(st: TierState, tier: str) -> None:
@@ -100,10 +122,13 @@ def native_for(ck: Any, arrays: Sequence[Any]) -> Any:
         return None
     if st.native is None and mode == "eager":
         st.native = _compile(ck)
-    elif st.native is None:
-        if st.future is None:
-            st.future = _pool().submit(_compile, ck)
-        if st.future.done() or _predicted_work(ck, arrays) > WAIT_FOR_COMPILER_WORK:
+    elif st.native is None or st.native.quick:
+        if st.native is None and st.future is None and _predicted_work(ck, arrays) > WAIT_FOR_COMPILER_WORK:
+            _quick(st, ck)  # this launch waits for native code: the quick kind (or the cached one)
+        if st.future is None and not st.failed and (st.native is None or st.native.quick):
+            st.future = _pool().submit(_compile, ck, False, _options())
+        if st.future is not None and (st.future.done() or (
+                st.native is None and _predicted_work(ck, arrays) > WAIT_FOR_COMPILER_WORK)):
             _finish(st, st.future)
     tier = "cpu" if st.native is not None else "interp"
     _record(st, tier)

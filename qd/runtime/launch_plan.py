@@ -53,7 +53,8 @@ def armed(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any], 
         return None
     tier = ck.tier
     device = bool(cfg.arch.is_gpu)
-    if not device and (cfg.arch is not _arch.cpu or tier is None or tier.native is None or tier.failed):
+    if not device and (cfg.arch is not _arch.cpu or tier is None or tier.native is None or tier.native.quick
+                       or tier.failed):  # (quick code is replaced soon: plans take the optimised code only)
         return None
     plan = ck.plan
     if plan is None:
