@@ -167,3 +167,12 @@ def test_a_waiting_first_launch_compiles_quickly_then_switches_to_optimised_code
     k = _saxpy()
     k(x, y, 1.25)
     assert k.stats["from_cache"] is True and not k._last_ck.tier.native.quick
+
+
+def test_a_very_large_first_launch_waits_for_optimised_code(tmp_path, monkeypatch):
+    monkeypatch.setattr(tiering, "WAIT_FOR_COMPILER_WORK", 10)
+    monkeypatch.setattr(tiering, "QUICK_WORK_LIMIT", 100)
+    _init(tmp_path, jit="auto")
+    k = _saxpy()
+    k(np.ones(1000, np.float32), np.zeros(1000, np.float32), 1.0)
+    assert k.stats["launches"] == {"interp": 0, "cpu": 1} and not k._last_ck.tier.native.quick

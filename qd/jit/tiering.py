@@ -3,8 +3,9 @@
 `jit="auto"`: the first launch starts a background compile (one compiler thread, LLVM is serialised)
 and runs in the interpreter; once the native code is ready, launches use it. A first launch whose
 predicted work (elements bound × bytecode length) is large compiles at once instead, since the
-interpreter would take longer than compiling: at O1 without vectorizers (about half the time of O3),
-while the background compiler makes the optimised code that later launches switch to (launch plans
+interpreter would take longer than compiling: at O1 without vectorizers (about half the time of O3;
+up to `QUICK_WORK_LIMIT`, above which the launch waits for the O3 code), while the background compiler
+makes the optimised code that later launches switch to (launch plans
 take the optimised code only). `jit="eager"` compiles before the first launch; `jit="interp"` never
 compiles. `QD_JIT` overrides `qd.init(jit=...)` (read by the config). A background compile takes the
 options it depends on when it is asked for, never those of a later `qd.init`.
@@ -27,6 +28,9 @@ from qd.runtime import config
 
 # Interpreting above this many predicted bytecode instructions costs more than compiling (~50 ms).
 WAIT_FOR_COMPILER_WORK = 4_000_000
+# Up to this much predicted work a waiting first launch runs O1 code (compiled in about half the time); above
+# it, the slower O1 code would cost more than the compile time saved: the launch waits for the O3 code.
+QUICK_WORK_LIMIT = 1 << 28
 
 _executor: cf.ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
@@ -123,12 +127,12 @@ def native_for(ck: Any, arrays: Sequence[Any]) -> Any:
     if st.native is None and mode == "eager":
         st.native = _compile(ck)
     elif st.native is None or st.native.quick:
-        if st.native is None and st.future is None and _predicted_work(ck, arrays) > WAIT_FOR_COMPILER_WORK:
+        work = _predicted_work(ck, arrays)
+        if st.native is None and st.future is None and WAIT_FOR_COMPILER_WORK < work <= QUICK_WORK_LIMIT:
             _quick(st, ck)  # this launch waits for native code: the quick kind (or the cached one)
         if st.future is None and not st.failed and (st.native is None or st.native.quick):
             st.future = _pool().submit(_compile, ck, False, _options())
-        if st.future is not None and (st.future.done() or (
-                st.native is None and _predicted_work(ck, arrays) > WAIT_FOR_COMPILER_WORK)):
+        if st.future is not None and (st.future.done() or (st.native is None and work > WAIT_FOR_COMPILER_WORK)):
             _finish(st, st.future)
     tier = "cpu" if st.native is not None else "interp"
     _record(st, tier)
