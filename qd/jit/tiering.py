@@ -128,9 +128,12 @@ def native_for(ck: Any, arrays: Sequence[Any]) -> Any:
         st.native = _compile(ck)
     elif st.native is None or st.native.quick:
         work = _predicted_work(ck, arrays)
-        if st.native is None and st.future is None and WAIT_FOR_COMPILER_WORK < work <= QUICK_WORK_LIMIT:
+        quick_now = st.native is None and st.future is None and WAIT_FOR_COMPILER_WORK < work <= QUICK_WORK_LIMIT
+        if quick_now:
             _quick(st, ck)  # this launch waits for native code: the quick kind (or the cached one)
-        if st.future is None and not st.failed and (st.native is None or st.native.quick):
+        # the optimised code is compiled in the background, from the next launch on after a quick compile (the
+        # compiler would share the cores with this launch)
+        if st.future is None and not st.failed and (st.native is None or (st.native.quick and not quick_now)):
             st.future = _pool().submit(_compile, ck, False, _options())
         if st.future is not None and (st.future.done() or (st.native is None and work > WAIT_FOR_COMPILER_WORK)):
             _finish(st, st.future)
