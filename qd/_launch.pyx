@@ -8,7 +8,8 @@ decided the same way again, which the plan checks itself at every call:
 
 - nothing the Python path reads changed: the config (`bump_epoch`, called on every option change), the
   active `qd.ad.Tape` / `FwdMode`, a kernel being compiled, a debugger swapping the launch function
-  (the plan's guards: a dict entry that must still hold the same object);
+  (the plan's guards: a dict entry that must still hold the same object), the fields and ndarrays the
+  instance reached through its template arguments (`members_unchanged`, `qd/frontend/guards.py`);
 - every argument has the type and layout the instance was made for: a template argument is the same
   object (or an equal int/float/bool/str, as the instantiation key compares them), a scalar is a
   Python int/float/bool that converts to its parameter's dtype (ints in 64 bits), an ndarray argument
@@ -179,6 +180,8 @@ cdef class Plan:
     cdef list builder_stack      # the frontend's stack of kernels being compiled: empty
     cdef object nd_base          # the qd Ndarray class
     cdef object device_run       # a GPU tier: its launcher, (launch args) -> returns; None: the CPU tier
+    cdef public object members_unchanged  # (args) -> bool: the fields/ndarrays reached through templates are the
+                                          # instance's (`qd/frontend/guards.py`); None: no such members
     cdef uint64_t seed
     cdef int nthreads
     cdef bint busy
@@ -244,6 +247,7 @@ cdef class Plan:
         self.restructure, self.on_failure, self.on_prints = restructure, on_failure, on_prints
         self.guards, self.builder_stack, self.nd_base = guards, builder_stack, nd_base
         self.device_run = device_run
+        self.members_unchanged = None
         self.ad_hook = None
 
     def with_adstack(self, object hook, object ad_plan, list reads, list int_params):
@@ -370,6 +374,8 @@ cdef class Plan:
                 if v is not e and not (type(v) is type(e) and (type(e) is int or type(e) is float or type(e) is bool
                                                                 or type(e) is str) and v == e):
                     return MISS
+        if self.members_unchanged is not None and not self.members_unchanged(args):
+            return MISS
         if self.device_run is not None:
             return self._device(args)
         for i in range(self.nbuf):

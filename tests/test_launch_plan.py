@@ -346,6 +346,33 @@ def test_a_first_call_with_a_strided_array_does_not_rule_out_the_plan():
     np.testing.assert_array_equal(plain, np.full(4, 3, np.float32))
 
 
+def test_data_oriented_members_are_checked_at_every_planned_call():
+    """A kernel method of a `@qd.data_oriented` object reaches fields through `self` (template guards): the plan
+    runs it, and a reassigned member takes the Python path, which launches the instance of the new field."""
+
+    @qd.data_oriented
+    class Sim:
+        def __init__(self) -> None:
+            self.x = qd.field(qd.f32, shape=4)
+
+        @qd.kernel
+        def step(self, dt: qd.f32):
+            for i in self.x:
+                self.x[i] += dt
+
+    sim = Sim()
+    for _ in range(3):
+        sim.step(0.5)
+    assert _planned(Sim.step) == 2
+    np.testing.assert_array_equal(sim.x.to_numpy(), np.full(4, 1.5, np.float32))
+    old, sim.x = sim.x, qd.field(qd.f32, shape=4)  # a reassigned member: never the old field again
+    sim.step(1.0)
+    sim.step(1.0)
+    np.testing.assert_array_equal(sim.x.to_numpy(), np.full(4, 2.0, np.float32))
+    np.testing.assert_array_equal(old.to_numpy(), np.full(4, 1.5, np.float32))
+    assert _planned(Sim.step) == 1  # the new instance's plan
+
+
 # ------------------------------------------------------------------ GPU archs: the plan checks, the tier launches
 
 

@@ -149,7 +149,7 @@ class Kernel:
                 fn()
         if mode in ("", "grad"):  # the plan later calls of this shape launch through (primal, or kernel.grad)
             plan = None if tape is not None or nd_grads else \
-                _launch_plan.armed(ck, sig, values, bindings, key not in self._hidden and key not in self._guards)
+                _launch_plan.armed(ck, sig, values, bindings, key not in self._hidden, self._guards.get(key, ()))
             if mode:
                 self._grad_plan = plan
             else:

@@ -4,10 +4,12 @@ After a call has taken the Python path (`Kernel._run`), `armed` returns the plan
 same shape can launch through, or None. A plan is built once per instance, from what never changes for
 it (its parameters, buffers, tasks, returns); `arm` makes it valid for the live config. On `qd.cpu` the
 plan runs the native code itself; on a GPU arch it checks the call the same way and hands the launch
-arguments to the tier's launcher (`qd/runtime/device_launch.py`). What a plan cannot do, the Python path
-keeps doing: instances with adstacks or hidden/lifted arguments, guarded template members,
-struct/matrix/view/`qd.Tensor` parameters, f16 scalars, torch tensors, non-contiguous arrays, numpy
-scalar arguments, the interpreter tier, forward/reverse/validation modes.
+arguments to the tier's launcher (`qd/runtime/device_launch.py`). An instance with template guards
+(fields reached through `self`) checks them at every call. What a plan cannot do, the Python path keeps
+doing: instances with hidden/lifted arguments or `while`-loop counting kernels, struct/matrix/view/
+`qd.Tensor` parameters, f16 scalars, torch tensors, non-contiguous arrays, numpy scalar arguments,
+reverse mode with ndarray gradients, adstacks on GPU archs, the interpreter tier, forward and validation
+modes.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from qd import _launch
 from qd.ad import tape as _tape
 from qd.frontend import args as _args
 from qd.frontend import builder as _builder
+from qd.frontend import guards as _guards
 from qd.runtime import arch as _arch
 from qd.runtime import config as _config
 from qd.runtime import launch as _launch_mod
@@ -45,9 +48,11 @@ def value_code(dt: DataType) -> int | None:
     return (V_SIGNED if dt.is_signed else 0) | dt.bits
 
 
-def armed(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any], eligible: bool) -> Any:
+def armed(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any], eligible: bool,
+          guards: tuple = ()) -> Any:
     """The armed plan of instance `ck` after a call with leaf values `values` ran on the Python path, or
-    None. `eligible` is False for an instance with hidden arguments or template guards."""
+    None. `eligible` is False for an instance with hidden arguments; `guards`: the instance's template
+    guards (`qd/frontend/guards.py`), checked by the plan at every call."""
     cfg = _config.current()
     if ck.plan is False or not eligible or _launch_mod.launch is not _launch_mod.LAUNCH:
         return None
@@ -63,6 +68,8 @@ def armed(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any], 
         plan = ck.plan = _build(ck, sig, values, bindings, cfg.arch.name if device else None) or False
         if plan is False:
             return None
+        if guards:
+            plan.members_unchanged = lambda args: not _guards.stale(guards, args)
         if not device:
             tier.plan = plan
     plan.arm(int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, int(cfg.cpu_max_num_threads or 1))
