@@ -218,10 +218,12 @@ class CudaBackend:
         return done
 
     def _marker(self, stream: int) -> Any:
-        """A pooled event recorded on `stream` (another library's) now."""
+        """A pooled event recorded on `stream` (another library's) now. It goes back to the pool at once: the
+        caller enqueues its wait next (nothing records in between, under the runtime's lock), and a wait keeps
+        the state the event had when it was enqueued."""
         ev = self._events.pop() if self._events else self.drv.event()
         self.drv.record(ev, stream)
-        self._events.append(ev)  # waiting on it was enqueued: free to record again
+        self._events.append(ev)
         return ev
 
     def elapsed_ms(self, prog: Program) -> float | None:
