@@ -191,7 +191,7 @@ class NvptxTarget(Target):
             gtid = self._global_index(b, module)
             own = {CTX_FIELDS.index("rng_base"): k.args[1], CTX_FIELDS.index("slot"): gtid}
             for w in range(n_words):
-                v = own.get(w) or b.load(b.gep(k.args[0], [ir.Constant(I64, w)], source_etype=I64), typ=I64)
+                v = own[w] if w in own else b.load(b.gep(k.args[0], [ir.Constant(I64, w)], source_etype=I64), typ=I64)
                 b.store(v, b.gep(ctx, [ir.Constant(I64, w)], source_etype=I64))
             if t.kind == "serial":
                 run, done = k.append_basic_block("run"), k.append_basic_block("done")
