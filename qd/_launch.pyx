@@ -66,10 +66,6 @@ def bump_epoch():
     _epoch += 1
 
 
-def epoch():
-    return _epoch
-
-
 def next_launch_id():
     """The number of the next launch of this program (every tier takes one per launch)."""
     global _launch_id
@@ -298,10 +294,6 @@ cdef class Plan:
         self.seed, self.nthreads = seed, nthreads
         self.epoch = _epoch
         self.ad_seen = None  # the heaps were laid out for the threads and options of before
-
-    @property
-    def armed(self):
-        return self.epoch == _epoch
 
     cdef inline bint _bind(self, Py_ssize_t b, object arr):
         """Points buffer `b` at numpy array `arr` (its data and extents)."""

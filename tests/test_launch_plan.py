@@ -27,6 +27,15 @@ def _planned(k) -> int:
     return plan.launches if plan is not None else 0
 
 
+def _inc():
+    @qd.kernel
+    def inc(x: qd.types.ndarray(qd.f32, 1)):
+        for i in range(x.shape[0]):
+            x[i] += 1
+
+    return inc
+
+
 def test_repeated_calls_launch_through_the_plan_and_match_numpy():
     @qd.kernel
     def axpy(x: qd.types.ndarray(qd.f32, 1), y: qd.types.ndarray(qd.f32, 1), a: qd.f32):
@@ -234,11 +243,7 @@ def test_concurrent_launches_of_one_instance():
 
 
 def test_non_contiguous_and_alternating_arguments():
-    @qd.kernel
-    def inc(x: qd.types.ndarray(qd.f32, 1)):
-        for i in range(x.shape[0]):
-            x[i] += 1
-
+    inc = _inc()
     base = np.zeros(10, np.float32)
     q = qd.ndarray(qd.f32, (5,))
     for _ in range(3):
@@ -331,11 +336,7 @@ def test_adstack_overflow_from_a_planned_launch():
 
 
 def test_a_first_call_with_a_strided_array_does_not_rule_out_the_plan():
-    @qd.kernel
-    def inc(x: qd.types.ndarray(qd.f32, 1)):
-        for i in range(x.shape[0]):
-            x[i] += 1
-
+    inc = _inc()
     base = np.zeros(8, np.float32)
     inc(base[::2])  # the Python path (a copy and a copy back); the instance gets no plan from this call
     plain = np.zeros(4, np.float32)

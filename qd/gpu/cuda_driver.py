@@ -233,15 +233,12 @@ class Driver:
         self.enter()
         check(self.lib.cuEventRecord(ev, self.stream if stream is None else c_void_p(int(stream))), "cuEventRecord")
 
-    def wait_stream(self, waiter: Any, stream: Any, ev: Any) -> None:
-        """`waiter` runs its later work after what `stream` had enqueued when `ev` was recorded on it."""
-        self.enter()
-        check(self.lib.cuStreamWaitEvent(waiter, ev, 0), "cuStreamWaitEvent")
-
     def wait_event(self, stream: Any, ev: Any) -> None:
-        """`stream` (an array interface value) runs its later work after `ev` (qd's launch) completes."""
+        """`stream` (None: qd's; else an array interface value) runs its later work after the work `ev` was
+        recorded after (as `ev` stood when this is called)."""
         self.enter()
-        check(self.lib.cuStreamWaitEvent(c_void_p(int(stream)), ev, 0), "cuStreamWaitEvent")
+        check(self.lib.cuStreamWaitEvent(self.stream if stream is None else c_void_p(int(stream)), ev, 0),
+              "cuStreamWaitEvent")
 
     def done(self, ev: Any) -> bool:
         self.enter()

@@ -195,7 +195,7 @@ class CudaBackend:
         in place (CUDA array interface values): the launch waits for their work, and they for the launch."""
         drv = self.drv
         for s in streams or ():
-            drv.wait_stream(drv.stream, s, self._marker(s))
+            drv.wait_event(None, self._marker(s))
         for buf, nbytes in zero:
             drv.memset8(buf.address, 0, nbytes)
         sk = prog.kernel

@@ -86,8 +86,12 @@ def _quick(st: TierState, ck: Any) -> None:
     try:
         st.native = _compile(ck, quick=True)
     except Exception as e:  # noqa: BLE001  a codegen failure must not stop a working program
-        st.failed = True
-        sys.stderr.write(f"[qd] warning: native compilation failed, staying on the interpreter: {e!r}\n")
+        _failed(st, e)
+
+
+def _failed(st: TierState, e: Exception) -> None:
+    st.failed = True
+    sys.stderr.write(f"[qd] warning: native compilation failed, staying on the interpreter: {e!r}\n")
 
 
 def _record(st: TierState, tier: str) -> None:
@@ -110,8 +114,7 @@ def _finish(st: TierState, fut: cf.Future) -> Any:
     try:
         st.native = fut.result()
     except Exception as e:  # noqa: BLE001  a codegen failure must not stop a working program
-        st.failed = True
-        sys.stderr.write(f"[qd] warning: native compilation failed, staying on the interpreter: {e!r}\n")
+        _failed(st, e)
     return st.native
 
 

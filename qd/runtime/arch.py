@@ -1,9 +1,10 @@
 """The arch registry: which archs exist, which tiers are built, and how `qd.init(arch=...)` picks one.
 
-Built today: `interp` (the reference interpreter) and `cpu`. Until the LLVM tier lands, `cpu` runs
-kernels on the interpreter too; the launcher decides that, this registry only says the arch is usable.
-A tier that gets built registers itself with `set_available(arch, probe, reason)`, where `probe()` says
-whether the machine can run it (a driver is present, a device found) and `reason` why not.
+Built: `interp` (the reference interpreter), `cpu` (LLVM, tiered with the interpreter), `vulkan` and `cuda`
+(`qd/runtime/device.py` registers them; usable where a device opens). This registry only says whether an
+arch is usable; the launcher decides how a kernel runs. A tier that gets built registers itself with
+`set_available(arch, probe, reason)`, where `probe()` says whether the machine can run it (a driver is
+present, a device found) and `reason` why not.
 """
 
 from __future__ import annotations
