@@ -58,6 +58,8 @@ def main() -> None:
     pstats.Stats(prof).sort_stats("tottime").print_stats(12)
     if arch == "vulkan":
         submissions(tiny, x)
+    if arch == "cuda":
+        cuda_floor(tiny, x)
 
     n = 1 << (28 - int(os.environ.get("QD_BENCH_SHIFT", "0")))
     xa, ya = qd.ndarray(qd.f32, n), qd.ndarray(qd.f32, n)
@@ -86,6 +88,39 @@ def main() -> None:
         dv.append(saxpy.stats.get("device_ms") or 0.0)
     print(f"W1: launch {statistics.median(la):.3f} ms, sync {statistics.median(sy):.3f} ms, "
           f"device {statistics.median(dv):.3f} ms")
+
+
+def cuda_floor(tiny, x) -> None:
+    """The CUDA driver's own cost per call (ctypes, no qd launch path): cuLaunchKernel, an event record, a small
+    host-to-device copy."""
+    from qd.gpu import cuda_tier
+    from qd.runtime import device
+
+    rt = device.current()
+    drv = rt.backend.drv
+    st = next(iter(tiny._last_ck.device.values()))
+    prog = st.prog
+    tiny(x)
+    qd.sync()
+    slot = rt.pool[st.slot_key][-1]
+    key, params = cuda_tier._launch_params(slot, prog)[0]
+    fn = prog.functions[0]
+    ev = drv.event()
+
+    def per(label: str, call) -> None:
+        for _ in range(100):
+            call()
+        drv.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(1000):
+            call()
+        t1 = time.perf_counter()
+        drv.synchronize()
+        print(f"  {label}: {(t1 - t0) * 1e3:.2f} us each (then {(time.perf_counter() - t1) * 1e3:.2f} ms sync)")
+    print("CUDA driver floor (ctypes, 1000 calls):")
+    per("cuLaunchKernel", lambda: drv.launch(fn, 1, 256, params))
+    per("cuEventRecord", lambda: drv.record(ev))
+    per("cuMemcpyHtoDAsync 200 B pinned", lambda: drv.htod(slot.twin_address, slot.host_ptr, 200))
 
 
 def submissions(tiny, x) -> None:

@@ -9,6 +9,7 @@
 #   bash bench/gpu_machine.sh variants "QD_VULKAN_UNROLL=1" ...   # qd's W1 W2 LAUNCH under each environment
 #   bash bench/gpu_machine.sh probe        # where the time of a launch goes
 #   bash bench/gpu_machine.sh firstcall    # a new kernel's first call, cold then warm (bench/_gpu_first_call.py)
+#   bash bench/gpu_machine.sh fcprofile    # qd's first call, cold then warm, profiled
 # .cuda/libdevice.10.bc (carried, git-ignored) serves the CUDA tier where the machine has no CUDA toolkit.
 set -u
 for f in .gl/*.deb; do dpkg -x "$f" /; done
@@ -58,6 +59,10 @@ case $step in
       CUDA_CACHE_DISABLE=1 timeout 120 python3 bench/_gpu_first_call.py $lib ${QD_BENCH_ARCH:-vulkan} /tmp/fc_$lib 2>/dev/null | tail -1
       timeout 120 python3 bench/_gpu_first_call.py $lib ${QD_BENCH_ARCH:-vulkan} /tmp/fc_$lib 2>/dev/null | tail -1
     done ;;
+  fcprofile)  # where qd's first call goes, cold then warm: profiles in $OUT/fc_cold.txt, $OUT/fc_warm.txt
+    rm -rf /tmp/fc_p
+    CUDA_CACHE_DISABLE=1 QD_PROFILE=1 timeout 120 python3 bench/_gpu_first_call.py qd ${QD_BENCH_ARCH:-vulkan} /tmp/fc_p 2>$OUT/fc_cold.txt | tail -1
+    QD_PROFILE=1 timeout 120 python3 bench/_gpu_first_call.py qd ${QD_BENCH_ARCH:-vulkan} /tmp/fc_p 2>$OUT/fc_warm.txt | tail -1 ;;
   tests)  # QD_TEST_ARCHS=cuda for the CUDA tier
     QD_TEST_ARCHS=${QD_TEST_ARCHS:-vulkan} timeout ${QD_STEP_TIMEOUT:-560} python3 -m pytest -q -p no:cacheprovider --tb=line -rf \
       --junitxml=$OUT/tests.xml "$@" > $OUT/tests.log 2>&1

@@ -28,6 +28,9 @@ CU_MEMHOSTALLOC_DEVICEMAP = 0x02
 CU_STREAM_NON_BLOCKING = 0x1
 CU_EVENT_DISABLE_TIMING = 0x2
 CUDA_ERROR_NOT_READY = 600
+CU_JIT_ERROR_LOG_BUFFER = 5
+CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6
+CU_JIT_INPUT_PTX = 1
 # cuDeviceGetAttribute
 ATTR_MULTIPROCESSOR_COUNT = 16
 ATTR_COMPUTE_CAPABILITY_MAJOR = 75
@@ -67,6 +70,11 @@ _PROTOS: dict[str, tuple] = {
     "cuEventSynchronize": (c_void_p,),
     "cuStreamWaitEvent": (c_void_p, c_void_p, c_uint),
     "cuEventElapsedTime": (POINTER(ctypes.c_float), c_void_p, c_void_p),
+    "cuLinkCreate_v2": (c_uint, c_void_p, c_void_p, POINTER(c_void_p)),
+    "cuLinkAddData_v2": (c_void_p, c_int, c_void_p, c_size_t, c_char_p, c_uint, c_void_p, c_void_p),
+    "cuLinkComplete": (c_void_p, POINTER(c_void_p), POINTER(c_size_t)),
+    "cuLinkDestroy": (c_void_p,),
+    "cuDriverGetVersion": (POINTER(c_int),),
     "cuGetErrorName": (c_int, POINTER(c_char_p)),
     "cuGetErrorString": (c_int, POINTER(c_char_p)),
 }
@@ -106,6 +114,14 @@ def check(code: int, what: str) -> None:
         raise CudaError(f"CUDA {what} failed: {error_text(code)}")
 
 
+def _log_options() -> tuple[Any, Any, Any]:
+    """(log buffer, option keys, option values) asking the driver's compiler for its error log."""
+    log = ctypes.create_string_buffer(8192)
+    opts = (ctypes.c_int * 2)(CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+    vals = (c_void_p * 2)(ctypes.cast(log, c_void_p), c_void_p(8192))
+    return log, opts, vals
+
+
 class Driver:
     """The driver on one device: its primary context, one stream, and the calls the CUDA tier makes."""
 
@@ -127,6 +143,9 @@ class Driver:
         self.name = name.value.decode()
         self.cc = (self.attribute(ATTR_COMPUTE_CAPABILITY_MAJOR), self.attribute(ATTR_COMPUTE_CAPABILITY_MINOR))
         self.sms = self.attribute(ATTR_MULTIPROCESSOR_COUNT)
+        version = c_int()
+        check(lib.cuDriverGetVersion(byref(version)), "cuDriverGetVersion")
+        self.version = version.value
         ctx = c_void_p()
         check(lib.cuDevicePrimaryCtxRetain(byref(ctx), self.device), "cuDevicePrimaryCtxRetain")
         self.ctx = ctx
@@ -197,15 +216,32 @@ class Driver:
 
     # ------------------------------------------------------------ modules and launches
     def load_module(self, image: bytes) -> Any:
+        """A module from PTX text (NUL-terminated; the driver compiles it) or a cubin."""
         self.enter()
         mod = c_void_p()
-        log = ctypes.create_string_buffer(8192)
-        opts = (ctypes.c_int * 2)(5, 6)  # CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
-        vals = (c_void_p * 2)(ctypes.cast(log, c_void_p), c_void_p(8192))
+        log, opts, vals = _log_options()
         rc = self.lib.cuModuleLoadDataEx(byref(mod), image, 2, opts, vals)
         if rc:
             raise CudaError(f"CUDA could not load a module ({error_text(rc)}): {log.value.decode(errors='replace')}")
         return mod
+
+    def cubin(self, ptx: bytes) -> bytes:
+        """The machine code of PTX text for this device (the driver's own compiler, as `load_module` runs it),
+        kept by the caller so that a later process loads it without compiling."""
+        self.enter()
+        log, opts, vals = _log_options()
+        state = c_void_p()
+        check(self.lib.cuLinkCreate_v2(2, opts, vals, byref(state)), "cuLinkCreate")
+        try:
+            rc = self.lib.cuLinkAddData_v2(state, CU_JIT_INPUT_PTX, ptx, len(ptx), b"qd.ptx", 0, None, None)
+            if rc:
+                raise CudaError(f"CUDA could not compile PTX ({error_text(rc)}): "
+                                f"{log.value.decode(errors='replace')}")
+            out, size = c_void_p(), c_size_t()
+            check(self.lib.cuLinkComplete(state, byref(out), byref(size)), "cuLinkComplete")
+            return ctypes.string_at(out, size.value)  # owned by the link state: copied before it is destroyed
+        finally:
+            self.lib.cuLinkDestroy(state)
 
     def unload(self, mod: Any) -> None:
         self.enter()

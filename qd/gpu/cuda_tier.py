@@ -15,8 +15,10 @@ copies stay in order.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import itertools
 import struct
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,9 +29,10 @@ from qd import ir
 from qd.gpu.cuda_driver import Driver
 from qd.jit import nvptx
 from qd.jit.llvm_fn import CTX_FIELDS, MAX_NDIM
+from qd.runtime.status import HEADER_WORDS
 
-HEADER_WORDS = 17  # status (16) and the print length, as the SPIR-V slot (device_launch reads both alike)
 LOCAL_SIZE = 256
+RING_SLOTS = 4  # a C launcher's slots: a launch whose context words changed takes the next one
 _serials = itertools.count(1)
 
 
@@ -125,6 +128,16 @@ class CudaBackend:
         # grid-stride loops: enough blocks to fill the device (measured later per workload; see DESIGN §10)
         self.max_groups = self.drv.sms * 8
         self.group_limit = self.drv.sms * 32
+        # LLVM's load and first NVPTX pipeline (~100-250 ms) and the driver compiler's first use (~50 ms) happen
+        # while the program sets up, not in its first kernel call (which waits on the LLVM lock if need be)
+        threading.Thread(target=self._warm_up, name="qd-cuda-warm-up", daemon=True).start()
+
+    def _warm_up(self) -> None:
+        try:
+            ptx = nvptx.warm_up(self.arch)
+            self.drv.unload(self.drv.load_module(ptx.encode() + b"\0"))
+        except Exception:  # noqa: BLE001  only a head start: the first compile reports what is wrong
+            pass
 
     @property
     def device_name(self) -> str:
@@ -167,6 +180,14 @@ class CudaBackend:
         self.drv.memset32(buf.address, pattern & 0xFFFFFFFF, (int(nbytes) + 3) // 4)
         return self._completion()
 
+    def synchronize(self) -> None:
+        """Waits for everything enqueued on qd's stream (the C launcher's launches have no events of their own)."""
+        self.drv.synchronize()
+
+    def fence(self) -> Any:
+        """A completion event for the work enqueued so far (give it back through `wait`)."""
+        return self._completion()
+
     def _completion(self) -> Any:
         """An event recorded after the work enqueued so far (pooled: `wait` gives it back)."""
         ev = self._events.pop() if self._events else self.drv.event()
@@ -177,13 +198,29 @@ class CudaBackend:
     def compile(self, k: ir.KernelIR, fast_math: bool, print_words: int, cache_dir: str | None = None) -> Program:
         t0 = time.perf_counter()
         pk = nvptx.compile_ptx(k, fast_math, self.arch, cache_dir)
-        module = self.drv.load_module(pk.ptx.encode() + b"\0")
+        module = self.drv.load_module(self._image(pk.ptx, cache_dir))
         functions = [self.drv.function(module, sym) for _, sym in pk.tasks]
         ctx, rng_words = _context(k, print_words)
         tasks = [CudaTask(t.kind, LOCAL_SIZE, t, reduces=_reduces(t)) for t in k.tasks]
         sk = CudaKernel(tasks, ctx, pk.prints, pk.check_args, len(k.rets))
         return Program(sk, module, functions, rng_words, compile_ms=(time.perf_counter() - t0) * 1e3,
                        from_cache=pk.from_cache)
+
+    def _image(self, ptx: str, cache_dir: str | None) -> bytes:
+        """What the driver loads for `ptx`: its cubin from the on-disk cache (made once, by the driver's compiler
+        for this device and driver), or the PTX itself where there is no cache."""
+        text = ptx.encode() + b"\0"
+        if cache_dir is None:
+            return text
+        from qd.jit import cache
+
+        key = hashlib.sha256(b"cubin\0%s\0%d\0%s" % (self.arch.encode(), self.drv.version, text)).hexdigest()
+        hit = cache.load(cache_dir, key)
+        if hit is not None:
+            return hit[0]
+        cubin = self.drv.cubin(text)
+        cache.store(cache_dir, key, cubin, None)
+        return cubin
 
     def release(self, prog: Program) -> None:
         self.drv.unload(prog.module)
@@ -216,6 +253,44 @@ class CudaBackend:
         for s in streams or ():
             drv.wait_event(s, done)
         return done
+
+    def runner(self, prog: Program, tasks: list, buffers: list, words: list, leaves: list, regrid: Any,
+               on_error: Any, rt: Any) -> Any:
+        """The C launcher of a program (`qd._launch.CudaRunner`; `qd/runtime/device_launch.py`'s `runner` says
+        what `tasks`, `buffers`, `words` and `leaves` hold): its ring of slots (pinned host memory, a device twin
+        and an event each), its status words in mapped pinned memory, and its temporaries on the device."""
+        from qd import _launch
+        from qd.gpu.cuda_driver import check
+
+        drv, sk = self.drv, prog.kernel
+        keep: list = []
+        ring = []
+        for _ in range(RING_SLOTS):
+            slot = self.alloc(8 * sk.slot_words, host=True)
+            ev = drv.event()
+            keep += [slot, ev]
+            ring.append((slot.host_ptr, slot.twin_address, ev.value))
+        status = self.alloc(8 * (HEADER_WORDS + sk.nrets), host=True)
+        status.view(np.int64, HEADER_WORDS + sk.nrets)[:] = 0
+        keep.append(status)
+        bufs = []
+        for src, written, what in buffers:
+            if src == _launch.S_TEMP_SOURCE:
+                nbytes, shape = what
+                temp = self.alloc(nbytes)
+                keep.append(temp)
+                what = (temp.address, nbytes, shape)
+            bufs.append((src, written, what))
+        if prog.events is None:
+            prog.events = (drv.event(timing=True), drv.event(timing=True))
+        fnptrs = {name: ctypes.cast(getattr(drv.lib, name), ctypes.c_void_p).value
+                  for name in ("cuLaunchKernel", "cuMemcpyHtoDAsync_v2", "cuEventRecord", "cuEventSynchronize",
+                               "cuMemsetD8Async")}
+        tasks = [(fn.value, t.local_size, g) for fn, (t, g) in zip(prog.functions, zip(sk.tasks, tasks))]
+        return _launch.CudaRunner(rt, fnptrs, drv.stream.value, check, drv.enter, tasks, bufs, words,
+                                  sk.slot_words - len(sk.ctx), leaves, regrid, ring,
+                                  (status.host_ptr, status.address, HEADER_WORDS + sk.nrets),
+                                  (prog.events[0].value, prog.events[1].value), on_error, keep)
 
     def _marker(self, stream: int) -> Any:
         """A pooled event recorded on `stream` (another library's) now. It goes back to the pool at once: the

@@ -37,12 +37,9 @@ from qd.gpu.spirv_defs import Op as S
 from qd.gpu.spirv_module import Function, Module
 from qd.jit.llvm import check_arg_table, print_table
 from qd.jit.llvm_reduce import find_reductions
+from qd.runtime.status import HEADER_WORDS, LOOP_LIMIT, PRINTLEN_WORD, STATUS_WORDS  # noqa: F401 (the slot layout)
 from qd.types import dtypes as T
 
-STATUS_WORDS = 16
-LOOP_LIMIT = -2  # the check id recorded when an invocation reaches the driver's loop limit (`Caps.loop_limit`)
-PRINTLEN_WORD = 16
-HEADER_WORDS = 17
 
 
 def _tuning(name: str, default: int) -> int:

@@ -76,6 +76,23 @@ def target(arch: str = "sm_90") -> NvptxTarget:
     return t
 
 
+def warm_up(arch: str = "sm_90") -> str:
+    """Loads LLVM and runs its NVPTX pipeline once over a one-store kernel: the first real compile of the process
+    then costs what later ones do (`CudaBackend` calls this in the background when the device opens). Returns
+    the PTX, for the driver's compiler to be warmed with."""
+    import llvmlite.binding as llvm
+
+    from qd.jit.cpu import _lock
+
+    with _lock:
+        t = target(arch)
+        mod = llvm.parse_assembly(f'target triple = "{t.triple}"\ntarget datalayout = "{t.data_layout}"\n'
+                                  "define ptx_kernel void @qd_warm_up(ptr %p) {\n  store i32 0, ptr %p\n  ret void\n}\n")
+        pb = llvm.create_pass_builder(t.target_machine(), llvm.create_pipeline_tuning_options(speed_level=3))
+        pb.getModulePassManager().run(mod, pb)
+        return t.target_machine().emit_assembly(mod)
+
+
 def compile_ptx(k: ir.KernelIR, fast_math: bool, arch: str = "sm_90", cache_dir: str | None = None) -> PtxKernel:
     """The PTX of offloaded kernel `k` for GPU architecture `arch` (see the module docstring); with
     `cache_dir`, from / to the on-disk cache (`qd/jit/cache.py`'s key: IR text, target, fast_math, qd version
@@ -138,4 +155,4 @@ def ptxas(ptx: str, arch: str = "sm_90") -> None:
             raise RuntimeError(f"ptxas -arch={arch} refused the PTX:\n{r.stderr[-3000:]}")
 
 
-__all__ = ["PtxKernel", "compile_ptx", "libdevice_path", "ptxas", "ptxas_path", "target"]
+__all__ = ["PtxKernel", "compile_ptx", "libdevice_path", "ptxas", "ptxas_path", "target", "warm_up"]

@@ -113,6 +113,10 @@ class DeviceRuntime:
         self.pending: list[Record] = []
         self.pool: dict[Any, list] = {}
         self.dead: list = []  # buffers whose owners died while work may still use them
+        # the C launchers (`qd._launch.CudaRunner`) with launches since the last sync: their launches have no
+        # records; `sync` waits for the stream and collects their status
+        self.runners: list = []
+        self.dead_after: list = []  # (buffer, event after the work that may use it): freed once it is done
 
     # ------------------------------------------------------------ buffers
     def mirror_of(self, hd: Any) -> Mirror:
@@ -138,10 +142,24 @@ class DeviceRuntime:
         return key, self.take(key, lambda: self.backend.alloc(size, host))
 
     def free_later(self, buf: Any) -> None:
-        if self.pending:
+        if self.runners:  # launches without records in flight: freed after the work enqueued so far
+            self._reap()
+            self.dead_after.append((buf, self.backend.fence()))
+        elif self.pending:
             self.dead.append(buf)
         else:
             self.backend.free(buf)
+
+    def _reap(self, all_done: bool = False) -> None:
+        """Frees the buffers of `dead_after` whose work is done (all of them after a full synchronisation)."""
+        keep = []
+        for buf, ev in self.dead_after:
+            if all_done or self.backend.done(ev):
+                self.backend.wait(ev)
+                self.backend.free(buf)
+            else:
+                keep.append((buf, ev))
+        self.dead_after = keep
 
     # ------------------------------------------------------------ pending work
     def submit(self, rec: Record) -> None:
@@ -156,6 +174,8 @@ class DeviceRuntime:
             if rec.work is not None:
                 self.backend.wait(rec.work)
                 rec.work = None
+        if self.runners:
+            self.backend.synchronize()
 
     def poll(self) -> None:
         """Reads the records of launches that have finished, in order; raises the first failure."""
@@ -174,10 +194,17 @@ class DeviceRuntime:
     def sync(self) -> None:
         """Waits for all work, then reads every record in launch order; raises the first failure."""
         with self.lock:
-            if not self.pending:
+            if not self.pending and not self.runners:
                 return
             self.wait_all()
-            self._read(len(self.pending))
+            runners, self.runners = self.runners, []
+            self._reap(all_done=True)
+            try:
+                self._read(len(self.pending))
+            finally:  # after the records' errors (launched first, as a rule): the runners'
+                errors = [e for e in (r.collect() for r in runners) if e is not None]
+            if errors:
+                raise errors[0]
 
     def _read(self, n: int) -> None:
         recs, self.pending = self.pending[:n], self.pending[n:]
@@ -194,7 +221,7 @@ class DeviceRuntime:
                 first = err
             for key, buf in rec.release:
                 self.pool.setdefault(key, []).append(buf)
-        if not self.pending:
+        if not self.pending and not self.runners:
             for buf in self.dead:
                 self.backend.free(buf)
             self.dead.clear()

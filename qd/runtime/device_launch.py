@@ -33,13 +33,13 @@ from qd.ad.adstack import OVERFLOW_KIND
 from qd.ad.counting import COUNTS_KIND
 from qd.bytecode.lower import register_bits
 from qd.errors import QuadrantsRuntimeError
-from qd.gpu.spirv import HEADER_WORDS, LOOP_LIMIT, PRINTLEN_WORD
 from qd.ops import Op
 from qd.runtime import config
 from qd.runtime import launch as _launch
 from qd.runtime.device import DeviceRuntime, Record
 from qd.runtime.device_array import DeviceArray
-from qd.runtime.status import PRINT_WORDS, STATUS_WORDS, check_error, decode_returns, flush_prints
+from qd.runtime.status import (HEADER_WORDS, LOOP_LIMIT, PRINT_WORDS, PRINTLEN_WORD, STATUS_WORDS, check_error,
+                               decode_returns, flush_prints)
 
 HEAP_BUDGET = 1 << 30
 _M64 = (1 << 64) - 1
@@ -79,11 +79,13 @@ class _State:
         # per buffer: (index, its declaration, the kernel writes it, where its owner comes from: _FROM_*)
         self.sources = [(b, d, b in ck.written, _FROM_FIELD if d.kind == "field" else
                          _FROM_ARG if d.kind == "ndarray" else _FROM_NONE) for b, d in enumerate(ck.ir.buffers)]
+        self.runner: Any = None  # the C launcher (`runner`): None before it is asked for, False where there is none
         ck.tier_stats = self.stats  # `kernel.stats` of this instance (qd/frontend/kernel.py)
 
     def stats(self) -> dict:
         arch = config.current().arch.name
-        return {"launches": {arch: self.launches}, "last_tier": arch, "compile_ms": self.prog.compile_ms,
+        launches = self.launches + (self.runner.launches if self.runner else 0)
+        return {"launches": {arch: launches}, "last_tier": arch, "compile_ms": self.prog.compile_ms,
                 "from_cache": self.prog.from_cache, "device_ms": self.rt.backend.elapsed_ms(self.prog)}
 
 
@@ -166,6 +168,62 @@ def _launch_locked(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Se
         rt.sync()
         return out[0] if out else None
     return None
+
+
+def runner(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], params: list[int]) -> Any:
+    """The C launcher (`qd._launch.CudaRunner`) of instance `ck` for its launch plan under the live config, or
+    None where its launches need this module's path: a backend without one (Vulkan), `debug`, adstacks,
+    counting kernels, prints, return values, and buffers other than fields, ndarray parameters and temporaries.
+    `params`: the plan's parameter of each launch argument. Made once per program (`_State.runner`)."""
+    cfg = config.current()
+    make = getattr(rt.backend, "runner", None)
+    if make is None or cfg.debug or ck.adstack is not None or ck.counts is not None or ck.ir.rets:
+        return None
+    st = _state(rt, ck)
+    if st.runner is None:
+        st.runner = _make_runner(rt, st, ck, bindings, params, make) or False
+    return st.runner or None
+
+
+def _make_runner(rt: DeviceRuntime, st: _State, ck: Any, bindings: Sequence[Any], params: list[int], make: Any) -> Any:
+    sk = st.prog.kernel
+    if sk.prints:
+        return None
+    buffers: list = []
+    for b, decl, written, src in st.sources:
+        if src == _FROM_FIELD:
+            if not hasattr(bindings[b], "_mirror"):
+                return None
+            buffers.append((_clib.S_FIELD_SOURCE, int(written), bindings[b]))
+        elif src == _FROM_ARG:
+            buffers.append((params[decl.arg], int(written), None))
+        elif decl.kind == "temp":
+            nbytes = int(np.prod(decl.shape, dtype=np.int64)) * decl.dtype.itemsize
+            buffers.append((_clib.S_TEMP_SOURCE, 0, (nbytes, tuple(decl.shape))))
+        else:
+            return None
+    header = HEADER_WORDS + sk.nrets
+    w = _clib.W_KINDS
+    words = []
+    for kind, a, b in st.ctx:
+        if kind in (_BUF, _SHAPE, _ARG):
+            words.append((w["buf" if kind == _BUF else "shape" if kind == _SHAPE else "arg"], a, b))
+        elif kind == _SELF:  # the header (status, print length) is the runner's own; the rest the slot's twin
+            words.append((w["status"] if a < header else w["twin"], a, 0))
+        elif kind in (_CONST, _RNG):  # (the random key is a kernel parameter; its word is not read)
+            words.append((w["const"], a if kind == _CONST else 0, 0))
+        else:
+            return None
+    leaves = [(0, x[1], 0) if x[0] == "arg" else (1, x[1], x[2])
+              for x in dict.fromkeys(x for lv in st.bound_leaves if lv for x in lv)]
+    grids = [1] * len(sk.tasks) if leaves else _grid_of(rt, st, [], {})
+
+    def regrid(launch_args: list, shapes: dict) -> list[int]:
+        return _grid_of(rt, st, launch_args, shapes)
+
+    def on_error(status: np.ndarray) -> BaseException:
+        return check_error(ck.ir, sk.check_args, status)
+    return make(st.prog, grids, buffers, words, leaves, regrid, on_error, rt)
 
 
 class _Binding:

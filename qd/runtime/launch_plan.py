@@ -73,6 +73,12 @@ def armed(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any], 
         if not device:
             tier.plan = plan
     plan.arm(int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, int(cfg.cpu_max_num_threads or 1))
+    if device:  # the tier's launch in C, where it has one for this instance under this config
+        from qd.runtime import device as _device
+        from qd.runtime import device_launch
+
+        params = [i for i, p in enumerate(sig.params) if p.kind != "template"]
+        plan.runner = device_launch.runner(_device.runtime(cfg.arch.name), ck, bindings, params)
     return plan
 
 

@@ -21,6 +21,10 @@ from qd.types import dtypes as T
 
 STATUS_WORDS = 16
 PRINT_WORDS = 1 << 16
+# a GPU launch slot (`qd/runtime/device_launch.py`): the status words, the print length, then the return words
+PRINTLEN_WORD = 16
+HEADER_WORDS = 17
+LOOP_LIMIT = -2  # the check id recorded when an invocation reaches a driver's loop limit (Vulkan's `Caps.loop_limit`)
 _F32 = struct.Struct("<f")
 _F64 = struct.Struct("<d")
 
