@@ -263,7 +263,7 @@ cdef class Plan:
         for owner, param in self.ad_reads:
             o = owner if param < 0 else args[param]
             g = getattr(o, "generation", None)
-            if g is None or getattr(o, "escaped", False):
+            if g is None or getattr(o, "escaped", False) or getattr(o, "device_shared", False):
                 return None
             out.append(o)
             out.append(g)

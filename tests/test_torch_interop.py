@@ -275,3 +275,63 @@ def test_cuda_tensor_gradients_in_place(arch: Arch) -> None:
     square.grad(x, out)
     qd.sync()
     torch.testing.assert_close(x.grad, 2 * x.detach())
+
+
+@pytest.mark.archs("cuda")
+def test_to_torch_without_copy_shares_the_device_copy(arch: Arch) -> None:
+    """`to_torch(copy=False)` on qd.cuda: a CUDA tensor over the ndarray's device memory. Writes from either
+    side are seen by the other in program order (qd's stream is ordered with torch's default stream), host
+    reads and writes stay right, and the round trip torch -> qd kernel -> torch copies nothing."""
+    _cuda_tensors()
+    from qd.runtime import device
+
+    @qd.kernel
+    def scale(x: qd.types.ndarray(qd.f32, 1), a: qd.f32):
+        for i in x:
+            x[i] = a * x[i] + 1.0
+
+    n = 1 << 12
+    x = qd.ndarray(qd.f32, (n,))
+    x.from_numpy(np.arange(n, dtype=np.float32))
+    scale(x, 2.0)
+    t = x.to_torch(copy=False)
+    assert t.is_cuda and t.data_ptr() == device.current().mirror_of(x).buf.address
+    want = 2 * np.arange(n, dtype=np.float32) + 1
+    torch.testing.assert_close(t.cpu(), torch.from_numpy(want))
+    t.mul_(3)  # torch writes the device copy: the next launch and host reads see it
+    want = want * 3
+    for _ in range(5):
+        scale(x, 0.5)
+        want = np.float32(0.5) * want + 1
+    torch.testing.assert_close((t + 0).cpu(), torch.from_numpy(want))  # torch reads after qd's launches
+    np.testing.assert_array_equal(x.to_numpy(), want)
+    x[7] = -1.0
+    x.from_numpy(x.to_numpy() * 2)
+    want[7] = -1.0
+    want = want * 2
+    torch.testing.assert_close(t.cpu(), torch.from_numpy(want))
+    again = x.to_torch(copy=None)
+    assert again.data_ptr() == t.data_ptr()
+    assert x.to_torch().data_ptr() != t.data_ptr()  # copy=True (the default) copies
+
+
+def test_to_torch_device_without_copy_on_a_cpu_arch(qd_program: Arch) -> None:
+    """The data is in CPU memory: a tensor on another device needs a copy (copy=False refuses; None copies)."""
+    x = qd.ndarray(qd.f32, (4,))
+    x.fill(3.0)
+    with pytest.raises(ValueError, match="without a copy"):
+        x.to_torch(device="meta", copy=False)
+    t = x.to_torch(device="meta", copy=None)
+    assert t.device.type == "meta" and tuple(t.shape) == (4,)
+
+
+@pytest.mark.archs("cuda")
+def test_to_torch_without_copy_of_a_field(arch: Arch) -> None:
+    """A field shared with torch: torch's writes are what host reads give."""
+    _cuda_tensors()
+    f = qd.field(qd.i32, shape=(3, 4))
+    f.fill(2)
+    tf = f.to_torch(copy=False)
+    assert tf.shape == (3, 4) and tf.is_cuda
+    tf[1, 2] = 9
+    assert f[1, 2] == 9 and f.to_numpy().sum() == 2 * 11 + 9

@@ -7,7 +7,10 @@ several: the hot path (`cuLaunchKernel`, async copies, events) is a handful of c
 checked; a failure raises `CudaError` with the driver's name and text for the code.
 
 `Driver()` initialises the driver, picks the device (`QD_CUDA_DEVICE`, default 0), retains its primary
-context (shared with torch and CuPy in the same process) and makes one non-blocking stream for qd's work.
+context (shared with torch and CuPy in the same process) and makes one stream for qd's work. The stream is a
+blocking one: work on the legacy default stream (torch's and CuPy's unless a program picks another) runs
+after qd's work enqueued before it, and qd's after theirs, so a tensor sharing qd's memory (`to_torch(copy=False)`)
+is read and written in program order without a synchronisation of the program's own.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ class CudaError(RuntimeError):
 
 CU_MEMHOSTALLOC_PORTABLE = 0x01
 CU_MEMHOSTALLOC_DEVICEMAP = 0x02
-CU_STREAM_NON_BLOCKING = 0x1
+CU_STREAM_DEFAULT = 0x0  # (not CU_STREAM_NON_BLOCKING: ordered with the legacy default stream)
 CU_EVENT_DISABLE_TIMING = 0x2
 CUDA_ERROR_NOT_READY = 600
 CU_JIT_ERROR_LOG_BUFFER = 5
@@ -152,7 +155,7 @@ class Driver:
         self._tls = threading.local()  # a context is current per thread: each thread makes it current once
         self.make_current()
         stream = c_void_p()
-        check(lib.cuStreamCreate(byref(stream), CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+        check(lib.cuStreamCreate(byref(stream), CU_STREAM_DEFAULT), "cuStreamCreate")
         self.stream = stream
 
     def attribute(self, attr: int) -> int:

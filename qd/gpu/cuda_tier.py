@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import itertools
+import os
 import struct
 import threading
 import time
@@ -129,8 +130,10 @@ class CudaBackend:
         self.max_groups = self.drv.sms * 8
         self.group_limit = self.drv.sms * 32
         # LLVM's load and first NVPTX pipeline (~100-250 ms) and the driver compiler's first use (~50 ms) happen
-        # while the program sets up, not in its first kernel call (which waits on the LLVM lock if need be)
-        threading.Thread(target=self._warm_up, name="qd-cuda-warm-up", daemon=True).start()
+        # while the program sets up, not in its first kernel call (which waits on the LLVM lock if need be);
+        # QD_CUDA_WARM_UP=0 turns this off (a program whose kernels all come from the disk cache needs no LLVM)
+        if os.environ.get("QD_CUDA_WARM_UP", "1") != "0":
+            threading.Thread(target=self._warm_up, name="qd-cuda-warm-up", daemon=True).start()
 
     def _warm_up(self) -> None:
         try:

@@ -98,6 +98,7 @@ class HostData:
     elem_shape: tuple[int, ...]
     generation: int
     escaped: bool = False  # storage shared outside qd (`to_torch(copy=False)`): writes may bypass `_bump`
+    device_shared: bool = False  # the device copy shared outside qd (`to_torch(copy=False)` on qd.cuda): the same
     _arr: np.ndarray | None
     _layout: tuple[int, ...] | None = None  # canonical axis per physical nesting level; None: canonical order
     _mirror: Any = None  # the device copy on a GPU arch (`qd/runtime/device.py`): synced lazily through `arr`
@@ -169,10 +170,15 @@ class HostData:
         self._bump()
 
     def _bump(self) -> None:
-        """A host write changed the contents (the device copy, if any, is now older)."""
+        """A host write changed the contents (the device copy, if any, is now older; uploaded at once when
+        the device copy is shared outside qd)."""
         self.generation += 1
-        if self._mirror is not None:
-            self._mirror.host_dirty = True
+        m = self._mirror
+        if m is not None:
+            m.host_dirty = True
+            if m.shared:
+                with m.rt.lock:
+                    m.to_device(self._arr)
 
     def _bump_device(self) -> None:
         """A kernel on a GPU arch wrote the device copy (the host copy is now older)."""
@@ -381,13 +387,36 @@ class HostData:
         sharing this storage. Writes through a shared tensor bypass the generation counter, so caches
         keyed on it (adstack sizes) re-read this buffer at every launch from then on."""
         torch = import_torch()
-        if self._aos_copy(copy):
-            t = torch.from_numpy(self.to_numpy())
-            return t.to(device) if device is not None else t
-        if device is not None and str(device) != "cpu":
-            raise ValueError(f"to_torch(copy=False) shares CPU memory; it cannot give a tensor on {device}")
-        self.escaped = True
-        return torch.from_numpy(self._host_view())
+        copy = self._aos_copy(copy)
+        if copy is not True:
+            shared = self._shared_torch(torch, device)
+            if shared is not None:
+                return shared
+            if device is None or torch.device(device).type == "cpu":
+                self.escaped = True
+                return torch.from_numpy(self._host_view())
+            if copy is False:
+                raise ValueError(f"to_torch(copy=False): the data is in CPU memory here; it cannot give a tensor "
+                                 f"on {device} without a copy (use copy=True or copy=None)")
+        t = torch.from_numpy(self.to_numpy())
+        return t.to(device) if device is not None else t
+
+    def _shared_torch(self, torch: Any, device: Any) -> Any:
+        """On `qd.cuda`: a torch CUDA tensor over the device copy (no copy), or None (another arch, a physical
+        layout other than the canonical one, or a CPU tensor asked for). The device copy is then the data: host
+        reads download it, host writes upload at once, and the adstack sizes re-read it at every launch."""
+        from qd.runtime import device as _device
+
+        rt = _device.current()
+        if rt is None or rt.backend.name != "cuda" or self._layout is not None or self._arr is None:
+            return None
+        if device is not None and torch.device(device).type != "cuda":
+            return None
+        m = rt.mirror_of(self)
+        m.share(self._arr)
+        self.device_shared = True
+        view = self._host_view(sync=False)
+        return torch.as_tensor(_DeviceView(m, view.shape, view.dtype), device="cuda")
 
     # ---------------------------------------------------------------- printing
 
@@ -401,6 +430,17 @@ class HostData:
             return f"<{self._kind}: no storage>"
         body = np.array2string(self._host_view(), separator=", ", prefix=self._kind + "(")
         return f"{self._kind}({body}, dtype={self.dtype})"
+
+
+class _DeviceView:
+    """A device copy as a CUDA array interface (what torch wraps without a copy); the tensor keeps it, and
+    through it the mirror and its memory, alive."""
+
+    def __init__(self, mirror: Any, shape: tuple, dtype: np.dtype) -> None:
+        self.mirror = mirror
+        self.__cuda_array_interface__ = {"shape": tuple(int(n) for n in shape), "typestr": dtype.str,
+                                         "data": (int(mirror.buf.address), False), "version": 3, "strides": None,
+                                         "stream": None}
 
 
 def _numpy_dtype(dtype: Any) -> np.dtype:

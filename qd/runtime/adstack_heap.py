@@ -219,7 +219,7 @@ def _inputs_key(buffers: Sequence[int], owners: Sequence[Any]) -> tuple | None:
     for b in buffers:
         owner = owners[b]
         gen = getattr(owner, "generation", None)
-        if gen is None or getattr(owner, "escaped", False):
+        if gen is None or getattr(owner, "escaped", False) or getattr(owner, "device_shared", False):
             return None
         try:
             parts.append((weakref.ref(owner), gen))

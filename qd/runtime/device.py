@@ -36,13 +36,16 @@ MAX_PENDING = 64  # launches in flight before a launch waits for the oldest (bou
 class Mirror:
     """The device copy of one field or ndarray."""
 
-    __slots__ = ("rt", "buf", "nbytes", "host_dirty", "device_dirty", "__weakref__")
+    __slots__ = ("rt", "buf", "nbytes", "host_dirty", "device_dirty", "shared", "__weakref__")
 
     def __init__(self, rt: "DeviceRuntime", nbytes: int) -> None:
         self.rt, self.nbytes = rt, nbytes
         self.buf = rt.backend.alloc(nbytes)
         self.host_dirty = True
         self.device_dirty = False
+        # the device copy is shared outside qd (`share`): it is the data; host reads download it every time
+        # (`device_dirty` stays set) and host writes are uploaded at once
+        self.shared = False
 
     def to_host(self, arr: np.ndarray) -> None:
         """Bring the host copy up to date: waits for pending work (raising its errors), then downloads."""
@@ -50,7 +53,7 @@ class Mirror:
             self.rt.sync()
             if self.device_dirty:
                 self.rt.backend.download(self.buf, arr)
-                self.device_dirty = False
+                self.device_dirty = self.shared
 
     def read(self, offset: int, nbytes: int) -> bytes:
         """`nbytes` of the device copy at `offset` (waits for pending work first, raising its errors)."""
@@ -87,6 +90,14 @@ class Mirror:
             self.rt.backend.upload(self.buf, arr)
             self.host_dirty = False
         return self.buf
+
+    def share(self, arr: np.ndarray) -> None:
+        """From now on the device copy is reached outside qd (a torch tensor over it): brought up to date, with
+        the launches before it done, and the source of every host read from then on."""
+        with self.rt.lock:
+            self.to_device(arr)
+            self.rt.sync()
+            self.shared = self.device_dirty = True
 
     def __del__(self) -> None:
         try:
