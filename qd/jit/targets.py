@@ -209,10 +209,10 @@ class NvptxTarget(Target):
             b.ret_void()
 
     def reduce_atomic(self, f: Any, op: Any, dt: Any, ptr: ir.Value, total: ir.Value, converged: bool) -> None:
-        """A warp's 32 accumulators combined by shuffles, then one atomic from its first lane (32-bit and 64-bit
-        ints and floats; add, sub, min, max and the bitwise ops). Elsewhere, or where a thread may have stopped
-        early (a check), each thread's own atomic."""
-        from qd.jit.llvm_ops import fminmax
+        """A block's accumulators combined, then one atomic from its first thread (32-bit and 64-bit ints and
+        floats; add, sub, min, max and the bitwise ops): each warp's 32 by shuffles, then the warps' results
+        through shared memory after a barrier. Elsewhere, or where a thread may have stopped early (a check:
+        every thread of the block must reach the shuffles and the barrier), each thread's own atomic."""
         from qd.ops import Op
 
         combine = Op.ADD if op is Op.SUB else op
@@ -221,23 +221,49 @@ class NvptxTarget(Target):
                 Op.ADD, Op.MIN, Op.MAX, Op.BIT_AND, Op.BIT_OR, Op.BIT_XOR) or (dt.is_float and combine not in (
                 Op.ADD, Op.MIN, Op.MAX)):
             return f.atomic(op, dt, ptr, total)
-        b = f.b
+        b, module = f.b, f.b.module
         v = total
         for off in (16, 8, 4, 2, 1):
-            w = self._shfl_down(b, v, off)
-            if dt.is_float:
-                v = b.fadd(v, w) if combine is Op.ADD else fminmax(b, combine is Op.MIN, v, w)
-            elif combine is Op.ADD:
-                v = b.add(v, w)
-            elif combine in (Op.MIN, Op.MAX):
-                cmp = ("<" if combine is Op.MIN else ">")
-                less = b.icmp_signed(cmp, v, w) if dt.is_signed else b.icmp_unsigned(cmp, v, w)
-                v = b.select(less, v, w)
-            else:
-                v = {Op.BIT_AND: b.and_, Op.BIT_OR: b.or_, Op.BIT_XOR: b.xor}[combine](v, w)
-        lane = b.and_(b.call(self._sreg_fn(b.module, "tid.x"), []), ir.Constant(I32, 31))
-        with b.if_then(b.icmp_unsigned("==", lane, ir.Constant(I32, 0))):
-            f.atomic(op, dt, ptr, v)
+            v = self._combine(b, combine, dt, v, self._shfl_down(b, v, off))
+        tid = b.call(self._sreg_fn(module, "tid.x"), [])
+        lane, warp = b.and_(tid, ir.Constant(I32, 31)), b.lshr(tid, ir.Constant(I32, 5))
+        # one word per warp of the block (at most 1024 threads: 32 warps); each reduction has its own
+        arr = ir.ArrayType(v.type, 32)
+        smem = ir.GlobalVariable(module, arr, module.get_unique_name("qd_block_reduce"), addrspace=3)
+        smem.linkage, smem.initializer, smem.align = "internal", ir.Constant(arr, ir.Undefined), 8
+        zero = ir.Constant(I32, 0)
+        with b.if_then(b.icmp_unsigned("==", lane, zero)):
+            b.store(v, b.gep(smem, [zero, warp]))
+        barrier = module.globals.get("llvm.nvvm.barrier0") or ir.Function(
+            module, ir.FunctionType(ir.VoidType(), []), "llvm.nvvm.barrier0")
+        b.call(barrier, [])
+        with b.if_then(b.icmp_unsigned("==", tid, zero)):
+            nwarps = b.lshr(b.add(b.call(self._sreg_fn(module, "ntid.x"), []), ir.Constant(I32, 31)),
+                            ir.Constant(I32, 5))
+            acc = b.alloca(v.type, name="block_total")
+            b.store(b.load(b.gep(smem, [zero, zero]), typ=v.type), acc)
+            for w in range(1, 32):  # unrolled; the warps the block has
+                here = ir.Constant(I32, w)
+                with b.if_then(b.icmp_unsigned("<", here, nwarps)):
+                    x = b.load(b.gep(smem, [zero, here]), typ=v.type)
+                    b.store(self._combine(b, combine, dt, b.load(acc, typ=v.type), x), acc)
+            f.atomic(op, dt, ptr, b.load(acc, typ=v.type))
+
+    @staticmethod
+    def _combine(b: ir.IRBuilder, combine: Any, dt: Any, v: ir.Value, w: ir.Value) -> ir.Value:
+        """Two partial results of a reduction combined (`combine`: ADD, MIN, MAX or a bitwise op)."""
+        from qd.jit.llvm_ops import fminmax
+        from qd.ops import Op
+
+        if dt.is_float:
+            return b.fadd(v, w) if combine is Op.ADD else fminmax(b, combine is Op.MIN, v, w)
+        if combine is Op.ADD:
+            return b.add(v, w)
+        if combine in (Op.MIN, Op.MAX):
+            cmp = ("<" if combine is Op.MIN else ">")
+            less = b.icmp_signed(cmp, v, w) if dt.is_signed else b.icmp_unsigned(cmp, v, w)
+            return b.select(less, v, w)
+        return {Op.BIT_AND: b.and_, Op.BIT_OR: b.or_, Op.BIT_XOR: b.xor}[combine](v, w)
 
     def _shfl_down(self, b: ir.IRBuilder, v: ir.Value, off: int) -> ir.Value:
         """`v` of the lane `off` above (clamped to the warp), over all 32 lanes; 64-bit values as two halves."""
