@@ -482,3 +482,65 @@ def test_a_refused_submission_is_an_error_from_then_on(arch: Any) -> None:
         _runtime().pending.clear()
         dev._queued = None
     np.testing.assert_array_equal(x.to_numpy(), np.ones(4, np.float32))  # the refused launch never ran
+
+
+class _FakeBackend:
+    """The device runtime's bookkeeping without a device: launches are positive ints, never done until waited
+    for; fences negative ints, done at once. Waiting for None (a work already waited for) fails as the CUDA
+    driver does (an invalid handle)."""
+
+    def __init__(self) -> None:
+        self.waited: list = []
+        self.freed: list = []
+        self.fences = 0
+        self.on_free: Any = None
+
+    def wait(self, work: Any) -> None:
+        assert work is not None, "waited for a launch that was already waited for"
+        self.waited.append(work)
+
+    def done(self, work: Any) -> bool:
+        return work < 0
+
+    def fence(self) -> int:
+        self.fences += 1
+        return -self.fences
+
+    def free(self, buf: Any) -> None:
+        self.freed.append(buf)
+        if self.on_free is not None:
+            hook, self.on_free = self.on_free, None
+            hook()
+
+    def synchronize(self) -> None:
+        pass
+
+
+def test_runtime_waits_each_launch_once_past_the_pending_bound() -> None:
+    from qd.runtime.device import MAX_PENDING, DeviceRuntime, Record
+
+    rt = DeviceRuntime(_FakeBackend())
+    rt.submit(Record(1, lambda: None))
+    rt.pending[0].work = None  # waited for already (by a poll that could not read it yet)
+    for w in range(2, MAX_PENDING + 12):
+        rt.submit(Record(w, lambda: None))
+    waited = rt.backend.waited
+    assert waited == list(range(2, 2 + len(waited))) and len(waited) == 11
+    rt.sync()
+    assert sorted(rt.backend.waited) == list(range(2, MAX_PENDING + 12))
+
+
+def test_buffers_freed_behind_runner_launches_once_each() -> None:
+    """A buffer dropped while C-launcher launches are in flight is freed after the work enqueued before it, once,
+    even when freeing one collects another mirror (which frees its buffer from inside the first free)."""
+    from qd.runtime.device import DeviceRuntime
+
+    be = _FakeBackend()
+    rt = DeviceRuntime(be)
+    rt.runners.append(type("R", (), {"collect": lambda self: None})())
+    be.on_free = lambda: rt.free_later("c")  # the first free collects another mirror
+    rt.free_later("a")
+    rt.free_later("b")  # frees "a" (its fence is done), which drops "c"
+    rt.sync()
+    assert sorted(be.freed) == ["a", "b", "c"] and len(be.waited) == len(set(be.waited)) == 3
+    assert not rt.dead_after and not rt.runners

@@ -163,21 +163,23 @@ class DeviceRuntime:
 
     def _reap(self, all_done: bool = False) -> None:
         """Frees the buffers of `dead_after` whose work is done (all of them after a full synchronisation)."""
-        keep = []
-        for buf, ev in self.dead_after:
+        todo, self.dead_after = self.dead_after, []  # (a free can collect a mirror, which calls back here)
+        for buf, ev in todo:
             if all_done or self.backend.done(ev):
                 self.backend.wait(ev)
                 self.backend.free(buf)
             else:
-                keep.append((buf, ev))
-        self.dead_after = keep
+                self.dead_after.append((buf, ev))
 
     # ------------------------------------------------------------ pending work
     def submit(self, rec: Record) -> None:
         self.pending.append(rec)
         if len(self.pending) > MAX_PENDING:
-            self.backend.wait(self.pending[0].work)
-            self.pending[0].work = None
+            for old in self.pending:  # the oldest launch still in flight (those before were waited for)
+                if old.work is not None:
+                    self.backend.wait(old.work)
+                    old.work = None
+                    break
 
     def wait_all(self) -> None:
         """Waits for every launch in flight; their records stay for `sync` to read."""
