@@ -5,8 +5,9 @@ the first process is a cold start and the second a warm one.
 
 The kernel is W1's saxpy over 2^20 f32 ndarrays (made and filled before the clock starts). `first_call_ms` is
 the time from the call to the synced result: the instance's compilation (or its load from the cache) and one
-launch; `import_ms` is the import and `init`. Prints one JSON line. QD_PROFILE=1 prints a profile of the call to stderr. Set CUDA_CACHE_DISABLE=1 for a cold run
-on CUDA: the driver keeps the machine code it makes of PTX in its own cache otherwise.
+launch; `import_ms` is the import and `init`. Prints one JSON line; QD_PROFILE=1 also prints a profile of the
+call to stderr. Set CUDA_CACHE_DISABLE=1 for a cold run on CUDA: the driver keeps the machine code it makes of
+PTX in its own cache otherwise.
 """
 
 import json

@@ -87,7 +87,8 @@ def warm_up(arch: str = "sm_90") -> str:
     with _lock:
         t = target(arch)
         mod = llvm.parse_assembly(f'target triple = "{t.triple}"\ntarget datalayout = "{t.data_layout}"\n'
-                                  "define ptx_kernel void @qd_warm_up(ptr %p) {\n  store i32 0, ptr %p\n  ret void\n}\n")
+                                  "define ptx_kernel void @qd_warm_up(ptr %p) {\n"
+                                  "  store i32 0, ptr %p\n  ret void\n}\n")
         pb = llvm.create_pass_builder(t.target_machine(), llvm.create_pipeline_tuning_options(speed_level=3))
         pb.getModulePassManager().run(mod, pb)
         return t.target_machine().emit_assembly(mod)
