@@ -416,7 +416,8 @@ class HostData:
         m.share(self._arr)
         self.device_shared = True
         view = self._host_view(sync=False)
-        return torch.as_tensor(_DeviceView(m, view.shape, view.dtype), device=torch.device("cuda", rt.backend.drv.device))
+        where = torch.device("cuda", rt.backend.drv.device)
+        return torch.as_tensor(_DeviceView(m, view.shape, view.dtype), device=where)
 
     # ---------------------------------------------------------------- printing
 
