@@ -18,18 +18,20 @@ class FuncSource:
 
     def __init__(self, fn: Callable) -> None:
         self.fn = fn
-        try:
-            lines, start = inspect.getsourcelines(fn)
-        except (OSError, TypeError) as e:
-            raise QuadrantsSyntaxError(f"cannot get the source of {getattr(fn, '__name__', fn)!r}: {e}") from None
+        found = _quick_source(fn)
+        if found is None:
+            try:
+                lines, start = inspect.getsourcelines(fn)
+            except (OSError, TypeError) as e:
+                raise QuadrantsSyntaxError(f"cannot get the source of {getattr(fn, '__name__', fn)!r}: {e}") from None
+            tree = _parse(lines)
+        else:
+            lines, start, tree = found
         self.file = inspect.getsourcefile(fn) or "<unknown>"
         self.lines = [ln.rstrip("\n") for ln in lines]
         self.start = start
-        src = "".join(lines)
-        dedented = textwrap.dedent(src)
         first = lines[0]
-        self.indent = len(first) - len(first.lstrip()) if dedented != src else 0
-        tree = ast.parse(dedented)
+        self.indent = len(first) - len(first.lstrip())
         ast.increment_lineno(tree, start - 1)
         node = tree.body[0]
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -73,6 +75,48 @@ class FuncSource:
 
 
 _WRAP = 80
+
+
+def _parse(lines: list[str]) -> ast.Module:
+    return ast.parse(textwrap.dedent("".join(lines)))
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _quick_source(fn: Callable) -> tuple[list[str], int, ast.Module] | None:
+    """(lines, first line number, parsed module) of `fn`'s definition, found without `inspect.getsourcelines`
+    (whose tokenizer costs about 8 ms the first time in a process, a large part of a new kernel's first call):
+    from its first line (a decorator's, if any) to the last line holding its code (`co_lines`), then every
+    following line that is blank or indented deeper than the first. None where that is not exactly one
+    definition of `fn` (a lambda, a body ending in a string at column 0, ...): the caller asks `inspect`."""
+    import linecache
+
+    code = getattr(fn, "__code__", None)
+    file = inspect.getsourcefile(fn) if code is not None else None
+    if not file:
+        return None
+    all_lines = linecache.getlines(file, fn.__globals__)
+    start = code.co_firstlineno
+    last = max((ln for _, _, ln in code.co_lines() if ln), default=start)
+    if not 0 < start <= last <= len(all_lines):
+        return None
+    base = _indent(all_lines[start - 1])
+    end = last
+    while end < len(all_lines) and (not all_lines[end].strip() or _indent(all_lines[end]) > base):
+        end += 1
+    while end > last and not all_lines[end - 1].strip():
+        end -= 1
+    lines = all_lines[start - 1:end]
+    try:
+        tree = _parse(lines)
+    except SyntaxError:
+        return None
+    node = tree.body[0] if len(tree.body) == 1 else None
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name != fn.__name__:
+        return None
+    return lines, start, tree
 
 
 def _assigned_names(node: ast.FunctionDef) -> set[str]:
