@@ -17,6 +17,9 @@ ldconfig
 [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] && export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$(pwd) PYTHONUNBUFFERED=1
+# bytecode compiled once, outside the copied tree: first-call timings as for an installed package
+export PYTHONPYCACHEPREFIX=/tmp/qd_pyc
+python3 -m compileall -q qd bench /tmp/site >/dev/null 2>&1
 PYINC=$(python3 -c "import sysconfig;print(sysconfig.get_paths()['include'])")
 NPINC=$(python3 -c "import numpy;print(numpy.get_include())")
 EXT=$(python3 -c "import sysconfig;print(sysconfig.get_config_var('EXT_SUFFIX'))")
@@ -61,8 +64,8 @@ case $step in
     done ;;
   fcprofile)  # where qd's first call goes, cold then warm: profiles in $OUT/fc_cold.txt, $OUT/fc_warm.txt
     rm -rf /tmp/fc_p
-    CUDA_CACHE_DISABLE=1 QD_PROFILE=1 timeout 120 python3 bench/_gpu_first_call.py qd ${QD_BENCH_ARCH:-vulkan} /tmp/fc_p 2>$OUT/fc_cold.txt | tail -1
-    QD_PROFILE=1 timeout 120 python3 bench/_gpu_first_call.py qd ${QD_BENCH_ARCH:-vulkan} /tmp/fc_p 2>$OUT/fc_warm.txt | tail -1 ;;
+    CUDA_CACHE_DISABLE=1 QD_PROFILE=${QD_PROFILE:-cumulative} timeout 120 python3 bench/_gpu_first_call.py qd ${QD_BENCH_ARCH:-vulkan} /tmp/fc_p 2>$OUT/fc_cold.txt | tail -1
+    QD_PROFILE=${QD_PROFILE:-cumulative} timeout 120 python3 bench/_gpu_first_call.py qd ${QD_BENCH_ARCH:-vulkan} /tmp/fc_p 2>$OUT/fc_warm.txt | tail -1 ;;
   tests)  # QD_TEST_ARCHS=cuda for the CUDA tier
     QD_TEST_ARCHS=${QD_TEST_ARCHS:-vulkan} timeout ${QD_STEP_TIMEOUT:-560} python3 -m pytest -q -p no:cacheprovider --tb=line -rf \
       --junitxml=$OUT/tests.xml "$@" > $OUT/tests.log 2>&1

@@ -43,9 +43,7 @@ class CompiledKernel:
     """A kernel instance ready to launch: its offloaded IR and its tier's code."""
 
     ir: ir.KernelIR
-    code: KernelCode
     written: frozenset  # buffer indices the kernel may write (generation counters)
-    consts: np.ndarray  # (regs, bits) of constants, applied to every register template
     scratch: Any = None  # reusable launch buffers (`_Scratch`)
     tier: Any = None  # `qd.jit.tiering.TierState`: native code, background compile, launch counts
     adstack: AdStackPlan | None = None  # sizes and heap of a reverse-mode kernel's adstacks
@@ -53,6 +51,23 @@ class CompiledKernel:
     device: dict | None = None  # per GPU device: the compiled program and heaps (`qd/runtime/device_launch.py`)
     tier_stats: Any = None  # on a GPU arch: the callable behind `kernel.stats`
     plan: Any = None  # the compiled launch plan (`qd/runtime/launch_plan.py`); False: this instance has none
+    _code: KernelCode | None = None
+    _consts: np.ndarray | None = None
+
+    @property
+    def code(self) -> KernelCode:
+        """The interpreter's bytecode, lowered at its first use: an instance that runs on a GPU arch (or natively
+        from its first launch) may never need it, and its first call does not pay for it."""
+        if self._code is None:
+            self._code = lower_kernel(self.ir)
+        return self._code
+
+    @property
+    def consts(self) -> np.ndarray:
+        """(regs, bits) of the bytecode's constants, applied to every register template."""
+        if self._consts is None:
+            self._consts = np.array(self.code.consts, dtype=np.uint64).reshape(-1, 2)
+        return self._consts
 
 
 def compile_kernel(k: ir.KernelIR) -> CompiledKernel:
@@ -60,13 +75,11 @@ def compile_kernel(k: ir.KernelIR) -> CompiledKernel:
     from qd.passes.runner import default_pipeline, run_passes
 
     k = run_passes(k, default_pipeline(config.current()))
-    code = lower_kernel(k)
-    consts = np.array(code.consts, dtype=np.uint64).reshape(-1, 2)
     plan = AdStackPlan(k) if k.stacks else None
     if plan is not None and k.counter is not None:
         plan.counter = compile_kernel(k.counter)
         plan.counter.counts = plan.counts = np.zeros(max(plan.counted_loops) + 1, dtype=np.int64)
-    return CompiledKernel(k, code, _written_buffers(k), consts, adstack=plan)
+    return CompiledKernel(k, _written_buffers(k), adstack=plan)
 
 
 def _written_buffers(k: ir.KernelIR) -> frozenset:
@@ -81,14 +94,27 @@ def _array_of(obj: Any) -> np.ndarray:
     return obj.arr if hasattr(obj, "arr") else obj
 
 
+class _NoCode:
+    """What `_Scratch` reads of a kernel's bytecode, for a launch plan that runs none (a GPU arch's)."""
+
+    nregs = 0
+    shape_regs: tuple = ()
+    stride_regs: tuple = ()
+    operands = np.zeros(0, np.int32)
+
+
+_NO_CODE = _NoCode()
+
+
 class _Scratch:
     """Per-instance launch state, reused by consecutive launches (made again when a launch of the
     same instance is already running in another thread)."""
 
-    def __init__(self, ck: "CompiledKernel") -> None:
-        code = ck.code
+    def __init__(self, ck: "CompiledKernel", device: bool = False) -> None:
+        """`device`: for a GPU arch's launch plan, which takes the argument words and nothing of the bytecode."""
+        code = _NO_CODE if device else ck.code
         self.base = np.zeros(max(1, code.nregs), dtype=np.uint64)
-        if len(ck.consts):
+        if not device and len(ck.consts):
             self.base[ck.consts[:, 0].astype(np.int64)] = ck.consts[:, 1]
         self.tpl = self.base.copy()
         self.shape_regs = np.array([(r, b, a) for (b, a), r in code.shape_regs], np.int64).reshape(-1, 3)
