@@ -173,3 +173,24 @@ def test_launches_from_threads_and_freed_arrays(arch):
     for t, a in enumerate(arrays):
         np.testing.assert_array_equal(a.to_numpy(), np.full(5000, 200 * (t + 1)))
     assert _run_launches(add) > 0
+
+
+def test_compilers_are_warmed_only_where_kernels_will_be_compiled(tmp_path, monkeypatch):
+    """The background warm-up (LLVM's load holds the interpreter lock) runs for a program without a disk cache or
+    with an empty one, not where the cache holds compiled kernels; QD_CUDA_WARM_UP decides instead."""
+    from types import SimpleNamespace
+
+    from qd.gpu.cuda_tier import _warm_up_wanted
+
+    monkeypatch.delenv("QD_CUDA_WARM_UP", raising=False)
+    cfg = SimpleNamespace(offline_cache=True, offline_cache_file_path=str(tmp_path))
+    assert _warm_up_wanted(cfg)  # no cache folder yet
+    (tmp_path / "cuda").mkdir()
+    assert _warm_up_wanted(cfg)  # an empty one
+    (tmp_path / "cuda" / "entry.o").write_bytes(b"x")
+    assert not _warm_up_wanted(cfg)
+    assert _warm_up_wanted(SimpleNamespace(offline_cache=False, offline_cache_file_path=str(tmp_path)))
+    monkeypatch.setenv("QD_CUDA_WARM_UP", "1")
+    assert _warm_up_wanted(cfg)
+    monkeypatch.setenv("QD_CUDA_WARM_UP", "0")
+    assert not _warm_up_wanted(SimpleNamespace(offline_cache=False, offline_cache_file_path=str(tmp_path)))

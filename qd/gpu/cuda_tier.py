@@ -116,6 +116,26 @@ class Buffer:
         self.host_ptr = self.address = self._twin = 0
 
 
+def _warm_up_wanted(cfg: Any) -> bool:
+    """Whether to load LLVM and run the NVPTX pipeline and the driver's compiler once in the background when the
+    device opens (`nvptx.warm_up`): a cold first compile then costs ~50 ms instead of ~100-400. Only where
+    kernels will likely be compiled: no disk cache, or an empty one. Where the cache holds compiled kernels,
+    loading LLVM in the background only slows the first calls (its load holds the interpreter lock: measured
+    on an H200, a warm first call took 26-52 ms with it and 8-12 ms without). `QD_CUDA_WARM_UP=1` / `0`
+    decide instead."""
+    forced = os.environ.get("QD_CUDA_WARM_UP", "")
+    if forced:
+        return forced != "0"
+    if not cfg.offline_cache:
+        return True
+    where = os.path.join(str(cfg.offline_cache_file_path), "cuda")
+    try:
+        with os.scandir(where) as entries:
+            return not any(True for _ in entries)
+    except OSError:
+        return True
+
+
 class CudaBackend:
     name = "cuda"
 
@@ -129,10 +149,13 @@ class CudaBackend:
         # grid-stride loops: enough blocks to fill the device (measured later per workload; see DESIGN §10)
         self.max_groups = self.drv.sms * 8
         self.group_limit = self.drv.sms * 32
-        # LLVM's load and first NVPTX pipeline (~100-250 ms) and the driver compiler's first use (~50 ms) happen
-        # while the program sets up, not in its first kernel call (which waits on the LLVM lock if need be);
-        # QD_CUDA_WARM_UP=0 turns this off (a program whose kernels all come from the disk cache needs no LLVM)
-        if os.environ.get("QD_CUDA_WARM_UP", "1") != "0":
+        self._warming = False
+
+    def started(self, cfg: Any) -> None:
+        """A program starts on this device (`qd.init`): the compilers are warmed in the background, once, where
+        its kernels will likely be compiled (`_warm_up_wanted`)."""
+        if not self._warming and _warm_up_wanted(cfg):
+            self._warming = True
             threading.Thread(target=self._warm_up, name="qd-cuda-warm-up", daemon=True).start()
 
     def _warm_up(self) -> None:

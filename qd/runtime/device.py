@@ -293,6 +293,13 @@ def current() -> DeviceRuntime | None:
     return runtime(a.name)
 
 
+def started(cfg: Any) -> None:
+    """`qd.init` started a program on a GPU arch: its backend may prepare (`CudaBackend.started`)."""
+    hook = getattr(runtime(cfg.arch.name).backend, "started", None)
+    if hook is not None:
+        hook(cfg)
+
+
 def sync_all() -> None:
     for rt in list(_RUNTIMES.values()):
         rt.sync()

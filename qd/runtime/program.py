@@ -169,6 +169,10 @@ def init(arch: Any = None, default_fp: Any = None, default_ip: Any = None,
         from qd.jit import tiering
 
         tiering.prewarm()
+    elif getattr(cfg.arch, "is_gpu", False):
+        from qd.runtime import device
+
+        device.started(cfg)
     if cfg.log_level not in (_config.WARN, _config.ERROR, _config.CRITICAL):
         print(f"[qd] Starting on arch={cfg.arch.name}")
         sys.stdout.flush()
