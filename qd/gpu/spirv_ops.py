@@ -316,6 +316,8 @@ def _float_binary(op: Op) -> Lowering:
     def lower(e: Emit, dt: T.DataType, args: Sequence[int]) -> int:
         x, y = args
         t = e.ty(dt)
+        if op is Op.DIV:  # IEEE division on every tier (NVIDIA's f32 OpFDiv: 2.04 ulp over 2^20 inputs)
+            return div_rn(e, dt, x, y)
         if op in arith:
             return e.exact(e.op(arith[op], x, y, t=t))
         if op is Op.MOD:  # a - b*floor(a/b) with correctly rounded steps, never fused (an fma changes it)
