@@ -28,8 +28,9 @@ import numpy as np
 
 from qd import ir
 from qd.gpu.cuda_driver import Driver
-from qd.jit import nvptx
+from qd.jit import cache, nvptx
 from qd.jit.llvm_fn import CTX_FIELDS, MAX_NDIM
+from qd.jit.llvm_reduce import find_reductions
 from qd.runtime.status import HEADER_WORDS
 
 LOCAL_SIZE = 256
@@ -238,8 +239,6 @@ class CudaBackend:
         text = ptx.encode() + b"\0"
         if cache_dir is None:
             return text
-        from qd.jit import cache
-
         key = hashlib.sha256(b"cubin\0%s\0%d\0%s" % (self.arch.encode(), self.drv.version, text)).hexdigest()
         hit = cache.load(cache_dir, key)
         if hit is not None:
@@ -359,8 +358,6 @@ def _launch_params(slot: Buffer, prog: Program) -> list:
 
 
 def _reduces(t: ir.Task) -> bool:
-    from qd.jit.llvm_reduce import find_reductions
-
     return t.kind == "range" and bool(find_reductions(t))
 
 

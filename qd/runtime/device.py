@@ -266,6 +266,7 @@ def runtime(arch_name: str) -> DeviceRuntime:
         _FAILED[arch_name] = f"qd: the {arch_name} device could not be opened: {e}"
         raise RuntimeError(_FAILED[arch_name]) from None
     rt = _RUNTIMES[arch_name] = DeviceRuntime(backend)
+    import qd.runtime.device_launch  # noqa: F401  the launcher, loaded with the device, not at the first launch
     return rt
 
 
