@@ -146,6 +146,21 @@ def test_fill_and_elements_stay_on_the_device(arch: Any) -> None:
     np.testing.assert_array_equal(v.to_numpy(), np.stack([np.arange(5) + 0.5, np.full(5, 1.5), np.full(5, 2.5)], 1))
 
 
+def test_a_device_fill_is_what_host_reads_give(arch: Any) -> None:
+    """A fill on a GPU arch writes the device copy alone (no host pass over the data): host reads after it, and
+    element writes after it, still see the filled values."""
+    f = qd.field(qd.i32, shape=(1000,))
+    f.from_numpy(np.arange(1000, dtype=np.int32))
+    f.fill(7)
+    f[3] = 1
+    want = np.full(1000, 7, np.int32)
+    want[3] = 1
+    np.testing.assert_array_equal(f.to_numpy(), want)
+    f.fill(2)
+    assert f[999] == 2 and f[3] == 2
+    np.testing.assert_array_equal(f.to_numpy(), np.full(1000, 2, np.int32))
+
+
 def test_raw_numpy_arguments_are_copied_back_only_when_written(arch: Any) -> None:
     @qd.kernel
     def k(a: qd.types.ndarray(qd.f64, 1), b: qd.types.ndarray(qd.i32, 1)):

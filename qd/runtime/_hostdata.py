@@ -291,8 +291,7 @@ class HostData:
         v = self._cast_array(val, self.elem_shape)
         m = self._mirror
         if m is not None and not self.escaped and m.fill(v):
-            self._storage()[...] = v  # both copies now hold the value
-            self.generation += 1
+            self.generation += 1  # (the host copy is not written: a host read downloads the device's)
             return
         self.arr[...] = v
         self._bump()

@@ -69,8 +69,9 @@ class Mirror:
             self.rt.backend.upload(self.buf, np.frombuffer(data, np.uint8), offset)
 
     def fill(self, value: np.ndarray) -> bool:
-        """Fills the device copy with one element `value` on the device, in order with the launches; False
-        when the element is no repeated 32-bit pattern (the caller then writes the host copy)."""
+        """Fills the device copy with one element `value` on the device, in order with the launches (the host
+        copy is then older: downloaded when read); False when the element is no repeated 32-bit pattern (the
+        caller then writes the host copy)."""
         raw = np.ascontiguousarray(value).tobytes()
         if len(set(raw)) == 1:
             word = raw[:1] * 4
@@ -81,7 +82,7 @@ class Mirror:
         pattern = int.from_bytes(word, "little")
         with self.rt.lock:
             self.rt.submit(Record(self.rt.backend.fill(self.buf, self.nbytes, pattern), lambda: None))
-        self.host_dirty = self.device_dirty = False
+        self.host_dirty, self.device_dirty = False, True
         return True
 
     def to_device(self, arr: np.ndarray) -> Any:
