@@ -160,6 +160,26 @@ def test_a_device_fill_is_what_host_reads_give(arch: Any) -> None:
     assert f[999] == 2 and f[3] == 2
     np.testing.assert_array_equal(f.to_numpy(), np.full(1000, 2, np.int32))
 
+    @qd.kernel
+    def inc():
+        for i in f:
+            f[i] += i
+
+    inc()  # the device copy is newer; a whole-array write replaces it without downloading it first
+    f.from_numpy(np.full(1000, -1, np.int32))
+    np.testing.assert_array_equal(f.to_numpy(), np.full(1000, -1, np.int32))
+    g = qd.field(qd.f64, shape=(64,))
+
+    @qd.kernel
+    def inc_g():
+        for i in g:
+            g[i] += i
+
+    inc_g()
+    g.fill(1.5)  # 8 bytes that are no repeated 32-bit word: written on the host, uploaded at the next launch
+    inc_g()
+    np.testing.assert_array_equal(g.to_numpy(), 1.5 + np.arange(64))
+
 
 def test_raw_numpy_arguments_are_copied_back_only_when_written(arch: Any) -> None:
     @qd.kernel

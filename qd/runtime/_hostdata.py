@@ -293,7 +293,7 @@ class HostData:
         if m is not None and not self.escaped and m.fill(v):
             self.generation += 1  # (the host copy is not written: a host read downloads the device's)
             return
-        self.arr[...] = v
+        self._overwrite_view()[...] = v
         self._bump()
 
     def _full_shape(self) -> tuple[int, ...]:
@@ -315,8 +315,17 @@ class HostData:
             if not squeezed:  # an n x 1 element given as (n,), as to_numpy returns it
                 raise self._shape_mismatch(arr.shape)
             arr = arr.reshape(self._full_shape())
-        np.copyto(self._host_view(), arr, casting="unsafe")
+        np.copyto(self._overwrite_view(), arr, casting="unsafe")
         self._bump()
+
+    def _overwrite_view(self) -> np.ndarray:
+        """The canonical host view for a write of every element: on a GPU arch not downloaded first (the device
+        copy's contents are about to be replaced; the next launch uploads the host copy after the work before
+        it), unless the device copy is shared outside qd (then a write is uploaded at once, `_bump`)."""
+        m = self._mirror
+        if m is not None and not m.shared and not self.escaped:
+            m.device_dirty = False
+        return self._host_view(sync=m is None or m.shared or self.escaped)
 
     def to_numpy(self, *args: Any, dtype: Any = None, keep_dims: bool = False, copy: Any = True) -> np.ndarray:
         """The data, shape `shape + elem_shape`, optionally cast to numpy `dtype`. Quadrants' signatures:
