@@ -361,6 +361,12 @@ def _register_tiers() -> None:
     _arch.set_available(_arch.cuda, probe("cuda"), reason("cuda"))
     _ext.set_supported("cuda", {_ext.adstack, _ext.data64, _ext.assertion, _ext.dynamic_index})
 
+    def opencl() -> Any:
+        from qd.gpu.opencl_tier import OpenCLBackend
+
+        return OpenCLBackend()
+    register("opencl", opencl)  # (the arch is not marked built yet: issue 14 is in progress)
+
 
 _register_tiers()
 

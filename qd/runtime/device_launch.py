@@ -155,7 +155,8 @@ def _launch_locked(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Se
     launch_id = _clib.next_launch_id()  # every launch takes one, on every tier: the same random numbers
     ctx = _ctx_values(st, ck.ir, lb, args, printbuf, int(cfg.random_seed) & _M64, launch_id, slot)
     st.slot_format.pack_into(slot.memory_view(), 0, *st.zeros, *ctx)
-    work = rt.backend.enqueue(st.prog, slot, groups, lb.zero, *([lb.streams] if lb.streams else []))
+    kw = {"bufs": lb.bufs, "printbuf": printbuf} if getattr(rt.backend, "binds_buffers", False) else {}
+    work = rt.backend.enqueue(st.prog, slot, groups, lb.zero, *([lb.streams] if lb.streams else []), **kw)
     for b in ck.written:
         owner = owners[b]
         if getattr(owner, "_mirror", None) is not None:

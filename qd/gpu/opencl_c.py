@@ -1,0 +1,571 @@
+"""Offloaded `KernelIR` -> OpenCL C source: the code generator of the OpenCL tier (issue 14, GPU.md).
+
+One `__kernel` per task, all in one program:
+
+    __kernel void qd_task<n>(__global ulong* slot, ulong rng_base, __global long* printbuf,
+                             __global uchar* b0, __global uchar* b1, ...)
+
+OpenCL 1.2 (PoCL) has no buffer device addresses, so every buffer is a kernel argument (`CLKernel.ctx` lists
+no "buf" words); the launch *slot* is the device runtime's (`qd/runtime/device_launch.py`): status words,
+print length and return words, then the context words this kernel reads (`("shape", b, axis)` extents and
+`("arg", i)` scalar argument bits). A serial task runs on global id 0; a range task is a grid-stride loop over
+[begin, end) whose prologue each work item computes itself; `ThreadSlot` is the global id.
+
+Statement semantics are the interpreter's word for word, as the LLVM lowering's (`qd/jit/llvm_fn.py`,
+`qd/jit/llvm_ops.py`): ints wrap (arithmetic through the unsigned type), Python `//` and `%` with `x // 0 == 0`,
+masked shift counts, f16 computed in f32 and rounded after every op, numpy's fmin/fmax, C casts; OpenCL C's own
+`/`, `%` and shifts differ and are never used bare. With `fast_math=False` contraction is off
+(`FP_CONTRACT OFF`) and the program is built with `-cl-fp32-correctly-rounded-divide-sqrt`. Atomics: OpenCL's
+32-bit ones, 64-bit ones through `cl_khr_int64_base_atomics` / `_extended_atomics`, compare-and-swap loops
+for floats and multiplication.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from qd import ir
+from qd.jit.llvm import check_arg_table, print_table
+from qd.jit.llvm_fn import MAX_CHECK_ARGS
+from qd.ops import COMPARISONS, Op
+from qd.runtime.status import HEADER_WORDS
+from qd.types import dtypes as T
+
+_GOLDEN = 0x9E3779B97F4A7C15
+_TID_MIX = 0xD1B54A32D192ED03
+
+# register types (f16 lives as float, u1 as int 0/1) and memory types
+_REG = {T.i8: "char", T.u8: "uchar", T.i16: "short", T.u16: "ushort", T.i32: "int", T.u32: "uint", T.i64: "long",
+        T.u64: "ulong", T.f16: "float", T.f32: "float", T.f64: "double", T.u1: "int"}
+_MEM = {**_REG, T.u1: "uchar", T.f16: "half"}
+_UNSIGNED = {8: "uchar", 16: "ushort", 32: "uint", 64: "ulong"}
+
+
+def reg(dt: T.DataType) -> str:
+    return _REG[dt]
+
+
+PRELUDE = r"""
+#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
+#pragma OPENCL EXTENSION cl_khr_int64_extended_atomics : enable
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#endif
+static inline float qd_rh(float x) { ushort h; vstore_half_rte(x, 0, (half*)&h); return vload_half(0, (half*)&h); }
+#ifdef cl_khr_fp64
+static inline float qd_d2h(double x) { ushort h; vstore_half_rte(x, 0, (half*)&h); return vload_half(0, (half*)&h); }
+#endif
+static inline ulong qd_mix64(ulong z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9UL; z = (z ^ (z >> 27)) * 0x94D049BB133111EBUL; return z ^ (z >> 31);
+}
+#define QD_INT_HELPERS(T, U, BITS, SIGNED)                                                    \
+static inline T qd_floordiv_##T(T a, T b) {                                                  \
+  if (b == 0) return 0;                                                                      \
+  if (SIGNED && b == (T)-1) return (T)((U)0 - (U)a);                                          \
+  T q = a / b, r = a % b;                                                                    \
+  return (SIGNED && r != 0 && ((a ^ b) < 0)) ? (T)(q - 1) : q;                               \
+}                                                                                            \
+static inline T qd_mod_##T(T a, T b) {                                                       \
+  if (b == 0 || (SIGNED && b == (T)-1)) return 0;                                            \
+  T r = a % b;                                                                               \
+  return (SIGNED && r != 0 && ((r ^ b) < 0)) ? (T)(r + b) : r;                               \
+}                                                                                            \
+static inline T qd_ipow_##T(T a, T e) {                                                      \
+  if (SIGNED && e < 0) return a == 1 ? (T)1 : (a == (T)-1 ? ((e & 1) ? (T)-1 : (T)1) : (T)0); \
+  U r = 1, x = (U)a, n = (U)e;                                                               \
+  while (n) { if (n & 1) r = (U)(r * x); x = (U)(x * x); n >>= 1; }                          \
+  return (T)r;                                                                               \
+}
+QD_INT_HELPERS(char, uchar, 8, 1) QD_INT_HELPERS(uchar, uchar, 8, 0)
+QD_INT_HELPERS(short, ushort, 16, 1) QD_INT_HELPERS(ushort, ushort, 16, 0)
+QD_INT_HELPERS(int, uint, 32, 1) QD_INT_HELPERS(uint, uint, 32, 0)
+QD_INT_HELPERS(long, ulong, 64, 1) QD_INT_HELPERS(ulong, ulong, 64, 0)
+#define QD_CAS32(NAME, VT, EXPR)                                                             \
+static inline VT NAME(volatile __global VT* p, VT v) {                                        \
+  volatile __global uint* q = (volatile __global uint*)p; uint old = *q;                     \
+  for (;;) { VT o = as_##VT(old); VT n = (EXPR); uint seen = atomic_cmpxchg(q, old, as_uint(n)); \
+             if (seen == old) return o; old = seen; }                                        \
+}
+#define QD_CAS64(NAME, VT, EXPR)                                                             \
+static inline VT NAME(volatile __global VT* p, VT v) {                                        \
+  volatile __global ulong* q = (volatile __global ulong*)p; ulong old = *q;                  \
+  for (;;) { VT o = as_##VT(old); VT n = (EXPR); ulong seen = atom_cmpxchg(q, old, as_ulong(n)); \
+             if (seen == old) return o; old = seen; }                                        \
+}
+QD_CAS32(qd_atomic_add_float, float, o + v) QD_CAS32(qd_atomic_sub_float, float, o - v)
+QD_CAS32(qd_atomic_mul_float, float, o * v)
+QD_CAS32(qd_atomic_min_float, float, (o <= v || isnan(v)) ? o : v)
+QD_CAS32(qd_atomic_max_float, float, (o >= v || isnan(v)) ? o : v)
+QD_CAS32(qd_atomic_mul_int, int, (int)((uint)o * (uint)v)) QD_CAS32(qd_atomic_mul_uint, uint, o * v)
+QD_CAS64(qd_atomic_mul_long, long, (long)((ulong)o * (ulong)v)) QD_CAS64(qd_atomic_mul_ulong, ulong, o * v)
+#ifdef cl_khr_fp64
+QD_CAS64(qd_atomic_add_double, double, o + v) QD_CAS64(qd_atomic_sub_double, double, o - v)
+QD_CAS64(qd_atomic_mul_double, double, o * v)
+QD_CAS64(qd_atomic_min_double, double, (o <= v || isnan(v)) ? o : v)
+QD_CAS64(qd_atomic_max_double, double, (o >= v || isnan(v)) ? o : v)
+#endif
+"""
+
+
+def const(dt: T.DataType, value: object) -> str:
+    """A C literal of `dt` (f16 and f32 constants rounded to their type first)."""
+    if dt.is_float:
+        import numpy as np
+
+        v = float(np.float16(value)) if dt is T.f16 else float(np.float32(value)) if dt is T.f32 else float(value)
+        suffix = "" if dt.bits == 64 else "f"
+        if math.isnan(v):
+            return "((double)NAN)" if dt.bits == 64 else "NAN"
+        if math.isinf(v):
+            s = "-" if v < 0 else ""
+            return f"({s}(double)INFINITY)" if dt.bits == 64 else f"({s}INFINITY)"
+        return f"({v.hex()}{suffix})"
+    bits = int(value) & ((1 << dt.bits) - 1) if dt is not T.u1 else int(bool(value))
+    return f"(({reg(dt)}){bits:#x}UL)"
+
+
+def _wrap(dt: T.DataType, expr_u: str) -> str:
+    return f"(({reg(dt)})({expr_u}))"
+
+
+def _truth(dt: T.DataType, x: str) -> str:
+    return f"({x} != 0)"
+
+
+def _fminmax(is_min: bool, x: str, y: str) -> str:
+    return f"((({x} {'<=' if is_min else '>='} {y}) || isnan({y})) ? {x} : {y})"
+
+
+_UNARY_MATH = {Op.SQRT: "sqrt", Op.EXP: "exp", Op.LOG: "log", Op.SIN: "sin", Op.COS: "cos", Op.TAN: "tan",
+               Op.ASIN: "asin", Op.ACOS: "acos", Op.TANH: "tanh", Op.FLOOR: "floor", Op.CEIL: "ceil",
+               Op.ROUND: "rint", Op.ABS: "fabs"}
+_CMP = {Op.CMP_LT: "<", Op.CMP_LE: "<=", Op.CMP_GT: ">", Op.CMP_GE: ">=", Op.CMP_EQ: "==", Op.CMP_NE: "!="}
+
+
+def op_expr(op: Op, dts: list[T.DataType], out: T.DataType, xs: list[str]) -> str:
+    """The C expression of `op(xs)` (operand dtypes `dts`, result `out`), the interpreter's semantics."""
+    if op is Op.CAST:
+        return cast(dts[0], out, xs[0])
+    if op is Op.BIT_CAST:
+        return bit_cast(dts[0], out, xs[0])
+    dt = dts[1] if op is Op.SELECT else dts[0]
+    v = _op(op, dt, xs)
+    if out is T.f16 and op is not Op.SELECT and op not in COMPARISONS:
+        v = f"qd_rh({v})"
+    return v
+
+
+def _op(op: Op, dt: T.DataType, xs: list[str]) -> str:
+    x = xs[0]
+    y = xs[1] if len(xs) > 1 else ""
+    t = reg(dt)
+    if op is Op.SELECT:
+        return f"({_truth(T.u1, x)} ? {xs[1]} : {xs[2]})"
+    if op is Op.STOP_GRAD:
+        return x
+    if op in _CMP:
+        return f"(({x}) {_CMP[op]} ({y}) ? 1 : 0)"
+    if op is Op.LOGICAL_NOT:
+        return f"(({x}) == 0 ? 1 : 0)"
+    if dt.is_float:
+        if op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV):
+            return f"(({x}) {'+-*/'[[Op.ADD, Op.SUB, Op.MUL, Op.DIV].index(op)]} ({y}))"
+        if op is Op.MOD:
+            return f"(({x}) - ({y}) * floor(({x}) / ({y})))"
+        if op in (Op.MIN, Op.MAX):
+            return _fminmax(op is Op.MIN, x, y)
+        if op is Op.POW:
+            return f"pow({x}, {y})"
+        if op is Op.ATAN2:
+            return f"atan2({x}, {y})"
+        if op is Op.NEG:
+            return f"(-({x}))"
+        if op is Op.SGN:
+            one = const(dt, 1.0)
+            return f"(({x}) > 0 ? {one} : (({x}) < 0 ? -{one} : {const(dt, 0.0)}))"
+        if op is Op.RSQRT:
+            return f"({const(dt, 1.0)} / sqrt({x}))"
+        return f"{_UNARY_MATH[op]}({x})"
+    u = _UNSIGNED[dt.bits] if dt is not T.u1 else "uint"
+    bits = dt.bits
+    if op in (Op.ADD, Op.SUB, Op.MUL):
+        return _wrap(dt, f"({u})({x}) {'+-*'[[Op.ADD, Op.SUB, Op.MUL].index(op)]} ({u})({y})")
+    if op is Op.FLOORDIV:
+        return f"qd_floordiv_{t}({x}, {y})"
+    if op is Op.MOD:
+        return f"qd_mod_{t}({x}, {y})"
+    if op is Op.POW:
+        return f"qd_ipow_{t}({x}, {y})"
+    if op is Op.MIN:
+        return f"(({x}) < ({y}) ? ({x}) : ({y}))"
+    if op is Op.MAX:
+        return f"(({x}) > ({y}) ? ({x}) : ({y}))"
+    if op in (Op.BIT_AND, Op.BIT_OR, Op.BIT_XOR):
+        return _wrap(dt, f"({x}) {'&|^'[[Op.BIT_AND, Op.BIT_OR, Op.BIT_XOR].index(op)]} ({y})")
+    if op is Op.SHL:
+        return _wrap(dt, f"({u})({x}) << (({y}) & {bits - 1})")
+    if op is Op.SHR:
+        base = f"({t})({x})" if dt.is_signed else f"({u})({x})"
+        return _wrap(dt, f"{base} >> (({y}) & {bits - 1})")
+    if op is Op.BIT_SHR:
+        return _wrap(dt, f"({u})({x}) >> (({y}) & {bits - 1})")
+    if op is Op.NEG:
+        return _wrap(dt, f"({u})0 - ({u})({x})")
+    if op is Op.BIT_NOT:
+        return _wrap(dt, f"~({x})")
+    if op is Op.ABS:
+        return f"(({x}) < 0 ? {_wrap(dt, f'({u})0 - ({u})({x})')} : ({x}))" if dt.is_signed else x
+    if op is Op.SGN:
+        return f"(({t})((({x}) > 0) - (({x}) < 0)))" if dt.is_signed else f"(({t})(({x}) != 0))"
+    if op is Op.POPCNT:
+        return _wrap(dt, f"popcount(({u})({x}))")
+    if op is Op.CLZ:
+        return _wrap(dt, f"clz(({u})({x}))")
+    from qd.errors import QuadrantsTypeError
+
+    raise QuadrantsTypeError(f"op {op.value} is not defined on {dt}")
+
+
+def cast(src: T.DataType, dst: T.DataType, x: str) -> str:
+    """Value conversion, as `qd/jit/llvm_ops.py: cast`."""
+    if src is dst or (src is T.f16 and dst is T.f32):
+        return x
+    if dst is T.u1:
+        return f"(({x}) != 0 ? 1 : 0)"
+    if dst.is_int:
+        if src.is_float:
+            return f"((ulong)({x}))" if dst is T.u64 else f"(({reg(dst)})(long)({x}))"
+        return f"(({reg(dst)})({x}))"
+    if dst is T.f16:
+        if src.is_float and src.bits == 32 or src is T.f16:
+            return f"qd_rh({x})"
+        return f"qd_d2h((double)({x}))"
+    return f"(({reg(dst)})({x}))"
+
+
+def bit_cast(src: T.DataType, dst: T.DataType, x: str) -> str:
+    if src.bits != dst.bits:
+        from qd.errors import QuadrantsTypeError
+
+        raise QuadrantsTypeError(f"bit_cast needs equal widths, got {src} -> {dst}")
+    if src.bits == 16 and (src.is_float or dst.is_float):
+        return cast(src, dst, x)
+    if src.bits <= 16:
+        return f"(({reg(dst)})({x}))"
+    return f"as_{reg(dst)}({x})"
+
+
+def to_bits(dt: T.DataType, x: str) -> str:
+    """The register bits (a long) of `x`: ints extended by signedness, f32/f16 as f32 bits, f64 bits."""
+    if dt.is_float:
+        return f"((long)as_ulong({x}))" if dt.bits == 64 else f"((long)as_uint((float)({x})))"
+    return f"((long)({x}))"
+
+
+def from_bits(dt: T.DataType, w: str) -> str:
+    if dt.is_float:
+        return f"as_double({w})" if dt.bits == 64 else f"as_float((uint)({w}))"
+    if dt is T.u1:
+        return f"((int)(({w}) != 0))"
+    return f"(({reg(dt)})({w}))"
+
+
+@dataclass
+class CLTask:
+    kind: str
+    name: str
+    local_size: int
+    task: ir.Task
+    reduces: bool = False  # (recognized reductions: plain atomics here, one per update, for now)
+
+
+@dataclass
+class CLKernel:
+    """What the device runtime needs of a compiled kernel (the fields `SpirvKernel` has), and the source."""
+
+    source: str
+    tasks: list[CLTask]
+    ctx: list[tuple]  # context word keys after the header and the return words
+    prints: list
+    check_args: list
+    nrets: int
+    uses_fp64: bool = False
+
+    @property
+    def slot_words(self) -> int:
+        return HEADER_WORDS + self.nrets + len(self.ctx)
+
+
+class _Gen:
+    """Kernel-wide state: the context layout, print numbering and the source lines."""
+
+    def __init__(self, k: ir.KernelIR, fast_math: bool, print_words: int, local_size: int) -> None:
+        assert k.tasks is not None, "the OpenCL renderer needs an offloaded kernel (run the pass pipeline)"
+        self.k, self.fast_math, self.print_words, self.local_size = k, fast_math, print_words, local_size
+        self.ctx: dict[tuple, int] = {}
+        self.print_ids = {s: i for i, s in enumerate(s for s in ir.walk_kernel(k) if isinstance(s, ir.Print))}
+        self.uses_fp64 = any(getattr(s, "dtype", None) is T.f64 for s in ir.walk_kernel(k)) or any(
+            d.dtype is T.f64 for d in k.buffers)
+
+    def word(self, key: tuple) -> str:
+        """The slot word of context entry `key`, as a C expression (a ulong)."""
+        if key not in self.ctx:
+            self.ctx[key] = len(self.ctx)
+        return f"slot[{HEADER_WORDS + len(self.k.rets) + self.ctx[key]}]"
+
+
+class _Fn:
+    """One kernel function being rendered: statements in order, values as C locals."""
+
+    def __init__(self, g: _Gen, task: ir.Task) -> None:
+        self.g, self.k, self.task = g, g.k, task
+        self.lines: list[str] = []
+        self.depth = 1
+        self.names: dict = {}
+        self.wide: dict = {}  # loop variables -> their long counter
+        self.n = 0
+        self.uses_random = any(isinstance(s, ir.RandomValue) for s in ir.walk(task.body))
+
+    # ------------------------------------------------------------ output
+    def emit(self, line: str) -> None:
+        self.lines.append("  " * self.depth + line)
+
+    def fresh(self, prefix: str = "v") -> str:
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+    def define(self, x: ir.Value, ctype: str, expr: str) -> str:
+        name = self.fresh()
+        self.emit(f"{ctype} {name} = {expr};")
+        self.names[x] = name
+        return name
+
+    # ------------------------------------------------------------ values
+    def v(self, x: ir.Value) -> str:
+        if x in self.names:
+            return self.names[x]
+        if isinstance(x, ir.Const):
+            return const(x.dtype, x.value)
+        if isinstance(x, ir.ArgLoad):
+            return from_bits(x.dtype, self.g.word(("arg", x.index)))
+        if isinstance(x, ir.ExternalShape):
+            return f"(({reg(x.dtype)})(long){self.shape(x.buffer, x.axis)})"
+        raise KeyError(f"value {x!r} used before its definition")
+
+    def index64(self, x: ir.Value) -> str:
+        return self.wide[x] if x in self.wide else f"((long)({self.v(x)}))"
+
+    def shape(self, buf: int, axis: int) -> str:
+        return f"((long){self.g.word(('shape', buf, axis))})"
+
+    def stride(self, buf: int, axis: int) -> str:
+        decl = self.k.buffers[buf]
+        if decl.kind != "ndarray":
+            dims = list(decl.shape) + list(decl.elem_shape)
+            return str(math.prod(dims[axis + 1:]))
+        parts = [f"max({self.shape(buf, a)}, 1L)" for a in range(axis + 1, decl.total_ndim)]
+        return " * ".join(parts) if parts else "1L"
+
+    # ------------------------------------------------------------ statements
+    def block(self, blk: ir.Block) -> None:
+        for s in blk.stmts:
+            getattr(self, "s_" + type(s).__name__)(s)
+
+    def s_Const(self, s: ir.Stmt) -> None:
+        pass
+
+    s_ArgLoad = s_ExternalShape = s_Const
+
+    def s_OpStmt(self, s: ir.OpStmt) -> None:
+        self.define(s, reg(s.dtype), op_expr(s.op, [a.dtype for a in s.args], s.dtype, [self.v(a) for a in s.args]))
+
+    def s_Alloca(self, s: ir.Alloca) -> None:
+        if s not in self.names:
+            name = self.fresh("a")
+            self.lines.insert(self.locals_at, f"  {reg(s.dtype)} {name};")
+            self.names[s] = name
+        self.emit(f"{self.names[s]} = {const(s.dtype, 0)};")
+
+    def s_LocalLoad(self, s: ir.LocalLoad) -> None:
+        self.define(s, reg(s.dtype), self.names[s.var])
+
+    def s_LocalStore(self, s: ir.LocalStore) -> None:
+        self.emit(f"{self.names[s.var]} = {self.v(s.value)};")
+
+    def s_GlobalPtr(self, s: ir.GlobalPtr) -> None:
+        lin = self.index64(s.indices[-1]) if s.indices else "0L"
+        for axis in range(len(s.indices) - 2, -1, -1):
+            lin = f"({self.index64(s.indices[axis])} * ({self.stride(s.buffer, axis)}) + {lin})"
+        mt = _MEM[s.dtype]
+        self.define(s, f"__global {mt}*", f"((__global {mt}*)b{s.buffer}) + {lin}")
+
+    def s_GlobalLoad(self, s: ir.GlobalLoad) -> None:
+        p = self.names[s.ptr]
+        dt = s.dtype
+        expr = f"vload_half(0, {p})" if dt is T.f16 else f"((int)(*{p} != 0))" if dt is T.u1 else f"*{p}"
+        self.define(s, reg(dt), expr)
+
+    def s_GlobalStore(self, s: ir.GlobalStore) -> None:
+        p, dt, v = self.names[s.ptr], s.ptr.dtype, self.v(s.value)
+        if dt is T.f16:
+            self.emit(f"vstore_half_rte({v}, 0, {p});")
+        elif dt is T.u1:
+            self.emit(f"*{p} = (uchar)(({v}) != 0);")
+        else:
+            self.emit(f"*{p} = {v};")
+
+    def s_AtomicRMW(self, s: ir.AtomicRMW) -> None:
+        self.define(s, reg(s.dtype), self.atomic(s.op, s.dtype, self.names[s.ptr], self.v(s.value)))
+
+    def atomic(self, op: Op, dt: T.DataType, p: str, v: str) -> str:
+        from qd.errors import QuadrantsTypeError
+
+        if dt is T.u1 or dt is T.f16 or dt.bits < 32 or (dt.is_float and op in (Op.BIT_AND, Op.BIT_OR,
+                                                                                 Op.BIT_XOR)):
+            raise QuadrantsTypeError(f"atomic {op.value} on {dt} is not supported on the opencl tier yet")
+        t = reg(dt)
+        vp = f"(volatile __global {t}*){p}"
+        if dt.is_float or op is Op.MUL:
+            name = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul", Op.MIN: "min", Op.MAX: "max"}[op]
+            return f"qd_atomic_{name}_{t}({vp}, {v})"
+        fn = {Op.ADD: "add", Op.SUB: "sub", Op.BIT_AND: "and", Op.BIT_OR: "or", Op.BIT_XOR: "xor", Op.MIN: "min",
+              Op.MAX: "max"}[op]
+        return f"{'atom' if dt.bits == 64 else 'atomic'}_{fn}({vp}, {v})"
+
+    def s_ThreadSlot(self, s: ir.ThreadSlot) -> None:
+        self.names[s] = "gid"
+
+    def rng_reset(self) -> None:
+        if self.uses_random:
+            self.emit("rng_ctr = 0;")
+            self.emit(f"rng_key = qd_mix64(rng_base ^ ((ulong)tid * {_TID_MIX:#x}UL));")
+
+    def s_RandomValue(self, s: ir.RandomValue) -> None:
+        dt = s.dtype
+        self.emit("rng_ctr += 1;")
+        x = self.fresh("r")
+        self.emit(f"ulong {x} = qd_mix64(rng_key + rng_ctr * {_GOLDEN:#x}UL);")
+        if dt.is_float and dt.bits == 64:
+            expr = f"((double)({x} >> 11) * 1.1102230246251565e-16)"
+        elif dt.is_float:
+            expr = f"((float)({x} >> 40) * 5.9604644775390625e-08f)"
+            if dt is T.f16:
+                expr = f"qd_rh({expr})"
+        elif dt is T.u1:
+            expr = f"(int)({x} != 0)"
+        else:
+            expr = f"(({reg(dt)}){x})"
+        self.define(s, reg(dt), expr)
+
+    def s_RangeFor(self, s: ir.RangeFor) -> None:
+        i = self.fresh("i")
+        self.emit(f"for (long {i} = {self.index64(s.begin)}; {i} < {self.index64(s.end)}; {i}++) {{")
+        self.depth += 1
+        self.names[s.var], self.wide[s.var] = f"(({reg(s.var.dtype)}){i})", i
+        self.block(s.body)
+        self.depth -= 1
+        self.emit("}")
+
+    def s_While(self, s: ir.While) -> None:
+        self.emit("for (;;) {")
+        self.depth += 1
+        self.block(s.body)
+        self.depth -= 1
+        self.emit("}")
+
+    def s_Break(self, s: ir.Break) -> None:
+        self.emit("break;")
+
+    def s_Continue(self, s: ir.Continue) -> None:
+        self.emit("continue;")
+
+    def s_If(self, s: ir.If) -> None:
+        self.emit(f"if (({self.v(s.cond)}) != 0) {{")
+        self.depth += 1
+        self.block(s.then)
+        self.depth -= 1
+        self.emit("} else {")
+        self.depth += 1
+        self.block(s.else_)
+        self.depth -= 1
+        self.emit("}")
+
+    def s_Return(self, s: ir.Return) -> None:
+        for k, x in enumerate(s.values):
+            self.emit(f"slot[{HEADER_WORDS + k}] = (ulong){to_bits(x.dtype, self.v(x))};")
+        self.emit("return;")
+
+    def s_Print(self, s: ir.Print) -> None:
+        values = [x for x in s.items if isinstance(x, ir.Value)]
+        words = [to_bits(x.dtype, self.v(x)) for x in values]
+        n = len(words)
+        pos = self.fresh("pos")
+        self.emit(f"long {pos} = atom_add((volatile __global long*)&slot[16], {n + 3}L);")
+        self.emit(f"if ({pos} + {n + 3} > {self.g.print_words}L) {{ atom_add((volatile __global long*)&slot[8], 1L); }}"
+                  f" else {{")
+        self.depth += 1
+        for k, w in enumerate([f"{self.g.print_ids[s]}L", "(long)tid", f"{n}L"] + words):
+            self.emit(f"printbuf[{pos} + {k}] = {w};")
+        self.depth -= 1
+        self.emit("}")
+
+    def s_Check(self, s: ir.Check) -> None:
+        self.emit(f"if (({self.v(s.cond)}) == 0) {{")
+        self.depth += 1
+        words = [to_bits(x.dtype, self.v(x)) for x in s.args]
+        n = min(len(words), MAX_CHECK_ARGS)
+        self.emit("if (atom_cmpxchg((volatile __global long*)slot, 0L, 1L) == 0L) {")
+        self.depth += 1
+        for k, w in enumerate([f"{s.check}L", "(long)tid", f"{n}L"] + words[:n]):
+            self.emit(f"slot[{1 + k}] = (ulong)({w});")
+        self.depth -= 1
+        self.emit("}")
+        self.emit("return;")
+        self.depth -= 1
+        self.emit("}")
+
+    # ------------------------------------------------------------ the kernel
+    def render(self, n: int) -> str:
+        k, t = self.k, self.task
+        params = ["__global ulong* slot", "ulong rng_base", "__global long* printbuf"]
+        params += [f"__global uchar* b{b}" for b in range(len(k.buffers))]
+        self.emit("long gid = get_global_id(0);")
+        self.emit("long tid = 0;")
+        self.locals_at = len(self.lines)
+        if self.uses_random:
+            self.emit("ulong rng_key = 0, rng_ctr = 0;")
+        if t.kind == "serial":
+            self.emit("if (gid != 0) return;")
+            self.rng_reset()
+            self.block(t.body)
+        else:
+            self.block(t.prologue)
+            i = "i"
+            self.emit(f"for (long {i} = {self.index64(t.begin)} + gid; {i} < {self.index64(t.end)}; "
+                      f"{i} += (long)get_global_size(0)) {{")
+            self.depth += 1
+            self.emit(f"tid = {i};")
+            self.names[t.var], self.wide[t.var] = f"(({reg(t.var.dtype)}){i})", i
+            self.rng_reset()
+            self.block(t.body)
+            self.depth -= 1
+            self.emit("}")
+        head = f"__kernel void qd_task{n}({', '.join(params)}) {{"
+        return "\n".join([head] + self.lines + ["}"])
+
+
+def build(k: ir.KernelIR, fast_math: bool, print_words: int, local_size: int) -> CLKernel:
+    """The OpenCL C program of offloaded kernel `k` (see the module docstring)."""
+    g = _Gen(k, fast_math, print_words, local_size)
+    bodies, tasks = [], []
+    for n, t in enumerate(k.tasks):
+        bodies.append(_Fn(g, t).render(n))
+        tasks.append(CLTask(t.kind, f"qd_task{n}", 1 if t.kind == "serial" else local_size, t))
+    head = PRELUDE if fast_math else "#pragma OPENCL FP_CONTRACT OFF\n" + PRELUDE
+    source = head + "\n\n".join(bodies) + "\n"
+    keys = sorted(g.ctx, key=g.ctx.__getitem__)
+    return CLKernel(source, tasks, keys, print_table(k), check_arg_table(k), len(k.rets), g.uses_fp64)
+
+
+__all__ = ["CLKernel", "CLTask", "build", "cast", "const", "op_expr"]

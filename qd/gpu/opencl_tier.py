@@ -1,0 +1,198 @@
+"""The OpenCL tier's backend for the device runtime (`qd/runtime/device.py`, GPU.md; issue 14): an allocator, a
+copy engine and a launcher over `pyopencl`, and the compiler from offloaded IR to OpenCL C
+(`qd/gpu/opencl_c.py`).
+
+Device: `QD_OPENCL_DEVICE` (an index into all devices of all platforms, or a substring of a device or platform
+name), else the first GPU, else the first device. One context and one in-order queue (profiling on:
+`kernel.stats["device_ms"]`). Programs are built with `-cl-fp32-correctly-rounded-divide-sqrt` unless
+`fast_math` (then `-cl-fast-relaxed-math`); pyopencl and PoCL keep compiled binaries on disk.
+
+A launch: the slot (status, print length, returns, context words; a host array with a device copy) is
+copied in, temporaries are zero-filled, each task's kernel runs with (slot, its random key, the print buffer,
+every buffer), and the header (and the print buffer, where the kernel prints) is copied back; the last
+copy's event is the launch's completion. Everything is on the one in-order queue.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from qd import ir
+from qd.gpu import opencl_c
+from qd.runtime.status import HEADER_WORDS
+
+LOCAL_SIZE = 64
+_serials = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Caps:
+    int64_atomics: bool = True
+    float64: bool = True
+
+
+@dataclass
+class Program:
+    kernel: opencl_c.CLKernel
+    program: Any
+    kernels: list
+    rng_words: list[int]
+    compile_ms: float = 0.0
+    from_cache: bool = False
+    serial: int = field(default_factory=lambda: next(_serials))
+    events: Any = None  # (first, last) kernel events of the last launch (`elapsed_ms`)
+
+
+class Buffer:
+    """Device memory; with `host=True` also a host array (launch slots, print buffers) copied explicitly."""
+
+    def __init__(self, cl: Any, ctx: Any, nbytes: int, host: bool) -> None:
+        self.nbytes = max(8, (int(nbytes) + 7) & ~7)
+        self.host = host
+        self.address = 0  # (OpenCL 1.2 buffers have no device address: the launch passes them as arguments)
+        self.dev = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, self.nbytes)
+        self.arr = np.zeros(self.nbytes, np.uint8) if host else None
+
+    def memory_view(self) -> memoryview:
+        return memoryview(self.arr)
+
+    def view(self, dtype: Any, n: int, offset: int = 0) -> np.ndarray:
+        return np.frombuffer(self.arr, dtype=dtype, count=n, offset=offset)
+
+
+def _choose_device(cl: Any) -> Any:
+    devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+    if not devices:
+        raise RuntimeError("no OpenCL device (install an OpenCL driver, e.g. PoCL: apt-get install pocl-opencl-icd)")
+    want = os.environ.get("QD_OPENCL_DEVICE", "").strip()
+    if want:
+        if want.isdigit():
+            if int(want) >= len(devices):
+                raise RuntimeError(f"QD_OPENCL_DEVICE={want}, but there are {len(devices)} OpenCL devices")
+            return devices[int(want)]
+        hits = [d for d in devices if want.lower() in f"{d.platform.name} {d.name}".lower()]
+        if not hits:
+            raise RuntimeError(f"QD_OPENCL_DEVICE={want!r} names none of the OpenCL devices "
+                               f"{[d.name for d in devices]}")
+        return hits[0]
+    gpus = [d for d in devices if d.type & cl.device_type.GPU]
+    return (gpus or devices)[0]
+
+
+class OpenCLBackend:
+    name = "opencl"
+
+    def __init__(self) -> None:
+        import pyopencl as cl
+
+        self.cl = cl
+        self.device = _choose_device(cl)
+        self.ctx = cl.Context([self.device])
+        self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        ext = self.device.extensions
+        self.caps = Caps(int64_atomics="cl_khr_int64_extended_atomics" in ext, float64="cl_khr_fp64" in ext)
+        self.loop_limit = 0
+        self.timestamps = True
+        units = max(1, int(self.device.max_compute_units))
+        self.max_groups = units * 8
+        self.group_limit = units * 64
+        self._dummy = cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, 8)
+
+    @property
+    def device_name(self) -> str:
+        return str(self.device.name).strip()
+
+    def device_caps(self) -> dict[str, int]:
+        return {"spirv_has_int64": 1, "spirv_has_float64": int(self.caps.float64),
+                "spirv_has_atomic_int64": int(self.caps.int64_atomics)}
+
+    # ------------------------------------------------------------ memory
+    def alloc(self, nbytes: int, host: bool = False) -> Buffer:
+        return Buffer(self.cl, self.ctx, nbytes, host)
+
+    def free(self, buf: Buffer) -> None:
+        buf.dev.release()
+
+    def upload(self, buf: Buffer, arr: np.ndarray, offset: int = 0) -> None:
+        data = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+        if data.nbytes:
+            self.cl.enqueue_copy(self.queue, buf.dev, data, dst_offset=offset, is_blocking=True)
+
+    def download(self, buf: Buffer, arr: np.ndarray, offset: int = 0) -> None:
+        out = arr.reshape(-1).view(np.uint8)
+        if out.nbytes:
+            self.cl.enqueue_copy(self.queue, out, buf.dev, src_offset=offset, is_blocking=True)
+
+    def fill(self, buf: Buffer, nbytes: int, pattern: int) -> Any:
+        words = (int(nbytes) + 3) // 4
+        return self.cl.enqueue_fill_buffer(self.queue, buf.dev, np.uint32(pattern & 0xFFFFFFFF), 0, 4 * words)
+
+    # ------------------------------------------------------------ code
+    def compile(self, k: ir.KernelIR, fast_math: bool, print_words: int, cache_dir: str | None = None) -> Program:
+        t0 = time.perf_counter()
+        ck = opencl_c.build(k, fast_math, print_words, LOCAL_SIZE)
+        if ck.uses_fp64 and not self.caps.float64:
+            from qd.errors import QuadrantsTypeError
+
+            raise QuadrantsTypeError(f"kernel {k.name} uses f64, which OpenCL device {self.device_name} lacks "
+                                     f"(no cl_khr_fp64)")
+        opts = ["-cl-fast-relaxed-math"] if fast_math else ["-cl-fp32-correctly-rounded-divide-sqrt"]
+        try:
+            program = self.cl.Program(self.ctx, ck.source).build(options=opts)
+        except self.cl.RuntimeError as e:
+            raise RuntimeError(f"qd: the OpenCL compiler refused kernel {k.name}: {e}") from None
+        kernels = [getattr(program, t.name) for t in ck.tasks]
+        base = HEADER_WORDS + ck.nrets + len(ck.ctx)
+        ck.ctx = list(ck.ctx) + [("rng", n) for n in range(len(ck.tasks))]
+        return Program(ck, program, kernels, [base + n for n in range(len(ck.tasks))],
+                       compile_ms=(time.perf_counter() - t0) * 1e3)
+
+    def release(self, prog: Program) -> None:
+        pass
+
+    # ------------------------------------------------------------ launches
+    binds_buffers = True  # `enqueue` takes the launch's buffers (they are kernel arguments)
+
+    def enqueue(self, prog: Program, slot: Buffer, groups: list[int], zero: list[tuple[Buffer, int]],
+                streams: list | None = None, bufs: dict | None = None, printbuf: Buffer | None = None) -> Any:
+        cl, q, ck = self.cl, self.queue, prog.kernel
+        nslot = 8 * ck.slot_words
+        cl.enqueue_copy(q, slot.dev, slot.arr[:nslot], is_blocking=False)
+        for buf, nbytes in zero:
+            cl.enqueue_fill_buffer(q, buf.dev, np.uint8(0), 0, (int(nbytes) + 7) & ~7)
+        words = slot.view(np.uint64, ck.slot_words)
+        pbuf = printbuf.dev if printbuf is not None else self._dummy
+        args = [bufs[b].dev for b in range(len(bufs or {}))]
+        first = last = None
+        for n, (kern, t, g) in enumerate(zip(prog.kernels, ck.tasks, groups)):
+            kern.set_args(slot.dev, np.uint64(words[prog.rng_words[n]]), pbuf, *args)
+            local = t.local_size
+            ev = cl.enqueue_nd_range_kernel(q, kern, (max(1, g) * local,), (local,))
+            first = first or ev
+            last = ev
+        prog.events = (first, last)
+        done = cl.enqueue_copy(q, slot.arr[:8 * (HEADER_WORDS + ck.nrets)], slot.dev, is_blocking=False)
+        if printbuf is not None:
+            done = cl.enqueue_copy(q, printbuf.arr, printbuf.dev, is_blocking=False)
+        return done
+
+    def elapsed_ms(self, prog: Program) -> float | None:
+        if prog.events is None or not self.done(prog.events[1]):
+            return None
+        first, last = prog.events
+        return (last.profile.end - first.profile.start) * 1e-6
+
+    def done(self, work: Any) -> bool:
+        return work.command_execution_status == self.cl.command_execution_status.COMPLETE
+
+    def wait(self, work: Any) -> None:
+        work.wait()
+
+
+__all__ = ["OpenCLBackend", "Program"]
