@@ -58,20 +58,23 @@ install_numba() {
 install_apt_tools() {
   # Debian packages the GPU-tier tests use: spirv-val (spirv-tools) validates every SPIR-V module, the
   # Khronos grammar (spirv-headers) lets a test check the generated qd/gpu/spirv_defs.py, and the Vulkan
-  # loader with Mesa's lavapipe (libvulkan1, mesa-vulkan-drivers) runs Vulkan compute on the CPU. Installed
-  # as root when missing; otherwise those tests skip and say why.
+  # loader with Mesa's lavapipe (libvulkan1, mesa-vulkan-drivers) runs Vulkan compute on the CPU, and the
+  # OpenCL loader with PoCL (ocl-icd-libopencl1, pocl-opencl-icd) runs OpenCL C on the CPU. Installed as root
+  # when missing; otherwise those tests skip and say why.
   command -v spirv-val >/dev/null 2>&1 && [ -f /usr/include/spirv/unified1/spirv.core.grammar.json ] \
-    && ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1 && return 0
+    && ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1 && [ -f /etc/OpenCL/vendors/pocl.icd ] && return 0
   if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
     echo "dev.sh: notice: missing Debian packages (as root: apt-get install spirv-tools spirv-headers" \
-         "libvulkan1 mesa-vulkan-drivers); the SPIR-V and Vulkan tests will be skipped" >&2
+         "libvulkan1 mesa-vulkan-drivers ocl-icd-libopencl1 pocl-opencl-icd); the SPIR-V, Vulkan and OpenCL" \
+         "tests will be skipped" >&2
     return 0
   fi
-  local pkgs="spirv-tools spirv-headers libvulkan1 mesa-vulkan-drivers"
+  local pkgs="spirv-tools spirv-headers libvulkan1 mesa-vulkan-drivers ocl-icd-libopencl1 pocl-opencl-icd"
   if ! DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -q --no-install-recommends $pkgs >/dev/null 2>&1; then
     timeout 300 apt-get update -q >/dev/null 2>&1 || true
     DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -q --no-install-recommends $pkgs >/dev/null 2>&1 \
-      || echo "dev.sh: notice: apt-get could not install $pkgs; the SPIR-V and Vulkan tests will be skipped" >&2
+      || echo "dev.sh: notice: apt-get could not install $pkgs; the SPIR-V, Vulkan and OpenCL tests will be" \
+              "skipped" >&2
   fi
 }
 
@@ -83,7 +86,7 @@ case "${1:-}" in
     exec "$VENV/bin/python" examples/demo.py "$@"
     ;;
   test)
-    setup_venv "pytest>=7" "pytest-benchmark>=4" "hypothesis>=6" "vulkan>=1.3"
+    setup_venv "pytest>=7" "pytest-benchmark>=4" "hypothesis>=6" "vulkan>=1.3" "pyopencl>=2022.1"
     install_apt_tools
     install_torch
     build

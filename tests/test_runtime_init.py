@@ -126,18 +126,20 @@ def test_arch_registry():
     assert qd.x64 is qd.cpu or qd.arm64 is qd.cpu
     assert qd.get_host_arch_list() == [qd.cpu]
     assert qd.is_arch_supported(qd.cpu) and qd.is_arch_supported(qd.interp)
-    for a in (qd.opencl, qd.metal, qd.amdgpu):
+    for a in (qd.metal, qd.amdgpu):
         assert not qd.is_arch_supported(a)
-    # vulkan and cuda are built: supported exactly when a device opens here (lavapipe in CI, no CUDA driver
-    # there), and `gpu` when one of them is
-    vk, cu = qd.vulkan.unavailable_reason() is None, qd.cuda.unavailable_reason() is None
+    # vulkan, cuda and opencl are built: supported exactly when a device opens here (lavapipe and PoCL in CI,
+    # no CUDA driver there), and `gpu` when one of them is
+    vk, cu, cl = (a.unavailable_reason() is None for a in (qd.vulkan, qd.cuda, qd.opencl))
     assert qd.is_arch_supported(qd.vulkan) == vk and qd.is_arch_supported(qd.cuda) == cu
-    assert qd.is_arch_supported(qd.gpu) == (vk or cu)
+    assert qd.is_arch_supported(qd.opencl) == cl
+    assert qd.is_arch_supported(qd.gpu) == (vk or cu or cl)
     assert qd.lang.misc.get_host_arch_list() == [qd.cpu]
 
 
-# what `qd.init` says of an arch it cannot use: opencl is not built; cuda is, and needs a driver and a device
-_WHY = {"opencl": "not built yet", "cuda": "could not be opened"}
+# what `qd.init` says of an arch it cannot use: metal is not built; cuda and opencl are, and need a driver and
+# a device
+_WHY = {"metal": "not built yet", "opencl": "could not be opened", "cuda": "could not be opened"}
 
 
 def _unusable(name: str) -> None:
@@ -145,7 +147,7 @@ def _unusable(name: str) -> None:
         pytest.skip(f"{name} runs on this machine")
 
 
-@pytest.mark.parametrize("name", ["cuda", "opencl"])
+@pytest.mark.parametrize("name", ["cuda", "opencl", "metal"])
 def test_gpu_fallback_warns(name):
     _unusable(name)
     with pytest.warns(QuadrantsWarning, match=f"{_WHY[name]}.*; falling back to cpu"):
@@ -153,7 +155,7 @@ def test_gpu_fallback_warns(name):
     assert qd.cfg.arch is qd.cpu
 
 
-@pytest.mark.parametrize("name", ["cuda", "opencl"])
+@pytest.mark.parametrize("name", ["cuda", "opencl", "metal"])
 def test_no_fallback_raises(name):
     _unusable(name)
     with pytest.raises(RuntimeError, match=_WHY[name]):
@@ -162,7 +164,7 @@ def test_no_fallback_raises(name):
 
 def test_gpu_picks_the_first_gpu_arch_that_opens():
     """`qd.gpu` is the first available of cuda, vulkan, opencl (Quadrants' order)."""
-    usable = [a for a in (qd.cuda, qd.vulkan) if a.unavailable_reason() is None]
+    usable = [a for a in (qd.cuda, qd.vulkan, qd.opencl) if a.unavailable_reason() is None]
     if not usable:
         pytest.skip(f"no GPU arch is available here: {qd.vulkan.unavailable_reason()}")
     qd.init(arch=qd.gpu, log_level="warn")
@@ -181,7 +183,7 @@ def test_missing_vulkan_driver_is_a_clear_error(monkeypatch):
 
 
 def test_arch_list_and_names():
-    qd.init(arch=[qd.opencl, qd.interp], log_level="warn")
+    qd.init(arch=[qd.metal, qd.interp], log_level="warn")
     assert qd.cfg.arch is qd.interp
     qd.init(arch="interp", log_level="warn")
     assert qd.cfg.arch is qd.interp
@@ -221,7 +223,7 @@ def test_extension_table():
             assert qd.lang.misc.is_extension_supported(arch, e)
         for e in (ext.sparse, ext.quant, ext.quant_basic, ext.bls, ext.mesh):
             assert not ext.is_extension_supported(arch, e)
-    assert ext.is_extension_supported(qd.cuda, ext.adstack) and not ext.is_extension_supported(qd.opencl, ext.adstack)
+    assert ext.is_extension_supported(qd.cuda, ext.adstack) and not ext.is_extension_supported(qd.metal, ext.adstack)
 
 
 def test_impl_runtime_facade():

@@ -14,8 +14,10 @@ print length and return words, then the context words this kernel reads (`("shap
 Statement semantics are the interpreter's word for word, as the LLVM lowering's (`qd/jit/llvm_fn.py`,
 `qd/jit/llvm_ops.py`): ints wrap (arithmetic through the unsigned type), Python `//` and `%` with `x // 0 == 0`,
 masked shift counts, f16 computed in f32 and rounded after every op, numpy's fmin/fmax, C casts; OpenCL C's own
-`/`, `%` and shifts differ and are never used bare. With `fast_math=False` contraction is off
-(`FP_CONTRACT OFF`) and the program is built with `-cl-fp32-correctly-rounded-divide-sqrt`. Atomics: OpenCL's
+`/`, `%` and shifts differ and are never used bare. Division and sqrt are IEEE (the program
+is built with `-cl-fp32-correctly-rounded-divide-sqrt`); with `fast_math=False` contraction is off
+(`FP_CONTRACT OFF`), and float `%` never contracts. OpenCL's `-cl-fast-relaxed-math` is never used: its
+finite-math assumption would break NaN semantics the op table promises. Atomics: OpenCL's
 32-bit ones, 64-bit ones through `cl_khr_int64_base_atomics` / `_extended_atomics`, compare-and-swap loops
 for floats and multiplication.
 """
@@ -81,6 +83,33 @@ QD_INT_HELPERS(char, uchar, 8, 1) QD_INT_HELPERS(uchar, uchar, 8, 0)
 QD_INT_HELPERS(short, ushort, 16, 1) QD_INT_HELPERS(ushort, ushort, 16, 0)
 QD_INT_HELPERS(int, uint, 32, 1) QD_INT_HELPERS(uint, uint, 32, 0)
 QD_INT_HELPERS(long, ulong, 64, 1) QD_INT_HELPERS(ulong, ulong, 64, 0)
+static inline float qd_fmod_float(float a, float b) {
+#pragma OPENCL FP_CONTRACT OFF
+  float q = floor(a / b); return a - b * q;
+}
+#ifdef cl_khr_fp64
+static inline double qd_fmod_double(double a, double b) {
+#pragma OPENCL FP_CONTRACT OFF
+  double q = floor(a / b); return a - b * q;
+}
+#endif
+/* an 8- or 16-bit atomic: compare-and-swap on the aligned 32-bit word holding it */
+#define QD_NARROW_ATOMIC(NAME, T, U, EXPR)                                                   \
+static inline T NAME(volatile __global T* p, T v) {                                           \
+  ulong addr = (ulong)p; volatile __global uint* w = (volatile __global uint*)(addr & ~3UL);  \
+  uint shift = (uint)(addr & 3UL) * 8u, mask = ((1u << (8u * sizeof(T))) - 1u) << shift;     \
+  uint old = *w;                                                                             \
+  for (;;) { T o = (T)(U)((old & mask) >> shift); T n = (T)(EXPR);                           \
+             uint nw = (old & ~mask) | (((uint)(U)n << shift) & mask);                       \
+             uint seen = atomic_cmpxchg(w, old, nw); if (seen == old) return o; old = seen; }  \
+}
+#define QD_NARROW_ATOMICS(T, U)                                                              \
+QD_NARROW_ATOMIC(qd_atomic_add_##T, T, U, (U)o + (U)v) QD_NARROW_ATOMIC(qd_atomic_sub_##T, T, U, (U)o - (U)v) \
+QD_NARROW_ATOMIC(qd_atomic_mul_##T, T, U, (U)o * (U)v) QD_NARROW_ATOMIC(qd_atomic_min_##T, T, U, o < v ? o : v) \
+QD_NARROW_ATOMIC(qd_atomic_max_##T, T, U, o > v ? o : v) QD_NARROW_ATOMIC(qd_atomic_and_##T, T, U, o & v) \
+QD_NARROW_ATOMIC(qd_atomic_or_##T, T, U, o | v) QD_NARROW_ATOMIC(qd_atomic_xor_##T, T, U, o ^ v)
+QD_NARROW_ATOMICS(char, uchar) QD_NARROW_ATOMICS(uchar, uchar) QD_NARROW_ATOMICS(short, ushort)
+QD_NARROW_ATOMICS(ushort, ushort)
 #define QD_CAS32(NAME, VT, EXPR)                                                             \
 static inline VT NAME(volatile __global VT* p, VT v) {                                        \
   volatile __global uint* q = (volatile __global uint*)p; uint old = *q;                     \
@@ -171,8 +200,8 @@ def _op(op: Op, dt: T.DataType, xs: list[str]) -> str:
     if dt.is_float:
         if op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV):
             return f"(({x}) {'+-*/'[[Op.ADD, Op.SUB, Op.MUL, Op.DIV].index(op)]} ({y}))"
-        if op is Op.MOD:
-            return f"(({x}) - ({y}) * floor(({x}) / ({y})))"
+        if op is Op.MOD:  # a - b*floor(a/b), never fused (an fma changes it)
+            return f"qd_fmod_{t}({x}, {y})"
         if op in (Op.MIN, Op.MAX):
             return _fminmax(op is Op.MIN, x, y)
         if op is Op.POW:
@@ -421,11 +450,17 @@ class _Fn:
     def atomic(self, op: Op, dt: T.DataType, p: str, v: str) -> str:
         from qd.errors import QuadrantsTypeError
 
-        if dt is T.u1 or dt is T.f16 or dt.bits < 32 or (dt.is_float and op in (Op.BIT_AND, Op.BIT_OR,
-                                                                                 Op.BIT_XOR)):
-            raise QuadrantsTypeError(f"atomic {op.value} on {dt} is not supported on the opencl tier yet")
+        if dt is T.u1 or (dt.is_float and op in (Op.BIT_AND, Op.BIT_OR, Op.BIT_XOR)):
+            raise QuadrantsTypeError(f"atomic {op.value} is not supported on {dt}")
+        if dt is T.f16:
+            raise QuadrantsTypeError("an f16 atomic is not supported on the opencl tier yet (no cl_khr_fp16 "
+                                     "arithmetic on PoCL); use f32")
         t = reg(dt)
         vp = f"(volatile __global {t}*){p}"
+        if dt.bits < 32:
+            name = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul", Op.MIN: "min", Op.MAX: "max", Op.BIT_AND: "and",
+                    Op.BIT_OR: "or", Op.BIT_XOR: "xor"}[op]
+            return f"qd_atomic_{name}_{t}({vp}, {v})"
         if dt.is_float or op is Op.MUL:
             name = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul", Op.MIN: "min", Op.MAX: "max"}[op]
             return f"qd_atomic_{name}_{t}({vp}, {v})"
@@ -562,6 +597,8 @@ def build(k: ir.KernelIR, fast_math: bool, print_words: int, local_size: int) ->
     for n, t in enumerate(k.tasks):
         bodies.append(_Fn(g, t).render(n))
         tasks.append(CLTask(t.kind, f"qd_task{n}", 1 if t.kind == "serial" else local_size, t))
+    # fast_math: contraction allowed (as the LLVM tiers' `contract`); never OpenCL's relaxed math, whose
+    # finite-math assumption would break NaN handling (fmin/fmax, isnan)
     head = PRELUDE if fast_math else "#pragma OPENCL FP_CONTRACT OFF\n" + PRELUDE
     source = head + "\n\n".join(bodies) + "\n"
     keys = sorted(g.ctx, key=g.ctx.__getitem__)

@@ -4,8 +4,8 @@ copy engine and a launcher over `pyopencl`, and the compiler from offloaded IR t
 
 Device: `QD_OPENCL_DEVICE` (an index into all devices of all platforms, or a substring of a device or platform
 name), else the first GPU, else the first device. One context and one in-order queue (profiling on:
-`kernel.stats["device_ms"]`). Programs are built with `-cl-fp32-correctly-rounded-divide-sqrt` unless
-`fast_math` (then `-cl-fast-relaxed-math`); pyopencl and PoCL keep compiled binaries on disk.
+`kernel.stats["device_ms"]`). Programs are built with `-cl-fp32-correctly-rounded-divide-sqrt` (IEEE `/` and
+sqrt on every tier); pyopencl and PoCL keep compiled binaries on disk.
 
 A launch: the slot (status, print length, returns, context words; a host array with a device copy) is
 copied in, temporaries are zero-filled, each task's kernel runs with (slot, its random key, the print buffer,
@@ -89,7 +89,11 @@ class OpenCLBackend:
     name = "opencl"
 
     def __init__(self) -> None:
-        import pyopencl as cl
+        try:
+            import pyopencl as cl
+        except ImportError as e:
+            raise RuntimeError(f"pyopencl is not installed ({e}; pip install pyopencl, and an OpenCL driver such as "
+                               f"PoCL: apt-get install pocl-opencl-icd)") from None
 
         self.cl = cl
         self.device = _choose_device(cl)
@@ -109,8 +113,17 @@ class OpenCLBackend:
         return str(self.device.name).strip()
 
     def device_caps(self) -> dict[str, int]:
-        return {"spirv_has_int64": 1, "spirv_has_float64": int(self.caps.float64),
-                "spirv_has_atomic_int64": int(self.caps.int64_atomics)}
+        """Quadrants' `DeviceCapability` values (named after SPIR-V features): what this tier supports here
+        (float atomics through compare-and-swap loops)."""
+        out = {"spirv_version=66304": 1, "spirv_version=66560": 1, "spirv_version=66816": 1}
+        have = {"int8": 1, "int16": 1, "int64": 1, "float16": 1, "float64": int(self.caps.float64),
+                "atomic_int64": int(self.caps.int64_atomics), "physical_storage_buffer": 1, "subgroup_basic": 0,
+                "subgroup_arithmetic": 0}
+        out.update({f"spirv_has_{k}": v for k, v in have.items()})
+        for kind in ("float", "float64"):
+            for suffix in ("", "_add", "_minmax"):
+                out[f"spirv_has_atomic_{kind}{suffix}"] = int(kind == "float" or self.caps.float64)
+        return out
 
     # ------------------------------------------------------------ memory
     def alloc(self, nbytes: int, host: bool = False) -> Buffer:
@@ -142,7 +155,7 @@ class OpenCLBackend:
 
             raise QuadrantsTypeError(f"kernel {k.name} uses f64, which OpenCL device {self.device_name} lacks "
                                      f"(no cl_khr_fp64)")
-        opts = ["-cl-fast-relaxed-math"] if fast_math else ["-cl-fp32-correctly-rounded-divide-sqrt"]
+        opts = ["-cl-fp32-correctly-rounded-divide-sqrt"]  # (IEEE `/` and sqrt on every tier; see opencl_c)
         try:
             program = self.cl.Program(self.ctx, ck.source).build(options=opts)
         except self.cl.RuntimeError as e:

@@ -365,7 +365,9 @@ def _register_tiers() -> None:
         from qd.gpu.opencl_tier import OpenCLBackend
 
         return OpenCLBackend()
-    register("opencl", opencl)  # (the arch is not marked built yet: issue 14 is in progress)
+    register("opencl", opencl)
+    _arch.set_available(_arch.opencl, probe("opencl"), reason("opencl"))
+    _ext.set_supported("opencl", {_ext.adstack, _ext.data64, _ext.assertion, _ext.dynamic_index})
 
 
 _register_tiers()
