@@ -9,7 +9,9 @@ OpenCL 1.2 (PoCL) has no buffer device addresses, so every buffer is a kernel ar
 no "buf" words); the launch *slot* is the device runtime's (`qd/runtime/device_launch.py`): status words,
 print length and return words, then the context words this kernel reads (`("shape", b, axis)` extents and
 `("arg", i)` scalar argument bits). A serial task runs on global id 0; a range task is a grid-stride loop over
-[begin, end) whose prologue each work item computes itself; `ThreadSlot` is the global id.
+[begin, end) whose prologue each work item computes itself, or, on a CPU device, each work item a contiguous
+block of it (`blocked`); `ThreadSlot` is the global id. Recognized reductions accumulate per work item and end
+with one atomic each.
 
 Statement semantics are the interpreter's word for word, as the LLVM lowering's (`qd/jit/llvm_fn.py`,
 `qd/jit/llvm_ops.py`): ints wrap (arithmetic through the unsigned type), Python `//` and `%` with `x // 0 == 0`,
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from qd import ir
 from qd.jit.llvm import check_arg_table, print_table
 from qd.jit.llvm_fn import MAX_CHECK_ARGS
+from qd.jit.llvm_reduce import find_reductions, invariant_values
 from qd.ops import COMPARISONS, Op
 from qd.runtime.status import HEADER_WORDS
 from qd.types import dtypes as T
@@ -306,7 +309,7 @@ class CLTask:
     name: str
     local_size: int
     task: ir.Task
-    reduces: bool = False  # (recognized reductions: plain atomics here, one per update, for now)
+    reduces: bool = False  # has recognized reductions: accumulated per work item (a bounded grid pays off)
 
 
 @dataclass
@@ -329,9 +332,10 @@ class CLKernel:
 class _Gen:
     """Kernel-wide state: the context layout, print numbering and the source lines."""
 
-    def __init__(self, k: ir.KernelIR, fast_math: bool, print_words: int, local_size: int) -> None:
+    def __init__(self, k: ir.KernelIR, fast_math: bool, print_words: int, local_size: int, blocked: bool) -> None:
         assert k.tasks is not None, "the OpenCL renderer needs an offloaded kernel (run the pass pipeline)"
         self.k, self.fast_math, self.print_words, self.local_size = k, fast_math, print_words, local_size
+        self.blocked = blocked
         self.ctx: dict[tuple, int] = {}
         self.print_ids = {s: i for i, s in enumerate(s for s in ir.walk_kernel(k) if isinstance(s, ir.Print))}
         self.uses_fp64 = any(getattr(s, "dtype", None) is T.f64 for s in ir.walk_kernel(k)) or any(
@@ -355,6 +359,8 @@ class _Fn:
         self.wide: dict = {}  # loop variables -> their long counter
         self.n = 0
         self.uses_random = any(isinstance(s, ir.RandomValue) for s in ir.walk(task.body))
+        self.reductions: dict = {}  # AtomicRMW -> (Reduction, accumulator name)
+        self.accs: list = []  # (Reduction, accumulator, pointer name)
 
     # ------------------------------------------------------------ output
     def emit(self, line: str) -> None:
@@ -407,6 +413,8 @@ class _Fn:
     s_ArgLoad = s_ExternalShape = s_Const
 
     def s_OpStmt(self, s: ir.OpStmt) -> None:
+        if s in self.names:  # hoisted before the loop (a reduction's pointer)
+            return
         self.define(s, reg(s.dtype), op_expr(s.op, [a.dtype for a in s.args], s.dtype, [self.v(a) for a in s.args]))
 
     def s_Alloca(self, s: ir.Alloca) -> None:
@@ -445,7 +453,37 @@ class _Fn:
             self.emit(f"*{p} = {v};")
 
     def s_AtomicRMW(self, s: ir.AtomicRMW) -> None:
+        if s in self.reductions:  # a recognized reduction: into the work item's accumulator
+            red, acc = self.reductions[s]
+            dt, op = s.dtype, red.op
+            if not (dt.is_float and op is Op.SUB):
+                op = Op.ADD if op is Op.SUB else op
+            self.emit(f"{acc} = {op_expr(op, [dt, dt], dt, [acc, self.v(s.value)])};")
+            return
         self.define(s, reg(s.dtype), self.atomic(s.op, s.dtype, self.names[s.ptr], self.v(s.value)))
+
+    def start_reductions(self) -> None:
+        """Accumulators (identity-initialised) and their hoisted pointers, before the grid-stride loop
+        (`qd/jit/llvm.py: ModuleGen.start_reductions`): one atomic per work item instead of one per update,
+        and partial sums as accurate as the other tiers' (one f32 cell summed from 2^24 atomics is not)."""
+        prologue = set(self.task.prologue.stmts)
+        for red in find_reductions(self.task):
+            for idx in red.ptr.indices:
+                for x in invariant_values(idx, prologue):
+                    if x not in self.names:
+                        self.s_OpStmt(x)
+            self.s_GlobalPtr(red.ptr)
+            acc = self.fresh("acc")
+            self.emit(f"{reg(red.dtype)} {acc} = {const(red.dtype, red.identity())};")
+            for a in red.atomics:
+                self.reductions[a] = (red, acc)
+                self.names.setdefault(a.ptr, self.names[red.ptr])
+            self.accs.append((red, acc, self.names[red.ptr]))
+
+    def flush_reductions(self) -> None:
+        for red, acc, ptr in self.accs:
+            op = Op.ADD if red.op is Op.SUB and red.dtype.is_float else red.op
+            self.emit(f"{self.atomic(op, red.dtype, ptr, acc)};")
 
     def atomic(self, op: Op, dt: T.DataType, p: str, v: str) -> str:
         from qd.errors import QuadrantsTypeError
@@ -529,6 +567,7 @@ class _Fn:
     def s_Return(self, s: ir.Return) -> None:
         for k, x in enumerate(s.values):
             self.emit(f"slot[{HEADER_WORDS + k}] = (ulong){to_bits(x.dtype, self.v(x))};")
+        self.flush_reductions()
         self.emit("return;")
 
     def s_Print(self, s: ir.Print) -> None:
@@ -576,9 +615,15 @@ class _Fn:
             self.block(t.body)
         else:
             self.block(t.prologue)
+            self.start_reductions()
             i = "i"
-            self.emit(f"for (long {i} = {self.index64(t.begin)} + gid; {i} < {self.index64(t.end)}; "
-                      f"{i} += (long)get_global_size(0)) {{")
+            lo, hi = self.index64(t.begin), self.index64(t.end)
+            if self.g.blocked:  # each work item a contiguous block of indices (a CPU device: cache lines)
+                self.emit(f"long chunk = ({hi} - {lo} + (long)get_global_size(0) - 1) / (long)get_global_size(0);")
+                self.emit(f"long lo = {lo} + gid * chunk, hi = min(lo + chunk, {hi});")
+                self.emit(f"for (long {i} = lo; {i} < hi; {i}++) {{")
+            else:  # grid-stride: neighbouring work items on neighbouring indices (coalesced on a GPU)
+                self.emit(f"for (long {i} = {lo} + gid; {i} < {hi}; {i} += (long)get_global_size(0)) {{")
             self.depth += 1
             self.emit(f"tid = {i};")
             self.names[t.var], self.wide[t.var] = f"(({reg(t.var.dtype)}){i})", i
@@ -586,17 +631,20 @@ class _Fn:
             self.block(t.body)
             self.depth -= 1
             self.emit("}")
+            self.flush_reductions()
         head = f"__kernel void qd_task{n}({', '.join(params)}) {{"
         return "\n".join([head] + self.lines + ["}"])
 
 
-def build(k: ir.KernelIR, fast_math: bool, print_words: int, local_size: int) -> CLKernel:
-    """The OpenCL C program of offloaded kernel `k` (see the module docstring)."""
-    g = _Gen(k, fast_math, print_words, local_size)
+def build(k: ir.KernelIR, fast_math: bool, print_words: int, local_size: int, blocked: bool = False) -> CLKernel:
+    """The OpenCL C program of offloaded kernel `k` (see the module docstring); `blocked`: each work item runs a
+    contiguous block of a range task's indices (for CPU devices) instead of the grid-stride loop."""
+    g = _Gen(k, fast_math, print_words, local_size, blocked)
     bodies, tasks = [], []
     for n, t in enumerate(k.tasks):
         bodies.append(_Fn(g, t).render(n))
-        tasks.append(CLTask(t.kind, f"qd_task{n}", 1 if t.kind == "serial" else local_size, t))
+        tasks.append(CLTask(t.kind, f"qd_task{n}", 1 if t.kind == "serial" else local_size, t,
+                            reduces=t.kind == "range" and bool(find_reductions(t))))
     # fast_math: contraction allowed (as the LLVM tiers' `contract`); never OpenCL's relaxed math, whose
     # finite-math assumption would break NaN handling (fmin/fmax, isnan)
     head = PRELUDE if fast_math else "#pragma OPENCL FP_CONTRACT OFF\n" + PRELUDE

@@ -105,10 +105,11 @@ class OpenCLBackend:
         self.timestamps = True
         units = max(1, int(self.device.max_compute_units))
         self.max_groups = units * 8
-        # a CPU device (PoCL) runs a work-group's items as one loop it vectorises: one index per item keeps
-        # the accesses contiguous, where grid-stride iterations would stride by the grid (W1 2^24: 220 ms)
-        cpu = bool(self.device.type & cl.device_type.CPU)
-        self.group_limit = (1 << 31) // LOCAL_SIZE if cpu else units * 64
+        # a CPU device (PoCL) runs each work item's loop on one core: range tasks there give each item a
+        # contiguous block of indices (`opencl_c.build(blocked=True)`), where grid-stride iterations would
+        # stride by the grid through memory (W1 2^24 on 2 cores: 220 ms)
+        self.blocked = bool(self.device.type & cl.device_type.CPU)
+        self.group_limit = units * 64
         self._dummy = cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, 8)
 
     @property
@@ -152,7 +153,7 @@ class OpenCLBackend:
     # ------------------------------------------------------------ code
     def compile(self, k: ir.KernelIR, fast_math: bool, print_words: int, cache_dir: str | None = None) -> Program:
         t0 = time.perf_counter()
-        ck = opencl_c.build(k, fast_math, print_words, LOCAL_SIZE)
+        ck = opencl_c.build(k, fast_math, print_words, LOCAL_SIZE, self.blocked)
         if ck.uses_fp64 and not self.caps.float64:
             from qd.errors import QuadrantsTypeError
 
