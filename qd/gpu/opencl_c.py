@@ -480,10 +480,26 @@ class _Fn:
                 self.names.setdefault(a.ptr, self.names[red.ptr])
             self.accs.append((red, acc, self.names[red.ptr]))
 
-    def flush_reductions(self) -> None:
+    def flush_reductions(self, converged: bool = False) -> None:
+        """Each accumulator into its cell. `converged` (every work item of the group gets here: no check or
+        return can stop one early): the group's accumulators are first combined in local memory (a tree
+        over the power-of-two group size), then one atomic per group; else one atomic per work item."""
         for red, acc, ptr in self.accs:
             op = Op.ADD if red.op is Op.SUB and red.dtype.is_float else red.op
-            self.emit(f"{self.atomic(op, red.dtype, ptr, acc)};")
+            if not converged:
+                self.emit(f"{self.atomic(op, red.dtype, ptr, acc)};")
+                continue
+            dt, shared = red.dtype, self.fresh("lred")
+            self.lines.insert(self.locals_at, f"  __local {reg(dt)} {shared}[{self.g.local_size}];")
+            comb = Op.ADD if op is Op.SUB else op
+            self.emit(f"{shared}[lid] = {acc};")
+            self.emit("barrier(CLK_LOCAL_MEM_FENCE);")
+            self.emit(f"for (int s = {self.g.local_size // 2}; s > 0; s >>= 1) {{")
+            self.emit(f"  if (lid < s) {shared}[lid] = "
+                      f"{op_expr(comb, [dt, dt], dt, [f'{shared}[lid]', f'{shared}[lid + s]'])};")
+            self.emit("  barrier(CLK_LOCAL_MEM_FENCE);")
+            self.emit("}")
+            self.emit(f"if (lid == 0) {self.atomic(op, dt, ptr, f'{shared}[0]')};")
 
     def atomic(self, op: Op, dt: T.DataType, p: str, v: str) -> str:
         from qd.errors import QuadrantsTypeError
@@ -605,6 +621,7 @@ class _Fn:
         params = ["__global ulong* slot", "ulong rng_base", "__global long* printbuf"]
         params += [f"__global uchar* b{b}" for b in range(len(k.buffers))]
         self.emit("long gid = get_global_id(0);")
+        self.emit("int lid = (int)get_local_id(0);")
         self.emit("long tid = 0;")
         self.locals_at = len(self.lines)
         if self.uses_random:
@@ -631,7 +648,9 @@ class _Fn:
             self.block(t.body)
             self.depth -= 1
             self.emit("}")
-            self.flush_reductions()
+            stops = any(isinstance(s, (ir.Check, ir.Return)) for s in ir.walk(t.body)) or \
+                any(isinstance(s, ir.Check) for s in ir.walk(t.prologue))
+            self.flush_reductions(converged=not stops)
         head = f"__kernel void qd_task{n}({', '.join(params)}) {{"
         return "\n".join([head] + self.lines + ["}"])
 
