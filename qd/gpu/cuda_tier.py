@@ -322,10 +322,10 @@ class CudaBackend:
             drv.wait_event(s, done)
         return done
 
-    def runner(self, prog: Program, tasks: list, buffers: list, words: list, leaves: list, regrid: Any,
+    def runner(self, prog: Program, grids: list, buffers: list, words: list, leaves: list, regrid: Any,
                on_error: Any, rt: Any) -> Any:
         """The C launcher of a program (`qd._launch.CudaRunner`; `qd/runtime/device_launch.py`'s `runner` says
-        what `tasks`, `buffers`, `words` and `leaves` hold): its ring of slots (pinned host memory, a device twin
+        what `grids`, `buffers`, `words` and `leaves` hold): its ring of slots (pinned host memory, a device twin
         and an event each), its status words in mapped pinned memory, and its temporaries on the device."""
         from qd import _launch
         from qd.gpu.cuda_driver import check
@@ -354,7 +354,7 @@ class CudaBackend:
         fnptrs = {name: ctypes.cast(getattr(drv.lib, name), ctypes.c_void_p).value
                   for name in ("cuLaunchKernel", "cuMemcpyHtoDAsync_v2", "cuEventRecord", "cuEventSynchronize",
                                "cuMemsetD8Async")}
-        tasks = [(fn.value, t.local_size, g) for fn, (t, g) in zip(prog.functions, zip(sk.tasks, tasks))]
+        tasks = [(fn.value, t.local_size, g) for fn, t, g in zip(prog.functions, sk.tasks, grids)]
         return _launch.CudaRunner(rt, fnptrs, drv.stream.value, check, drv.enter, tasks, bufs, words,
                                   sk.slot_words - len(sk.ctx), leaves, regrid, ring,
                                   (status.host_ptr, status.address, HEADER_WORDS + sk.nrets),
