@@ -15,6 +15,9 @@ set -u
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] && export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+# NVIDIA's OpenCL driver, registered for the OpenCL loader where the image lists only PoCL (qd.opencl picks the GPU)
+NV_OPENCL=$(ldconfig -p | grep -o "/[^ ]*libnvidia-opencl.so.1" | head -1)
+[ -n "$NV_OPENCL" ] && [ ! -f /etc/OpenCL/vendors/nvidia.icd ] && mkdir -p /etc/OpenCL/vendors && echo "$NV_OPENCL" > /etc/OpenCL/vendors/nvidia.icd
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$(pwd) PYTHONUNBUFFERED=1
 # bytecode compiled once, outside the copied tree: first-call timings as for an installed package
