@@ -161,7 +161,7 @@ def _wrap(dt: T.DataType, expr_u: str) -> str:
     return f"(({reg(dt)})({expr_u}))"
 
 
-def _truth(dt: T.DataType, x: str) -> str:
+def _truth(x: str) -> str:
     return f"({x} != 0)"
 
 
@@ -193,7 +193,7 @@ def _op(op: Op, dt: T.DataType, xs: list[str]) -> str:
     y = xs[1] if len(xs) > 1 else ""
     t = reg(dt)
     if op is Op.SELECT:
-        return f"({_truth(T.u1, x)} ? {xs[1]} : {xs[2]})"
+        return f"({_truth(x)} ? {xs[1]} : {xs[2]})"
     if op is Op.STOP_GRAD:
         return x
     if op in _CMP:
