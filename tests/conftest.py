@@ -98,3 +98,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_sep("-", "skipped tests, by reason")
         for reason, n in sorted(counts.items(), key=lambda kv: -kv[1]):
             terminalreporter.write_line(f"{n:6d}  {reason}")
+
+
+def tier_key(a: _arch.Arch) -> str:
+    """The op table's key for the tier of arch `a` (`OpInfo.ulps`): its name, but "cpu" for `qd.cpu` (named after
+    the host, "x64")."""
+    return "cpu" if a is _arch.cpu else a.name

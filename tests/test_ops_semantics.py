@@ -12,7 +12,7 @@ import pytest
 
 from qd import ir
 from qd.ops import INFO, Op
-from qd.runtime import arch as _arch
+from conftest import tier_key
 from qd.runtime.arch import Arch
 from qd.runtime.launch import compile_kernel, launch
 from qd.types import dtypes as T
@@ -201,7 +201,7 @@ def test_op_matches_numpy(op: Op, dt: T.DataType, arch: Arch) -> None:
     out_dt = T.u1 if info.rule == "cmp" else dt
     got = _run_op(op, dt, out_dt, xs)
     want = np.asarray(_reference(op, dt, xs)).astype(out_dt.np_dtype)
-    ulps = info.ulps.get("cpu" if arch is _arch.cpu else arch.name, 0)  # (qd.cpu is named after the host)
+    ulps = info.ulps.get(tier_key(arch), 0)
     if dt.is_float and (ulps or op is Op.POW):
         np.testing.assert_allclose(got, want, rtol=4 * ulps * np.finfo(dt.np_dtype).eps + 1e-7 if dt.bits > 16
                                    else 2e-3, atol=0, equal_nan=True)

@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from conftest import tier_key
 from qd.ops import INFO, Op
 
 _spec = importlib.util.spec_from_file_location(
@@ -33,7 +34,7 @@ def test_within_the_op_tables_ulps(arch, name: str) -> None:
     import qd
 
     qd.cfg.fast_math = False
-    tier = "cpu" if arch is qd.cpu else arch.name  # (qd.cpu is named after the host, "x64")
+    tier = tier_key(arch)
     bound = INFO[OPS[name]].ulps[tier]
     for dt in ulps.DTYPES:
         worst = ulps.measure(name, dt, N)

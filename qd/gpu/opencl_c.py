@@ -172,6 +172,8 @@ def _fminmax(is_min: bool, x: str, y: str) -> str:
 _UNARY_MATH = {Op.SQRT: "sqrt", Op.EXP: "exp", Op.LOG: "log", Op.SIN: "sin", Op.COS: "cos", Op.TAN: "tan",
                Op.ASIN: "asin", Op.ACOS: "acos", Op.TANH: "tanh", Op.FLOOR: "floor", Op.CEIL: "ceil",
                Op.ROUND: "rint", Op.ABS: "fabs"}
+_FLOAT_ARITH = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.DIV: "/"}
+_INT_ARITH = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.BIT_AND: "&", Op.BIT_OR: "|", Op.BIT_XOR: "^"}
 _CMP = {Op.CMP_LT: "<", Op.CMP_LE: "<=", Op.CMP_GT: ">", Op.CMP_GE: ">=", Op.CMP_EQ: "==", Op.CMP_NE: "!="}
 
 
@@ -201,8 +203,8 @@ def _op(op: Op, dt: T.DataType, xs: list[str]) -> str:
     if op is Op.LOGICAL_NOT:
         return f"(({x}) == 0 ? 1 : 0)"
     if dt.is_float:
-        if op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV):
-            return f"(({x}) {'+-*/'[[Op.ADD, Op.SUB, Op.MUL, Op.DIV].index(op)]} ({y}))"
+        if op in _FLOAT_ARITH:
+            return f"(({x}) {_FLOAT_ARITH[op]} ({y}))"
         if op is Op.MOD:  # a - b*floor(a/b), never fused (an fma changes it)
             return f"qd_fmod_{t}({x}, {y})"
         if op in (Op.MIN, Op.MAX):
@@ -221,8 +223,8 @@ def _op(op: Op, dt: T.DataType, xs: list[str]) -> str:
         return f"{_UNARY_MATH[op]}({x})"
     u = _UNSIGNED[dt.bits] if dt is not T.u1 else "uint"
     bits = dt.bits
-    if op in (Op.ADD, Op.SUB, Op.MUL):
-        return _wrap(dt, f"({u})({x}) {'+-*'[[Op.ADD, Op.SUB, Op.MUL].index(op)]} ({u})({y})")
+    if op in _INT_ARITH:  # through the unsigned type: wraps (signed overflow is undefined in C)
+        return _wrap(dt, f"({u})({x}) {_INT_ARITH[op]} ({u})({y})")
     if op is Op.FLOORDIV:
         return f"qd_floordiv_{t}({x}, {y})"
     if op is Op.MOD:
@@ -233,8 +235,6 @@ def _op(op: Op, dt: T.DataType, xs: list[str]) -> str:
         return f"(({x}) < ({y}) ? ({x}) : ({y}))"
     if op is Op.MAX:
         return f"(({x}) > ({y}) ? ({x}) : ({y}))"
-    if op in (Op.BIT_AND, Op.BIT_OR, Op.BIT_XOR):
-        return _wrap(dt, f"({x}) {'&|^'[[Op.BIT_AND, Op.BIT_OR, Op.BIT_XOR].index(op)]} ({y})")
     if op is Op.SHL:
         return _wrap(dt, f"({u})({x}) << (({y}) & {bits - 1})")
     if op is Op.SHR:
