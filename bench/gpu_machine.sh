@@ -10,6 +10,8 @@
 #   bash bench/gpu_machine.sh probe        # where the time of a launch goes
 #   bash bench/gpu_machine.sh firstcall    # a new kernel's first call, cold then warm (bench/_gpu_first_call.py)
 #   bash bench/gpu_machine.sh fcprofile    # qd's first call, cold then warm, profiled
+#   bash bench/gpu_machine.sh sh 'CMDS'    # shell commands in this set-up; `step NAME ARGS` among them runs a step
+#                                          # (several measurements in one call, set up once)
 # .cuda/libdevice.10.bc (carried, git-ignored) serves the CUDA tier where the machine has no CUDA toolkit.
 set -u
 for f in .gl/*.deb; do dpkg -x "$f" /; done
@@ -34,7 +36,8 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 # libdevice for the CUDA tier's math: the toolkit's when the machine has one, else a carried copy (.cuda/)
 [ -f .cuda/libdevice.10.bc ] && [ ! -d /usr/local/cuda/nvvm/libdevice ] && export QD_LIBDEVICE=$(pwd)/.cuda/libdevice.10.bc
 python3 -c "from qd.gpu.vulkan import Device; d = Device(); print(d.name, d.features)" || exit 1
-step=$1; shift
+step() {
+local step=$1; shift
 case $step in
   variants)  # qd alone under several environments, one argument each ("QD_VULKAN_UNROLL=1 QD_VULKAN_GROUPS=2048,8192")
     for v in "$@"; do
@@ -61,10 +64,15 @@ case $step in
     echo "rc=$?"; grep -A40 "per-file counts" $OUT/compat.log | head -40; cd $ROOT ;;
   firstcall)  # the first call of a new kernel, cold (empty caches) then warm, qd and Quadrants on $QD_BENCH_ARCH
     for lib in qd quadrants; do
-      rm -rf /tmp/fc_$lib
-      CUDA_CACHE_DISABLE=1 timeout 120 python3 bench/_gpu_first_call.py $lib ${QD_BENCH_ARCH:-vulkan} /tmp/fc_$lib 2>/dev/null | tail -1
-      timeout 120 python3 bench/_gpu_first_call.py $lib ${QD_BENCH_ARCH:-vulkan} /tmp/fc_$lib 2>/dev/null | tail -1
+      for r in $(seq ${QD_FC_COLD:-1}); do  # cold runs (QD_FC_COLD of them), each on an empty cache
+        rm -rf /tmp/fc_$lib
+        CUDA_CACHE_DISABLE=1 timeout 120 python3 bench/_gpu_first_call.py $lib ${QD_BENCH_ARCH:-vulkan} /tmp/fc_$lib 2>/dev/null | tail -1
+      done
+      for r in $(seq ${QD_FC_WARM:-1}); do  # warm runs (QD_FC_WARM of them)
+        timeout 120 python3 bench/_gpu_first_call.py $lib ${QD_BENCH_ARCH:-vulkan} /tmp/fc_$lib 2>/dev/null | tail -1
+      done
     done ;;
+  sh) eval "$*" ;;  # `step NAME ARGS` inside runs another step
   fcprofile)  # where qd's first call goes, cold then warm: profiles in $OUT/fc_cold.txt, $OUT/fc_warm.txt
     rm -rf /tmp/fc_p
     CUDA_CACHE_DISABLE=1 QD_PROFILE=${QD_PROFILE:-cumulative} timeout 120 python3 bench/_gpu_first_call.py qd ${QD_BENCH_ARCH:-vulkan} /tmp/fc_p 2>$OUT/fc_cold.txt | tail -1
@@ -74,3 +82,5 @@ case $step in
       --junitxml=$OUT/tests.xml "$@" > $OUT/tests.log 2>&1
     echo "rc=$?"; grep -E "^FAILED|passed|failed" $OUT/tests.log | tail -25 ;;
 esac
+}
+step "$@"

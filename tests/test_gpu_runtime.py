@@ -181,6 +181,30 @@ def test_a_device_fill_is_what_host_reads_give(arch: Any) -> None:
     np.testing.assert_array_equal(g.to_numpy(), 1.5 + np.arange(64))
 
 
+def test_from_numpy_uploads_at_once_and_a_first_fill_transfers_nothing(arch: Any) -> None:
+    """`from_numpy` on a GPU arch uploads then (the first launch after it transfers nothing); a `fill` of an array
+    with no device copy yet makes one and fills it on the device. Host and kernel reads see the written values."""
+    x = qd.ndarray(qd.f32, 4096)
+    x.from_numpy(np.arange(4096, dtype=np.float32))
+    m = x._mirror
+    assert m is not None and not m.host_dirty and not m.device_dirty
+    f = qd.field(qd.i32, shape=300)
+    f.fill(9)
+    assert f._mirror is not None and not f._mirror.host_dirty and f._mirror.device_dirty
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(qd.f32, 1)):
+        for i in x:
+            x[i] = x[i] * 2.0 + f[i % 300]
+
+    k(x)
+    np.testing.assert_array_equal(x.to_numpy(), np.arange(4096, dtype=np.float32) * 2 + 9)
+    np.testing.assert_array_equal(f.to_numpy(), np.full(300, 9, np.int32))
+    x.from_numpy(np.ones(4096, np.float32))  # replaces the newer device copy, uploaded again at once
+    k(x)
+    np.testing.assert_array_equal(x.to_numpy(), np.full(4096, 11, np.float32))
+
+
 def test_raw_numpy_arguments_are_copied_back_only_when_written(arch: Any) -> None:
     @qd.kernel
     def k(a: qd.types.ndarray(qd.f64, 1), b: qd.types.ndarray(qd.i32, 1)):
@@ -292,9 +316,9 @@ def test_debugger_walks_a_gpu_program_on_its_host_copies(arch: Any) -> None:
     np.testing.assert_array_equal(x.to_numpy(), want)
 
 
-def test_spirv_comes_from_the_disk_cache_the_second_time(arch: Any, tmp_path: Path) -> None:
-    if arch.name != "vulkan":
-        pytest.skip("the SPIR-V cache is the vulkan tier's")
+def test_device_code_comes_from_the_disk_cache_the_second_time(arch: Any, tmp_path: Path) -> None:
+    """The offline cache of each GPU tier: SPIR-V (vulkan), PTX and cubin (cuda), the driver's program binary
+    (opencl)."""
     src = """
 def make():
     import qd
@@ -322,7 +346,7 @@ def make():
         np.testing.assert_array_equal(results[0][0], results[1][0])
         np.testing.assert_allclose(results[0][0], (np.sin(np.linspace(-1, 1, 100).astype(np.float32)) * 2), rtol=1e-6)
         # a corrupt entry reads as a miss: rebuilt, never an error
-        for f in (tmp_path / "cache" / "vulkan").iterdir():
+        for f in (tmp_path / "cache" / arch.name).iterdir():
             if f.suffix == ".o":
                 f.write_bytes(f.read_bytes()[:-7])
         qd.init(arch=arch, offline_cache_file_path=str(tmp_path / "cache"), log_level="warn")

@@ -20,8 +20,9 @@ masked shift counts, f16 computed in f32 and rounded after every op, numpy's fmi
 is built with `-cl-fp32-correctly-rounded-divide-sqrt`); with `fast_math=False` contraction is off
 (`FP_CONTRACT OFF`), and float `%` never contracts. OpenCL's `-cl-fast-relaxed-math` is never used: its
 finite-math assumption would break NaN semantics the op table promises. Atomics: OpenCL's
-32-bit ones, 64-bit ones through `cl_khr_int64_base_atomics` / `_extended_atomics`, compare-and-swap loops
-for floats and multiplication.
+32-bit ones, 64-bit ones through `cl_khr_int64_base_atomics` / `_extended_atomics` (on a device without them a
+64-bit atomic is a clear error, the status and print words take 32-bit atomics and the adstack's max-reducer its
+u32 variant), compare-and-swap loops for floats and multiplication.
 """
 
 from __future__ import annotations
@@ -52,8 +53,18 @@ def reg(dt: T.DataType) -> str:
 
 
 PRELUDE = r"""
+#ifdef cl_khr_int64_base_atomics
 #pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
+#define QD_SLOT_ADD(p, n) atom_add((volatile __global long*)(p), (long)(n))
+#define QD_STATUS_CAS(p) atom_cmpxchg((volatile __global long*)(p), 0L, 1L)
+#else
+/* no 64-bit atomics: the status and print words' low halves (little-endian devices; the host reads 64 bits) */
+#define QD_SLOT_ADD(p, n) ((long)atomic_add((volatile __global uint*)(p), (uint)(n)))
+#define QD_STATUS_CAS(p) ((long)atomic_cmpxchg((volatile __global uint*)(p), 0u, 1u))
+#endif
+#ifdef cl_khr_int64_extended_atomics
 #pragma OPENCL EXTENSION cl_khr_int64_extended_atomics : enable
+#endif
 #ifdef cl_khr_fp64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #endif
@@ -130,12 +141,14 @@ QD_CAS32(qd_atomic_mul_float, float, o * v)
 QD_CAS32(qd_atomic_min_float, float, (o <= v || isnan(v)) ? o : v)
 QD_CAS32(qd_atomic_max_float, float, (o >= v || isnan(v)) ? o : v)
 QD_CAS32(qd_atomic_mul_int, int, (int)((uint)o * (uint)v)) QD_CAS32(qd_atomic_mul_uint, uint, o * v)
+#ifdef cl_khr_int64_base_atomics
 QD_CAS64(qd_atomic_mul_long, long, (long)((ulong)o * (ulong)v)) QD_CAS64(qd_atomic_mul_ulong, ulong, o * v)
 #ifdef cl_khr_fp64
 QD_CAS64(qd_atomic_add_double, double, o + v) QD_CAS64(qd_atomic_sub_double, double, o - v)
 QD_CAS64(qd_atomic_mul_double, double, o * v)
 QD_CAS64(qd_atomic_min_double, double, (o <= v || isnan(v)) ? o : v)
 QD_CAS64(qd_atomic_max_double, double, (o >= v || isnan(v)) ? o : v)
+#endif
 #endif
 """
 
@@ -332,10 +345,11 @@ class CLKernel:
 class _Gen:
     """Kernel-wide state: the context layout, print numbering and the source lines."""
 
-    def __init__(self, k: ir.KernelIR, fast_math: bool, print_words: int, local_size: int, blocked: bool) -> None:
+    def __init__(self, k: ir.KernelIR, fast_math: bool, print_words: int, local_size: int, blocked: bool,
+                 int64_atomics: bool) -> None:
         assert k.tasks is not None, "the OpenCL renderer needs an offloaded kernel (run the pass pipeline)"
         self.k, self.fast_math, self.print_words, self.local_size = k, fast_math, print_words, local_size
-        self.blocked = blocked
+        self.blocked, self.int64_atomics = blocked, int64_atomics
         self.ctx: dict[tuple, int] = {}
         self.print_ids = {s: i for i, s in enumerate(s for s in ir.walk_kernel(k) if isinstance(s, ir.Print))}
         self.uses_fp64 = any(getattr(s, "dtype", None) is T.f64 for s in ir.walk_kernel(k)) or any(
@@ -509,6 +523,10 @@ class _Fn:
         if dt is T.f16:
             raise QuadrantsTypeError("an f16 atomic is not supported on the opencl tier yet (no cl_khr_fp16 "
                                      "arithmetic on PoCL); use f32")
+        if dt.bits == 64 and not self.g.int64_atomics:
+            raise QuadrantsTypeError(f"kernel {self.k.name}: a {dt} atomic {op.value} needs 64-bit atomics, which "
+                                     f"this OpenCL device lacks (no cl_khr_int64_base_atomics/extended_atomics); "
+                                     f"use a 32-bit type")
         t = reg(dt)
         vp = f"(volatile __global {t}*){p}"
         if dt.bits < 32:
@@ -591,9 +609,8 @@ class _Fn:
         words = [to_bits(x.dtype, self.v(x)) for x in values]
         n = len(words)
         pos = self.fresh("pos")
-        self.emit(f"long {pos} = atom_add((volatile __global long*)&slot[16], {n + 3}L);")
-        self.emit(f"if ({pos} + {n + 3} > {self.g.print_words}L) {{ atom_add((volatile __global long*)&slot[8], 1L); }}"
-                  f" else {{")
+        self.emit(f"long {pos} = QD_SLOT_ADD(&slot[16], {n + 3});")
+        self.emit(f"if ({pos} + {n + 3} > {self.g.print_words}L) {{ QD_SLOT_ADD(&slot[8], 1); }} else {{")
         self.depth += 1
         for k, w in enumerate([f"{self.g.print_ids[s]}L", "(long)tid", f"{n}L"] + words):
             self.emit(f"printbuf[{pos} + {k}] = {w};")
@@ -605,7 +622,7 @@ class _Fn:
         self.depth += 1
         words = [to_bits(x.dtype, self.v(x)) for x in s.args]
         n = min(len(words), MAX_CHECK_ARGS)
-        self.emit("if (atom_cmpxchg((volatile __global long*)slot, 0L, 1L) == 0L) {")
+        self.emit("if (QD_STATUS_CAS(slot) == 0L) {")
         self.depth += 1
         for k, w in enumerate([f"{s.check}L", "(long)tid", f"{n}L"] + words[:n]):
             self.emit(f"slot[{1 + k}] = (ulong)({w});")
@@ -655,10 +672,14 @@ class _Fn:
         return "\n".join([head] + self.lines + ["}"])
 
 
-def build(k: ir.KernelIR, fast_math: bool, print_words: int, local_size: int, blocked: bool = False) -> CLKernel:
+def build(k: ir.KernelIR, fast_math: bool, print_words: int, local_size: int, blocked: bool = False,
+          int64_atomics: bool = True) -> CLKernel:
     """The OpenCL C program of offloaded kernel `k` (see the module docstring); `blocked`: each work item runs a
-    contiguous block of a range task's indices (for CPU devices) instead of the grid-stride loop."""
-    g = _Gen(k, fast_math, print_words, local_size, blocked)
+    contiguous block of a range task's indices (for CPU devices) instead of the grid-stride loop. Without
+    `int64_atomics` (a device without `cl_khr_int64_base/extended_atomics`) a 64-bit atomic is a clear error
+    and the status and print words take 32-bit atomics; the source then also undefines the extensions' macros,
+    so a device that has them compiles what one without them would."""
+    g = _Gen(k, fast_math, print_words, local_size, blocked, int64_atomics)
     bodies, tasks = [], []
     for n, t in enumerate(k.tasks):
         bodies.append(_Fn(g, t).render(n))
@@ -667,6 +688,8 @@ def build(k: ir.KernelIR, fast_math: bool, print_words: int, local_size: int, bl
     # fast_math: contraction allowed (as the LLVM tiers' `contract`); never OpenCL's relaxed math, whose
     # finite-math assumption would break NaN handling (fmin/fmax, isnan)
     head = PRELUDE if fast_math else "#pragma OPENCL FP_CONTRACT OFF\n" + PRELUDE
+    if not int64_atomics:
+        head = "#undef cl_khr_int64_base_atomics\n#undef cl_khr_int64_extended_atomics\n" + head
     source = head + "\n\n".join(bodies) + "\n"
     keys = sorted(g.ctx, key=g.ctx.__getitem__)
     return CLKernel(source, tasks, keys, print_table(k), check_arg_table(k), len(k.rets), g.uses_fp64)

@@ -290,6 +290,8 @@ class HostData:
         the device copy is filled on the device, in order with the launches (no transfer)."""
         v = self._cast_array(val, self.elem_shape)
         m = self._mirror
+        if m is None and not self.escaped:
+            m = self._new_mirror()
         if m is not None and not self.escaped and m.fill(v):
             self.generation += 1  # (the host copy is not written: a host read downloads the device's)
             return
@@ -317,6 +319,30 @@ class HostData:
             arr = arr.reshape(self._full_shape())
         np.copyto(self._overwrite_view(), arr, casting="unsafe")
         self._bump()
+        self._upload_now()
+
+    def _new_mirror(self) -> Any:
+        """On a GPU arch, the device copy of storage that has none yet, made without an upload (a `fill` is about
+        to write it on the device); None elsewhere."""
+        import sys
+
+        dev = sys.modules.get("qd.runtime.device")
+        rt = dev.current() if dev is not None else None
+        if rt is None or self._arr is None or not self._arr.nbytes:
+            return None
+        self._mirror = dev.Mirror(rt, self._arr.nbytes)
+        return self._mirror
+
+    def _upload_now(self) -> None:
+        """On a GPU arch, a whole-array write from the host (`from_numpy`) is uploaded at once, as Quadrants'
+        is: the data is meant for kernels, and the first launch after it then transfers nothing."""
+        import sys
+
+        dev = sys.modules.get("qd.runtime.device")  # (loaded where a GPU arch was opened)
+        rt = dev.current() if dev is not None else None
+        if rt is not None and self._arr is not None and self._arr.nbytes:
+            with rt.lock:
+                rt.mirror_of(self)
 
     def _overwrite_view(self) -> np.ndarray:
         """The canonical host view for a write of every element: on a GPU arch not downloaded first (the device

@@ -1,0 +1,91 @@
+"""The OpenCL tier's own behaviours (`qd/gpu/opencl_c.py`, `qd/gpu/opencl_tier.py`; issue 14) on the OpenCL device
+that opens here (PoCL in CI): a device without 64-bit atomics, simulated by the caps the backend renders for.
+The rest of the tier is checked by the whole suite through the arch fixture."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import qd
+from qd.errors import QuadrantsAssertionError, QuadrantsTypeError
+
+pytestmark = pytest.mark.archs("opencl")
+
+
+@pytest.fixture
+def no_int64_atomics(arch: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backend renders for a device without `cl_khr_int64_*_atomics` (the source undefines their macros)."""
+    import dataclasses
+
+    from qd.runtime import device
+
+    backend = device.current().backend
+    monkeypatch.setattr(backend, "caps", dataclasses.replace(backend.caps, int64_atomics=False))
+
+
+def test_without_64_bit_atomics_checks_prints_and_reductions_still_work(no_int64_atomics: None, capfd: Any) -> None:
+    qd.init(arch=qd.opencl, debug=True, log_level="warn")
+    x = qd.ndarray(qd.f32, 1000)
+    x.from_numpy(np.arange(1000, dtype=np.float32))
+    total = qd.ndarray(qd.f32, 1)
+    count = qd.ndarray(qd.i32, 1)
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(qd.f32, 1), total: qd.types.ndarray(qd.f32, 1), count: qd.types.ndarray(qd.i32, 1)):
+        for i in x:
+            total[0] += x[i]
+            if x[i] > 996.0:
+                count[0] += 1
+                print("big", i)
+
+    k(x, total, count)
+    qd.sync()
+    assert total.to_numpy()[0] == pytest.approx(999 * 1000 / 2, rel=1e-6) and count.to_numpy()[0] == 3
+    out = capfd.readouterr().out
+    assert sorted(line for line in out.splitlines() if line.startswith("big")) == ["big 997", "big 998", "big 999"]
+
+    @qd.kernel
+    def bad(x: qd.types.ndarray(qd.f32, 1)):
+        for i in x:
+            x[i + 1] = 0.0  # the last item is out of bounds: a check recorded through the 32-bit status CAS
+
+    with pytest.raises(QuadrantsAssertionError):
+        bad(x)
+        qd.sync()
+
+
+def test_without_64_bit_atomics_a_64_bit_atomic_is_a_clear_error(no_int64_atomics: None) -> None:
+    a = qd.ndarray(qd.i64, 4)
+
+    @qd.kernel
+    def k(a: qd.types.ndarray(qd.i64, 1)):
+        for i in range(100):
+            qd.atomic_max(a[i % 4], i)
+
+    with pytest.raises(QuadrantsTypeError, match="needs 64-bit atomics, which this OpenCL device lacks"):
+        k(a)
+
+
+def test_without_64_bit_atomics_the_adstack_is_sized_by_the_32_bit_max_reducer(no_int64_atomics: None) -> None:
+    x = qd.field(qd.f32, shape=8, needs_grad=True)
+    y = qd.field(qd.f32, shape=(), needs_grad=True)
+    n = np.array([3, 0, 7, 1, 2, 5, 4, 6], np.int32)
+
+    @qd.kernel
+    def k(n: qd.types.ndarray(qd.i32, 1)):
+        for i in range(8):
+            v = x[i]
+            for _ in range(n[i]):
+                v = v * 0.5 + 0.25
+            y[None] += v
+
+    x.from_numpy(np.linspace(0.0, 1.0, 8, dtype=np.float32))
+    y.grad[None] = 1.0
+    k.grad(n)
+    plan = k._last_ck.adstack
+    assert plan is not None and plan.sizes == [int(n.max())]
+    assert [key[1] for key in plan.task_kernels] == [False]  # the u32 variant of the device's reducer kernel
+    np.testing.assert_allclose(x.grad.to_numpy(), 0.5 ** n, rtol=1e-6)
