@@ -29,11 +29,12 @@ def test_every_measured_op_has_a_bound_per_tier() -> None:
         assert set(INFO[op].ulps) == {"interp", "cpu", "vulkan", "cuda", "opencl"}, op
 
 
+@pytest.mark.parametrize("fast_math", [False, True])
 @pytest.mark.parametrize("name", sorted(OPS))
-def test_within_the_op_tables_ulps(arch, name: str) -> None:
+def test_within_the_op_tables_ulps(arch, name: str, fast_math: bool) -> None:
     import qd
 
-    qd.cfg.fast_math = False
+    qd.cfg.fast_math = fast_math
     tier = tier_key(arch)
     bound = INFO[OPS[name]].ulps[tier]
     for dt in ulps.DTYPES:

@@ -115,6 +115,18 @@ class CpuTarget(Target):
             self._tm = self.new_target_machine()
         return self._tm
 
+    def math_call(self, b: ir.IRBuilder, name: str, args: Sequence[ir.Value]) -> ir.Value:
+        """libm's functions as LLVM's math intrinsics (`llvm.sin.f32`): a scalar one is the same libm call, and
+        the loop vectorizer widens them into calls of glibc's vector math (`qd/jit/vecmath.py`)."""
+        if name not in LIBM:
+            return super().math_call(b, name, args)
+        ty = args[0].type
+        iname = f"llvm.{name}.{'f32' if ty == F32 else 'f64'}"
+        fn = b.module.globals.get(iname)
+        if fn is None:
+            fn = ir.Function(b.module, ir.FunctionType(ty, [ty] * len(args)), iname)
+        return b.call(fn, list(args))
+
     def new_target_machine(self, opt: int | None = None) -> llvm.TargetMachine:
         """A fresh machine for the host CPU (name and features, so F16C conversions are inline), generating
         code at `opt` (default: the target's level)."""

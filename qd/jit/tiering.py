@@ -3,10 +3,10 @@
 `jit="auto"`: the first launch starts a background compile (one compiler thread, LLVM is serialised)
 and runs in the interpreter; once the native code is ready, launches use it. A first launch whose
 predicted work (elements bound × bytecode length) is large compiles at once instead, since the
-interpreter would take longer than compiling: at O1 without vectorizers (about half the time of O3;
-up to `QUICK_WORK_LIMIT`, above which the launch waits for the O3 code), while the background compiler
-makes the optimised code that later launches switch to (launch plans
-take the optimised code only). `jit="eager"` compiles before the first launch; `jit="interp"` never
+interpreter would take longer than compiling: quickly (O1 with the loop vectorizer, machine code at O0:
+about half the time of O3; up to `QUICK_WORK_LIMIT`, above which the launch waits for the O3 code), while
+the background compiler makes the optimised code that later launches switch to (launch plans take the
+optimised code only). `jit="eager"` compiles before the first launch; `jit="interp"` never
 compiles. `QD_JIT` overrides `qd.init(jit=...)` (read by the config). A background compile takes the
 options it depends on when it is asked for, never those of a later `qd.init`.
 Both tiers share the program's memory, so switching between launches changes nothing but speed.
@@ -28,8 +28,8 @@ from qd.runtime import config
 
 # Interpreting above this many predicted bytecode instructions costs more than compiling (~50 ms).
 WAIT_FOR_COMPILER_WORK = 4_000_000
-# Up to this much predicted work a waiting first launch runs O1 code (compiled in about half the time); above
-# it, the slower O1 code would cost more than the compile time saved: the launch waits for the O3 code.
+# Up to this much predicted work a waiting first launch runs quick code (compiled in about half the time); above
+# it, the slower quick code would cost more than the compile time saved: the launch waits for the O3 code.
 QUICK_WORK_LIMIT = 1 << 28
 
 _executor: cf.ThreadPoolExecutor | None = None
@@ -81,8 +81,8 @@ def _compile(ck: Any, quick: bool = False, options: tuple | None = None) -> Any:
 
 
 def _quick(st: TierState, ck: Any) -> None:
-    """The first native code of an instance whose first launch waits for it: O1 now (about half the compile
-    time), the optimised code from the background compiler later."""
+    """The first native code of an instance whose first launch waits for it: quick code now (about half the
+    compile time), the optimised code from the background compiler later."""
     try:
         st.native = _compile(ck, quick=True)
     except Exception as e:  # noqa: BLE001  a codegen failure must not stop a working program
@@ -146,8 +146,8 @@ def native_for(ck: Any, arrays: Sequence[Any]) -> Any:
 
 
 def _warm_up() -> None:
-    """Loads the compile pipeline, initialises LLVM and starts the OpenMP threads, so the first launch
-    of the program pays for none of it."""
+    """Loads the compile pipeline, initialises LLVM (and runs its quick compile once) and starts the OpenMP
+    threads, so the first launch of the program pays for none of it."""
     import numpy as np
 
     import qd.bytecode.lower  # noqa: F401
@@ -158,7 +158,7 @@ def _warm_up() -> None:
     from qd import _sizer
     from qd.jit import cpu
 
-    cpu._machine()
+    cpu.warm_up()
     _sizer.reduce_max_i64(np.zeros(64, np.int64), 0, int(config.current().cpu_max_num_threads or 1))
 
 
