@@ -8,7 +8,8 @@ enqueue it and return (DESIGN §6, GPU.md §1-3).
   in Quadrants) wait for their own completion).
 - Offload temps are per-launch scratch, zero-filled on the device.
 - Grid: a serial task is one invocation; a range task gets ceil(n / local size) workgroups, at most the
-  backend's `group_limit` (`max_groups` for a reducing or adstack task; the grid-stride loop covers the rest),
+  backend's `group_limit` (`max_groups` for an adstack task, `reduce_groups` where the backend has it else
+  `max_groups` for a reducing one; the grid-stride loop covers the rest),
   when its bounds are known on the host (constants, scalar arguments, shapes and integer ops over them), else
   `max_groups`; remembered per set of the values its bounds read.
 - The slot (status, print length, returns, context words) is packed in one call; after completion two words
@@ -409,7 +410,9 @@ def _grid(rt: DeviceRuntime, st: Any, args: Sequence[Any], shapes: dict) -> int:
     if lo is None or hi is None:
         return b.max_groups
     want = -(-(hi - lo) // st.local_size)
-    g = min(b.max_groups if st.reduces else b.group_limit, want)
+    # (a backend whose float atomics are compare-and-swap loops bounds a reducing task's groups lower: one
+    # atomic per group meets the others at the one cell)
+    g = min(getattr(b, "reduce_groups", b.max_groups) if st.reduces else b.group_limit, want)
     if b.loop_limit:  # leave most of a driver's loop budget to the body's own loops
         g = max(g, min(want, b.group_limit, -(-want // (b.loop_limit // 16))))
     return max(1, g)
