@@ -29,6 +29,7 @@ class NativeTask:
     fn: int  # address of qd_task / qd_body
     prologue: int  # address of qd_prologue (range tasks), else 0
     min_parallel: int
+    lanes: int = 1  # SIMD lanes of the body (`qd/jit/llvm_spmd.py`)
 
 
 @dataclass
@@ -146,6 +147,6 @@ def compile_native(k: ir.KernelIR, fast_math: bool, use_cache: bool = True,
                 cache.store(cache_dir, key, obj, (symbols, prints, check_args))
         tasks = [NativeTask(s.kind, ee.get_function_address(s.fn),
                             ee.get_function_address(s.prologue) if s.prologue else 0,
-                            2 if s.heavy else 4096) for s in symbols]
+                            2 if s.heavy else 4096, getattr(s, "lanes", 1)) for s in symbols]
     ms = (time.perf_counter() - t0) * 1e3
     return NativeKernel(tasks, prints, check_args, ms, hit is not None, [ee], quick)

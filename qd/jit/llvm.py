@@ -25,6 +25,7 @@ from typing import NamedTuple
 from llvmlite import ir as L
 
 from qd import ir
+from qd.jit import lanes, llvm_spmd
 from qd.jit.llvm_fn import PTR, FnLowering, i64c
 from qd.jit.llvm_ops import const, reg_type
 from qd.jit.llvm_reduce import Reduction, find_reductions, invariant_values
@@ -40,6 +41,7 @@ class TaskSymbols:
     fn: str
     prologue: str | None
     heavy: bool
+    lanes: int = 1  # SIMD lanes the body runs its indices in (`qd/jit/llvm_spmd.py`)
 
 
 class BuiltModule(NamedTuple):
@@ -74,9 +76,10 @@ def symbol_prefix(k: ir.KernelIR, target: Target, fast_math: bool) -> str:
 class ModuleGen:
     """Module-wide state: the kernel, target, fast-math switch and print numbering."""
 
-    def __init__(self, k: ir.KernelIR, target: Target, fast_math: bool) -> None:
+    def __init__(self, k: ir.KernelIR, target: Target, fast_math: bool, spmd: bool = False) -> None:
         assert k.tasks is not None, "build_module needs an offloaded kernel (run the pass pipeline)"
         self.k, self.target, self.fast_math = k, target, fast_math
+        self.spmd = spmd  # range bodies in SIMD lanes where `lanes.wanted` (the CPU target)
         self.module = L.Module(name=k.name)
         target.configure(self.module)
         self.prefix = symbol_prefix(k, target, fast_math)
@@ -91,7 +94,9 @@ class ModuleGen:
         heavy = any(isinstance(s, (ir.RangeFor, ir.While)) for s in ir.walk(t.body))
         if t.kind == "serial":
             return TaskSymbols("serial", self.serial(n, t), None, heavy)
-        return TaskSymbols("range", self.body(n, t), self.prologue(n, t), heavy)
+        in_lanes = self.spmd and lanes.wanted(t, self.fast_math)
+        return TaskSymbols("range", self.body(n, t, in_lanes), self.prologue(n, t), heavy,
+                           lanes.LANES if in_lanes else 1)
 
     def serial(self, n: int, t: ir.Task) -> str:
         name = f"{self.prefix}_task{n}"
@@ -113,8 +118,11 @@ class ModuleGen:
         f.finish_entry()
         return name
 
-    def body(self, n: int, t: ir.Task) -> str:
+    def body(self, n: int, t: ir.Task, in_lanes: bool = False) -> str:
         name = f"{self.prefix}_body{n}"
+        if in_lanes:
+            llvm_spmd.build_body(self, n, t, name)
+            return name
         strided = self.target.strided_bodies
         fn = self.function(name, I32, [PTR, I64, I64] + ([I64] if strided else []))
         f = FnLowering(self, fn, _uses_random(t))
@@ -186,8 +194,13 @@ def _uses_random(t: ir.Task) -> bool:
 def build_module(k: ir.KernelIR, target: Target, fast_math: bool) -> BuiltModule:
     """The LLVM module of offloaded kernel `k` (see the module docstring), with its task symbols,
     print table and check-arg dtypes (the launch decodes prints and failures with these)."""
-    mg = ModuleGen(k, target, fast_math)
-    tasks = [mg.task(n, t) for n, t in enumerate(k.tasks)]
+    spmd = target.name == "cpu"
+    try:
+        mg = ModuleGen(k, target, fast_math, spmd)
+        tasks = [mg.task(n, t) for n, t in enumerate(k.tasks)]
+    except lanes.Unsupported:  # a body the lanes do not lower after all: every body scalar
+        mg = ModuleGen(k, target, fast_math, False)
+        tasks = [mg.task(n, t) for n, t in enumerate(k.tasks)]
     target.add_entry_points(mg.module, tasks)
     return BuiltModule(mg.module, tasks, print_table(k), check_arg_table(k))
 

@@ -117,11 +117,14 @@ class CpuTarget(Target):
 
     def math_call(self, b: ir.IRBuilder, name: str, args: Sequence[ir.Value]) -> ir.Value:
         """libm's functions as LLVM's math intrinsics (`llvm.sin.f32`): a scalar one is the same libm call, and
-        the loop vectorizer widens them into calls of glibc's vector math (`qd/jit/vecmath.py`)."""
-        if name not in LIBM:
+        the loop vectorizer widens them into calls of glibc's vector math (`qd/jit/vecmath.py`); exact ones
+        (sqrt, floor, ...) as the base class does. Vector arguments get the vector intrinsic (`llvm.sin.v8f32`)."""
+        if name not in LIBM and name not in EXACT_INTRINSICS:
             return super().math_call(b, name, args)
-        ty = args[0].type
-        iname = f"llvm.{name}.{'f32' if ty == F32 else 'f64'}"
+        ty = args[0].type  # (a vector type in lanes: `qd/jit/llvm_spmd.py`)
+        elem = ty.element if isinstance(ty, ir.VectorType) else ty
+        suffix = ("f32" if elem == F32 else "f64") if elem is ty else f"v{ty.count}{'f32' if elem == F32 else 'f64'}"
+        iname = f"{EXACT_INTRINSICS.get(name, 'llvm.' + name)}.{suffix}"
         fn = b.module.globals.get(iname)
         if fn is None:
             fn = ir.Function(b.module, ir.FunctionType(ty, [ty] * len(args)), iname)

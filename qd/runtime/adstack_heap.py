@@ -26,6 +26,7 @@ from qd.ad.adstack import META_WORDS
 from qd.ad.maxreducer import Spec, recognize, substitute
 from qd.ad.reducer_task import spec_kernel
 from qd.ad.sizing import buffers_read, counted_ids, reads_data
+from qd.jit.lanes import lanes_for
 from qd.errors import QuadrantsAssertionError
 
 
@@ -53,9 +54,11 @@ class AdStackPlan:
         self.task_kernels: dict[tuple, Any] = {}  # spec code -> its compiled reducer kernel (QD_MAXREDUCER=task)
         self.launch_args: Sequence[Any] = ()
         self.arrays_of: dict[tuple, np.ndarray] = {}  # code words as the int64 arrays the sizer reads
-        self.layout: Any = None  # (sizes, threads) the meta words and heaps were laid out for
+        self.layout: Any = None  # (sizes, heap rows) the meta words and heaps were laid out for
         self.meta_words: np.ndarray | None = None
         self.nthreads = 1
+        # heap rows per launch thread: the CPU tier may run the kernel's bodies in SIMD lanes, a row each
+        self.lanes = lanes_for(k)
         # on a GPU arch: `bound` holds the buffers' owners (device-resident), recognized specs run as the
         # generated reducer kernel on the device (64-bit atomic max where `wide`), host copies only for the walk
         self.device = False
@@ -147,22 +150,25 @@ class AdStackPlan:
     # -------------------------------------------------------------- heap
 
     def bind(self, arrays: list, owners: Sequence[Any], args: Sequence[Any], nthreads: int, forced: int) -> None:
-        """Fills `arrays` (by buffer index) with the meta buffer and the heaps for this launch; the
-        layout of the previous launch is reused as it is when the sizes and threads are the same."""
+        """Fills `arrays` (by buffer index) with the meta buffer and the heaps for this launch (a slice per
+        thread and lane: `lanes`); the layout of the previous launch is reused as it is when the sizes and
+        threads are the same."""
         self.nthreads = max(1, nthreads)
+        rows = self.nthreads * self.lanes
         sizes = self.sizes_for(owners, arrays, args, forced)
-        layout = (tuple(sizes), self.nthreads)
+        layout = (tuple(sizes), rows)
         if layout != self.layout:
-            self.lay_out(sizes, self.nthreads)
+            self.lay_out(sizes, rows)
             self.layout = layout
         arrays[self.meta] = self.meta_words
         for b, heap in self.arrays.items():
             arrays[b] = heap
 
-    def lay_out(self, sizes: Sequence[int], nthreads: int) -> None:
+    def lay_out(self, sizes: Sequence[int], rows: int) -> None:
+        """Meta words and heaps for `rows` contiguous slices (one per thread, or per lane of a thread)."""
         self.meta_words, stride = self.meta_for(sizes)
         for dt, b in self.heap_of.items():  # grown on demand, never shrunk
-            need = nthreads * stride[dt]
+            need = rows * stride[dt]
             heap = self.arrays.get(b)
             if heap is None or heap.shape[0] < need:
                 self.arrays[b] = np.empty(max(need, 2 * (0 if heap is None else heap.shape[0])), dtype=dt.np_dtype)

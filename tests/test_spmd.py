@@ -1,0 +1,223 @@
+"""Range bodies in SIMD lanes on the CPU tier (`qd/jit/lanes.py`, `qd/jit/llvm_spmd.py`): every kernel here has
+the shape the lanes take (an inner loop with a per-element trip count around transcendental math) and is run
+natively under fast math and by the interpreter on the same data; the results agree within the op table's
+contract (libmvec's ulps; sums in another order). Sizes that are no multiple of the lane count, branches,
+nested loops, gathers and scatters, atomics, checks and reverse mode through the adstack are covered."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import pytest
+
+import qd
+from qd.errors import QuadrantsAssertionError
+from qd.jit import lanes
+
+pytestmark = pytest.mark.archs("cpu")
+
+N = 203  # no multiple of the lanes: the last chunk runs with lanes masked off
+
+
+def _both(build: Callable[[], Callable[[], dict]], **init) -> tuple[dict, dict, object]:
+    """(interpreter results, native results, the native kernel) of the program `build` makes and runs."""
+    out = []
+    for arch, jit in ((qd.interp, "interp"), (qd.cpu, "eager")):
+        qd.init(arch=arch, jit=jit, offline_cache=False, log_level="warn", **init)
+        run = build()
+        out.append(run())
+    return out[0], out[1], run
+
+
+def _in_lanes(kernel: object) -> bool:
+    """Whether the kernel's native code runs a body in lanes."""
+    native = kernel._last_ck.tier.native
+    return any(t.lanes == lanes.LANES for t in native.tasks)
+
+
+def _counts() -> np.ndarray:
+    return ((np.arange(N) * 7) % 13).astype(np.int32)
+
+
+def test_a_per_element_loop_with_branches_nested_loops_and_scatters() -> None:
+    def build():
+        x = qd.field(qd.f32, shape=N)
+        y = qd.field(qd.f32, shape=(N, 3))
+        hist = qd.field(qd.i32, shape=5)
+        lo = qd.field(qd.f64, shape=())
+        flags = qd.field(qd.u1, shape=N)
+
+        @qd.kernel
+        def k(n: qd.types.ndarray(qd.i32, 1), scale: qd.f32):
+            for i in x:
+                v = x[i]
+                w = 0.0
+                for j in range(n[i] // 2, n[i]):
+                    if v > 0.2:
+                        v = 0.9 * v + 0.1 * qd.sin(v) * scale
+                    else:
+                        v = v + 0.05 * qd.exp(-v * v)
+                        for _ in range(j % 3):
+                            w += qd.cos(v + j)
+                y[i, n[i] % 3] = v  # a scatter
+                y[i, 0] += w
+                hist[n[i] % 5] += 1  # an atomic that is no reduction: lane by lane
+                qd.atomic_min(lo[None], qd.cast(v, qd.f64))
+                flags[i] = v > 0.5
+
+        def run():
+            x.from_numpy(np.linspace(-1, 1, N).astype(np.float32))
+            lo[None] = 10.0
+            k(_counts(), 1.5)
+            return {"y": y.to_numpy(), "hist": hist.to_numpy(), "lo": lo.to_numpy(), "flags": flags.to_numpy(),
+                    "kernel": k}
+        return run
+
+    a, b, _ = _both(build)
+    assert _in_lanes(b["kernel"])
+    np.testing.assert_allclose(b["y"], a["y"], rtol=2e-5, atol=2e-5)
+    np.testing.assert_array_equal(b["hist"], a["hist"])
+    np.testing.assert_allclose(b["lo"], a["lo"], rtol=1e-6)
+    np.testing.assert_array_equal(b["flags"], a["flags"])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_reductions_of_every_kind_combine_the_lanes(threads: int) -> None:
+    def build():
+        x = qd.ndarray(qd.f64, N)
+        out = qd.ndarray(qd.f64, 4)
+        cnt = qd.ndarray(qd.i64, 2)
+
+        @qd.kernel
+        def k(x: qd.types.ndarray(qd.f64, 1), n: qd.types.ndarray(qd.i32, 1), out: qd.types.ndarray(qd.f64, 1),
+              cnt: qd.types.ndarray(qd.i64, 1)):
+            for i in range(x.shape[0]):
+                v = x[i]
+                for _ in range(n[i]):
+                    v = qd.tanh(v) + 0.1
+                out[0] += v
+                out[1] -= v
+                qd.atomic_max(out[3], v)
+                cnt[0] += n[i]
+                qd.atomic_min(cnt[1], qd.cast(n[i], qd.i64) - 100)
+
+        def run():
+            x.from_numpy(np.linspace(0.0, 2.0, N))
+            out.from_numpy(np.array([0.0, 0.0, -1e9, -1e9]))
+            cnt.from_numpy(np.zeros(2, np.int64))
+            k(x, _counts(), out, cnt)
+            return {"out": out.to_numpy(), "cnt": cnt.to_numpy(), "kernel": k}
+        return run
+
+    a, b, _ = _both(build, cpu_max_num_threads=threads)
+    assert _in_lanes(b["kernel"])
+    np.testing.assert_allclose(b["out"], a["out"], rtol=1e-12)
+    np.testing.assert_array_equal(b["cnt"], a["cnt"])
+
+
+def test_reverse_mode_through_the_loop_with_an_adstack_row_per_lane() -> None:
+    def build():
+        x = qd.field(qd.f32, shape=N, needs_grad=True)
+        loss = qd.field(qd.f32, shape=(), needs_grad=True)
+
+        @qd.kernel
+        def k(n: qd.types.ndarray(qd.i32, 1)):
+            for i in x:
+                v = x[i]
+                for _ in range(n[i]):
+                    v = 0.95 * v + 0.1 * qd.sin(v)
+                loss[None] += v
+
+        def run():
+            x.from_numpy(np.linspace(0.1, 1.0, N).astype(np.float32))
+            k(_counts())
+            loss.grad[None] = 1.0
+            k.grad(_counts())
+            return {"loss": loss.to_numpy(), "grad": x.grad.to_numpy(), "kernel": k}
+        return run
+
+    a, b, _ = _both(build, ad_stack_experimental_enabled=True, cpu_max_num_threads=2)
+    assert _in_lanes(b["kernel"])
+    np.testing.assert_allclose(b["loss"], a["loss"], rtol=1e-5)
+    np.testing.assert_allclose(b["grad"], a["grad"], rtol=1e-5, atol=1e-6)
+    # the closed form: d v_{k+1} / d v_k = 0.95 + 0.1 cos(v_k)
+    xs = np.linspace(0.1, 1.0, N)
+    want = np.ones(N)
+    for i in range(N):
+        v = xs[i]
+        for _ in range(_counts()[i]):
+            want[i] *= 0.95 + 0.1 * np.cos(v)
+            v = 0.95 * v + 0.1 * np.sin(v)
+    np.testing.assert_allclose(b["grad"], want, rtol=1e-4)
+
+
+def test_a_failing_check_in_a_lane_is_raised() -> None:
+    qd.init(arch=qd.cpu, jit="eager", offline_cache=False, log_level="warn", ad_stack_experimental_enabled=True,
+            ad_stack_size=4)
+    x = qd.field(qd.f32, shape=N, needs_grad=True)
+    loss = qd.field(qd.f32, shape=(), needs_grad=True)
+
+    @qd.kernel
+    def k(n: qd.types.ndarray(qd.i32, 1)):
+        for i in x:
+            v = x[i]
+            for _ in range(n[i]):
+                v = 0.95 * v + 0.1 * qd.sin(v)
+            loss[None] += v
+
+    k(_counts())
+    loss.grad[None] = 1.0
+    with pytest.raises(QuadrantsAssertionError, match="ad_stack_size=4"):
+        k.grad(_counts())
+        qd.sync()
+
+
+def test_a_plain_store_to_one_cell_keeps_the_body_scalar() -> None:
+    """`m[None] = min(m[None], v)` races between threads; one thread's iterations still run in order: lanes,
+    storing at once, would keep the last lane's value."""
+    def build():
+        x = qd.field(qd.f32, shape=N)
+        m = qd.field(qd.f32, shape=())
+
+        @qd.kernel
+        def k(n: qd.types.ndarray(qd.i32, 1)):
+            for i in x:
+                v = x[i]
+                for _ in range(n[i]):
+                    v = 0.9 * v + qd.sin(v)
+                m[None] = qd.min(m[None], v)
+
+        def run():
+            x.from_numpy(np.linspace(-1, 1, N).astype(np.float32))
+            m[None] = 10.0
+            k(_counts())
+            return {"m": m.to_numpy(), "kernel": k}
+        return run
+
+    a, b, _ = _both(build, cpu_max_num_threads=1)
+    assert not _in_lanes(b["kernel"])
+    np.testing.assert_allclose(b["m"], a["m"], rtol=1e-6)
+
+
+def test_without_fast_math_the_body_stays_scalar_and_equals_the_interpreter() -> None:
+    def build():
+        x = qd.field(qd.f32, shape=N)
+
+        @qd.kernel
+        def k(n: qd.types.ndarray(qd.i32, 1)):
+            for i in x:
+                v = x[i]
+                for _ in range(n[i]):
+                    v = 0.9 * v + qd.sin(v)
+                x[i] = v
+
+        def run():
+            x.from_numpy(np.linspace(-1, 1, N).astype(np.float32))
+            k(_counts())
+            return {"x": x.to_numpy(), "kernel": k}
+        return run
+
+    a, b, _ = _both(build, fast_math=False)
+    np.testing.assert_array_equal(b["x"], a["x"])
+    assert not any(lanes.wanted(t, False) for t in b["kernel"]._last_ck.ir.tasks)
