@@ -163,6 +163,11 @@ def _warm_up() -> None:
 
 
 def prewarm() -> None:
-    """Called by `qd.init` for `qd.cpu`: warms the compiler thread up in the background."""
+    """Called by `qd.init` for `qd.cpu`: imports the compiler (here: `llvmlite.binding`'s import is about
+    45 ms, 34 of them Python holding the interpreter lock, which a background thread would only interleave with
+    the program's own Python, and a first launch right after `qd.init` would wait for), then warms it up in the
+    background (LLVM's target, a quick compile, the OpenMP threads: mostly outside the interpreter lock)."""
     if str(config.current().jit) != "interp":
+        import qd.jit.cpu  # noqa: F401
+
         _pool().submit(_warm_up)
