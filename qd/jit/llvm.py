@@ -198,7 +198,10 @@ def build_module(k: ir.KernelIR, target: Target, fast_math: bool) -> BuiltModule
     try:
         mg = ModuleGen(k, target, fast_math, spmd)
         tasks = [mg.task(n, t) for n, t in enumerate(k.tasks)]
-    except lanes.Unsupported:  # a body the lanes do not lower after all: every body scalar
+    except Exception:  # noqa: BLE001  lanes that do not lower (`lanes.Unsupported`, or a bug): scalar bodies,
+        # whose own errors are the ones to raise
+        if not spmd:
+            raise
         mg = ModuleGen(k, target, fast_math, False)
         tasks = [mg.task(n, t) for n, t in enumerate(k.tasks)]
     target.add_entry_points(mg.module, tasks)

@@ -321,26 +321,28 @@ class HostData:
         self._bump()
         self._upload_now()
 
+    def _device_runtime(self) -> Any:
+        """The current program's device runtime when it runs on a GPU arch and this storage is not empty."""
+        from qd.runtime import device
+
+        rt = device.current()
+        return rt if rt is not None and self._arr is not None and self._arr.nbytes else None
+
     def _new_mirror(self) -> Any:
         """On a GPU arch, the device copy of storage that has none yet, made without an upload (a `fill` is about
         to write it on the device); None elsewhere."""
-        import sys
+        from qd.runtime.device import Mirror
 
-        dev = sys.modules.get("qd.runtime.device")
-        rt = dev.current() if dev is not None else None
-        if rt is None or self._arr is None or not self._arr.nbytes:
-            return None
-        self._mirror = dev.Mirror(rt, self._arr.nbytes)
+        rt = self._device_runtime()
+        if rt is not None:
+            self._mirror = Mirror(rt, self._arr.nbytes)
         return self._mirror
 
     def _upload_now(self) -> None:
         """On a GPU arch, a whole-array write from the host (`from_numpy`) is uploaded at once, as Quadrants'
         is: the data is meant for kernels, and the first launch after it then transfers nothing."""
-        import sys
-
-        dev = sys.modules.get("qd.runtime.device")  # (loaded where a GPU arch was opened)
-        rt = dev.current() if dev is not None else None
-        if rt is not None and self._arr is not None and self._arr.nbytes:
+        rt = self._device_runtime()
+        if rt is not None:
             with rt.lock:
                 rt.mirror_of(self)
 
