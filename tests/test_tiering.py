@@ -143,9 +143,9 @@ def test_compiling_after_dropping_native_kernels(tmp_path):
 
 
 def test_a_waiting_first_launch_compiles_quickly_then_switches_to_optimised_code(tmp_path, monkeypatch):
-    """A first launch that must wait for native code gets O1 code (`quick`), the background compiler the
-    optimised code, and later launches switch to it; results are bit-identical throughout (fast_math=False)
-    and only the optimised code goes to the disk cache."""
+    """A first launch that must wait for native code gets quick code (O1, machine code at O0), the background
+    compiler the optimised code, and later launches switch to it; results are bit-identical throughout
+    (fast_math=False), and a new program prefers the optimised code from the disk cache."""
     monkeypatch.setattr(tiering, "WAIT_FOR_COMPILER_WORK", 10)
     _init(tmp_path, jit="auto", fast_math=False)
     k = _saxpy()
@@ -168,6 +168,28 @@ def test_a_waiting_first_launch_compiles_quickly_then_switches_to_optimised_code
     k = _saxpy()
     k(x, y, 1.25)
     assert k.stats["from_cache"] is True and not k._last_ck.tier.native.quick
+
+
+def test_quick_code_is_cached_for_the_next_program_until_the_optimised_code_is(tmp_path, monkeypatch):
+    """A program whose only launch ran quick code leaves it in the disk cache: the next program's first launch
+    loads it (still quick: the optimised code is compiled from its next launch on, then cached and preferred)."""
+    monkeypatch.setattr(tiering, "WAIT_FOR_COMPILER_WORK", 10)
+    x = np.random.default_rng(2).random(1000, dtype=np.float32)
+    want = np.float32(0.5) * x
+    results = []
+    for _ in range(3):
+        _init(tmp_path, jit="auto", fast_math=False)
+        k = _saxpy()
+        y = np.zeros(1000, np.float32)
+        k(x, y, 0.5)
+        np.testing.assert_array_equal(y, want)
+        st = k._last_ck.tier
+        results.append((k.stats["from_cache"], st.native.quick))
+        if len(results) == 2:  # a second launch: the optimised code is compiled (and cached)
+            k(x, y, 0.0)
+            st.future.result()
+        qd.reset()
+    assert results == [(False, True), (True, True), (True, False)]
 
 
 def test_a_very_large_first_launch_waits_for_optimised_code(tmp_path, monkeypatch):

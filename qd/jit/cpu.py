@@ -42,7 +42,7 @@ class NativeKernel:
     compile_ms: float
     from_cache: bool
     _keep: list = field(default_factory=list, repr=False)  # execution engines own the code
-    quick: bool = False  # compiled quickly for a first launch that waits (`qd.jit.tiering`); never cached
+    quick: bool = False  # compiled quickly for a first launch that waits (`qd.jit.tiering`); not the O3 code
 
 
 def _machine() -> tuple[Any, CpuTarget]:
@@ -116,25 +116,36 @@ def compile_native(k: ir.KernelIR, fast_math: bool, use_cache: bool = True,
     """Offloaded `k` -> NativeKernel, from the disk cache when an entry for this IR and machine exists.
     `quick`: on a miss, the O1 pipeline with the loop vectorizer, and machine code generated at O0 (LLVM's
     fast instruction selection and register allocator: 2 ms for a saxpy where O1's take 7); about half the
-    compile time of O3, not stored in the cache."""
+    compile time of O3. Quick code is cached under its own key: a later process loads it (still `quick`, so
+    tiering compiles the O3 code in the background) until the O3 code is in the cache."""
     from qd.jit.llvm import build_module
 
     t0 = time.perf_counter()
     tm, target = _machine()
     key = cache.key_for(k, target_key(), fast_math) if use_cache else None
     hit = cache.load(cache_dir, key) if key else None
+    quick_key = f"{key}-quick" if key and quick else None
+    from_quick = False
+    if hit is None and quick_key:  # the quick code a process before this one made (no O3 code yet)
+        hit = cache.load(cache_dir, quick_key)
+        from_quick = hit is not None
     with _lock:
         if hit is not None:
             obj, (symbols, prints, check_args) = hit
             ee = _engine_for(obj, None, tm)
-            quick = False
+            quick = from_quick
         elif quick:
             mod_ir, symbols, prints, check_args = build_module(k, target, fast_math)
             mod = llvm.parse_assembly(str(mod_ir))
             mod.verify()
             _optimise(mod, tm, 1)
             mod = vecmath.lower(mod) if fast_math else mod
-            ee = _engine_for(None, mod, tm, 0)
+            if quick_key:  # machine code at O0, kept for the next process
+                obj = target.new_target_machine(0).emit_object(mod)
+                ee = _engine_for(obj, None, tm)
+                cache.store(cache_dir, quick_key, obj, (symbols, prints, check_args))
+            else:
+                ee = _engine_for(None, mod, tm, 0)
         else:
             mod_ir, symbols, prints, check_args = build_module(k, target, fast_math)
             mod = llvm.parse_assembly(str(mod_ir))
