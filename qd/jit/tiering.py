@@ -168,6 +168,8 @@ def prewarm() -> None:
     the program's own Python, and a first launch right after `qd.init` would wait for), then warms it up in the
     background (LLVM's target, a quick compile, the OpenMP threads: mostly outside the interpreter lock)."""
     if str(config.current().jit) != "interp":
-        import qd.jit.cpu  # noqa: F401
-
+        try:
+            import qd.jit.cpu  # noqa: F401
+        except Exception:  # noqa: BLE001  a broken llvmlite: the first compile reports it, launches interpret
+            return
         _pool().submit(_warm_up)
