@@ -102,6 +102,39 @@ def test_w1_saxpy_numba(benchmark):
     _finish(benchmark, "W1 saxpy 2^24 (ms)", "numba", 12 * N)
 
 
+def test_w1_saxpy_interleaved_with_numba(benchmark, cpu_program):
+    """W1 with qd's and numba's calls alternating, for their ratio: the memory bandwidth of the shared machine
+    drifts by tens of percent within minutes, and the benchmarks above time qd first and numba after. The
+    timing is one qd call plus one numba call; `extra_info` has each one's median over the rounds, and the
+    ratio is recorded in the summary as `qd / numba`."""
+    import time
+
+    _need_numba()
+    benchmark.group = "W1 saxpy 2^24 f32, qd and numba alternating"
+    xn, yn = _data()
+    x, y, yb = _to_qd(xn), _to_qd(yn), yn.copy()
+    k = saxpy_kernel()
+    k(x, y, 2.0)
+    ensure_native(k, benchmark)
+    nb.saxpy(xn, yb, np.float32(2.0))
+    np.testing.assert_allclose(y.to_numpy(), yb, rtol=1e-6)
+    times: tuple[list, list] = ([], [])
+
+    def step():
+        t0 = time.perf_counter()
+        k(x, y, 2.0)
+        t1 = time.perf_counter()
+        nb.saxpy(xn, yb, np.float32(2.0))
+        times[0].append(t1 - t0)
+        times[1].append(time.perf_counter() - t1)
+
+    benchmark.pedantic(step, rounds=40, warmup_rounds=2)
+    q, n = statistics.median(times[0][2:]) * 1e3, statistics.median(times[1][2:]) * 1e3
+    benchmark.extra_info.update(qd_ms=q, numba_ms=n, ratio=q / n)
+    record("W1 saxpy 2^24, alternating (ms)", "qd", q)
+    record("W1 saxpy 2^24, alternating (ms)", "numba", n)
+
+
 # ---- W2: s[None] += x[i]*x[i] over 2^24 f32 into a 0-D ndarray ----------------------------------------
 
 
