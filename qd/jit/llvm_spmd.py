@@ -41,6 +41,7 @@ from qd.types import dtypes as T
 if TYPE_CHECKING:
     from qd.jit.llvm import ModuleGen
 
+
 def _vty(t: L.Type) -> L.VectorType:
     return L.VectorType(t, LANES)
 
