@@ -221,3 +221,38 @@ def test_without_fast_math_the_body_stays_scalar_and_equals_the_interpreter() ->
     a, b, _ = _both(build, fast_math=False)
     np.testing.assert_array_equal(b["x"], a["x"])
     assert not any(lanes.wanted(t, False) for t in b["kernel"]._last_ck.ir.tasks)
+
+
+@pytest.mark.parametrize("how", ["raises", "invalid_ir"])
+def test_a_body_the_lanes_fail_to_lower_runs_scalar(how: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lowering failure in the lanes (an exception, or IR LLVM refuses) costs speed, never the kernel: the
+    module is built again with scalar bodies."""
+    from qd.jit import llvm_spmd
+
+    if how == "raises":
+        def broken(*args, **kwargs):
+            raise RuntimeError("a lowering bug")
+        monkeypatch.setattr(llvm_spmd, "build_body", broken)
+    else:
+        monkeypatch.setattr(llvm_spmd, "_mangle", lambda t: "nosuchtype")
+
+    def build():
+        x = qd.field(qd.f32, shape=N)
+
+        @qd.kernel
+        def k(n: qd.types.ndarray(qd.i32, 1)):
+            for i in x:
+                v = x[i]
+                for _ in range(n[i]):
+                    v = 0.9 * v + qd.sin(v)
+                x[i] = v
+
+        def run():
+            x.from_numpy(np.linspace(-1, 1, N).astype(np.float32))
+            k(_counts())
+            return {"x": x.to_numpy(), "kernel": k}
+        return run
+
+    a, b, _ = _both(build)
+    assert not _in_lanes(b["kernel"])
+    np.testing.assert_allclose(b["x"], a["x"], rtol=1e-6, atol=1e-6)

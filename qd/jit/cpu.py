@@ -111,6 +111,25 @@ def _engine_for(obj: bytes | None, mod: Any, tm: Any, opt: int | None = None) ->
     return ee
 
 
+def _parsed(k: ir.KernelIR, target: CpuTarget, fast_math: bool) -> tuple[Any, Any]:
+    """(LLVM's parsed and verified module, `BuiltModule`) of `k`; a module whose bodies in SIMD lanes do not
+    parse or verify (a lowering bug) is built again with scalar bodies, so such a bug costs speed, never a
+    kernel."""
+    from qd.jit.llvm import build_module
+
+    built = build_module(k, target, fast_math)
+    try:
+        mod = llvm.parse_assembly(str(built.module))
+        mod.verify()
+    except RuntimeError:
+        if not any(s.lanes > 1 for s in built.tasks):
+            raise
+        built = build_module(k, target, fast_math, lanes_ok=False)
+        mod = llvm.parse_assembly(str(built.module))
+        mod.verify()
+    return mod, built
+
+
 def compile_native(k: ir.KernelIR, fast_math: bool, use_cache: bool = True,
                    cache_dir: str | None = None, quick: bool = False) -> NativeKernel:
     """Offloaded `k` -> NativeKernel, from the disk cache when an entry for this IR and machine exists.
@@ -118,8 +137,6 @@ def compile_native(k: ir.KernelIR, fast_math: bool, use_cache: bool = True,
     fast instruction selection and register allocator: 2 ms for a saxpy where O1's take 7); about half the
     compile time of O3. Quick code is cached under its own key: a later process loads it (still `quick`, so
     tiering compiles the O3 code in the background) until the O3 code is in the cache."""
-    from qd.jit.llvm import build_module
-
     t0 = time.perf_counter()
     tm, target = _machine()
     key = cache.key_for(k, target_key(), fast_math) if use_cache else None
@@ -135,9 +152,7 @@ def compile_native(k: ir.KernelIR, fast_math: bool, use_cache: bool = True,
             ee = _engine_for(obj, None, tm)
             quick = from_quick
         elif quick:
-            mod_ir, symbols, prints, check_args = build_module(k, target, fast_math)
-            mod = llvm.parse_assembly(str(mod_ir))
-            mod.verify()
+            mod, (_, symbols, prints, check_args) = _parsed(k, target, fast_math)
             _optimise(mod, tm, 1)
             mod = vecmath.lower(mod) if fast_math else mod
             if quick_key:  # machine code at O0, kept for the next process
@@ -147,9 +162,7 @@ def compile_native(k: ir.KernelIR, fast_math: bool, use_cache: bool = True,
             else:
                 ee = _engine_for(None, mod, tm, 0)
         else:
-            mod_ir, symbols, prints, check_args = build_module(k, target, fast_math)
-            mod = llvm.parse_assembly(str(mod_ir))
-            mod.verify()
+            mod, (_, symbols, prints, check_args) = _parsed(k, target, fast_math)
             _optimise(mod, tm)
             mod = vecmath.lower(mod) if fast_math else mod
             obj = tm.emit_object(mod) if key else None

@@ -28,7 +28,7 @@ _FLOAT_OPS = frozenset((Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.MIN, Op.MAX, 
                         Op.RSQRT, Op.FLOOR, Op.CEIL, Op.ROUND, Op.LOGICAL_NOT, Op.STOP_GRAD, Op.SELECT,
                         *_MATH, *COMPARISONS))
 _INT_OPS = frozenset((Op.ADD, Op.SUB, Op.MUL, Op.FLOORDIV, Op.MOD, Op.MIN, Op.MAX, Op.BIT_AND, Op.BIT_OR,
-                      Op.BIT_XOR, Op.SHL, Op.SHR, Op.BIT_SHR, Op.NEG, Op.ABS, Op.SGN, Op.BIT_NOT, Op.LOGICAL_NOT,
+                      Op.BIT_XOR, Op.SHL, Op.SHR, Op.BIT_SHR, Op.NEG, Op.ABS, Op.BIT_NOT, Op.LOGICAL_NOT,
                       Op.STOP_GRAD, Op.SELECT, *COMPARISONS))
 
 

@@ -191,10 +191,11 @@ def _uses_random(t: ir.Task) -> bool:
     return any(isinstance(s, ir.RandomValue) for s in ir.walk(t.body))
 
 
-def build_module(k: ir.KernelIR, target: Target, fast_math: bool) -> BuiltModule:
+def build_module(k: ir.KernelIR, target: Target, fast_math: bool, lanes_ok: bool = True) -> BuiltModule:
     """The LLVM module of offloaded kernel `k` (see the module docstring), with its task symbols,
-    print table and check-arg dtypes (the launch decodes prints and failures with these)."""
-    spmd = target.name == "cpu"
+    print table and check-arg dtypes (the launch decodes prints and failures with these). `lanes_ok=False`:
+    no body in SIMD lanes (`qd/jit/cpu.py` asks again so when a module with lanes does not parse)."""
+    spmd = target.name == "cpu" and lanes_ok
     try:
         mg = ModuleGen(k, target, fast_math, spmd)
         tasks = [mg.task(n, t) for n, t in enumerate(k.tasks)]
