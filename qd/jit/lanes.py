@@ -84,7 +84,8 @@ def supported(t: ir.Task) -> bool:
 
 def shaped(t: ir.Task) -> bool:
     """Whether `t`'s body has the shape lanes pay off for: an inner loop whose trip count differs per element
-    (a bound that is not the same in every lane), with transcendental math inside it."""
+    (a bound that is not the same in every lane), with transcendental math inside it. (Without the math they
+    lose: W3's linear recurrence ran its reverse step in 21 ms in lanes, 7.8 ms scalar.)"""
     uniform = _uniform_values(t)
 
     def same(v: ir.Value) -> bool:
