@@ -40,6 +40,25 @@ def _counts() -> np.ndarray:
     return ((np.arange(N) * 7) % 13).astype(np.int32)
 
 
+def _recurrence_in_place() -> Callable[[], dict]:
+    """A program of the lanes' shape: `x[i]` through `n[i]` steps of a `sin` recurrence, written back."""
+    x = qd.field(qd.f32, shape=N)
+
+    @qd.kernel
+    def k(n: qd.types.ndarray(qd.i32, 1)):
+        for i in x:
+            v = x[i]
+            for _ in range(n[i]):
+                v = 0.9 * v + qd.sin(v)
+            x[i] = v
+
+    def run():
+        x.from_numpy(np.linspace(-1, 1, N).astype(np.float32))
+        k(_counts())
+        return {"x": x.to_numpy(), "kernel": k}
+    return run
+
+
 def test_a_per_element_loop_with_branches_nested_loops_and_scatters() -> None:
     def build():
         x = qd.field(qd.f32, shape=N)
@@ -201,24 +220,7 @@ def test_a_plain_store_to_one_cell_keeps_the_body_scalar() -> None:
 
 
 def test_without_fast_math_the_body_stays_scalar_and_equals_the_interpreter() -> None:
-    def build():
-        x = qd.field(qd.f32, shape=N)
-
-        @qd.kernel
-        def k(n: qd.types.ndarray(qd.i32, 1)):
-            for i in x:
-                v = x[i]
-                for _ in range(n[i]):
-                    v = 0.9 * v + qd.sin(v)
-                x[i] = v
-
-        def run():
-            x.from_numpy(np.linspace(-1, 1, N).astype(np.float32))
-            k(_counts())
-            return {"x": x.to_numpy(), "kernel": k}
-        return run
-
-    a, b, _ = _both(build, fast_math=False)
+    a, b, _ = _both(_recurrence_in_place, fast_math=False)
     np.testing.assert_array_equal(b["x"], a["x"])
     assert not any(lanes.wanted(t, False) for t in b["kernel"]._last_ck.ir.tasks)
 
@@ -236,23 +238,37 @@ def test_a_body_the_lanes_fail_to_lower_runs_scalar(how: str, monkeypatch: pytes
     else:
         monkeypatch.setattr(llvm_spmd, "_mangle", lambda t: "nosuchtype")
 
-    def build():
-        x = qd.field(qd.f32, shape=N)
-
-        @qd.kernel
-        def k(n: qd.types.ndarray(qd.i32, 1)):
-            for i in x:
-                v = x[i]
-                for _ in range(n[i]):
-                    v = 0.9 * v + qd.sin(v)
-                x[i] = v
-
-        def run():
-            x.from_numpy(np.linspace(-1, 1, N).astype(np.float32))
-            k(_counts())
-            return {"x": x.to_numpy(), "kernel": k}
-        return run
-
-    a, b, _ = _both(build)
+    a, b, _ = _both(_recurrence_in_place)
     assert not _in_lanes(b["kernel"])
     np.testing.assert_allclose(b["x"], a["x"], rtol=1e-6, atol=1e-6)
+
+
+def test_cached_code_in_more_lanes_than_the_heap_has_rows_for_is_rebuilt(tmp_path, monkeypatch) -> None:
+    """The adstack heap's rows per thread (`AdStackPlan.lanes`) and the native code's lanes must agree: a cache
+    entry whose bodies run in more lanes than this process gives the heap rows for is a miss, never loaded."""
+    from qd.jit import cpu
+
+    monkeypatch.setattr(lanes, "shaped", lambda t: True)  # a process whose lanes cover every supported body
+    monkeypatch.setattr(cpu, "lanes_for", lambda k: lanes.LANES)
+    qd.init(arch=qd.cpu, jit="eager", offline_cache_file_path=str(tmp_path), log_level="warn")
+    x = qd.field(qd.f32, shape=N)
+
+    @qd.kernel
+    def k():
+        for i in x:
+            x[i] = qd.sin(qd.cast(i, qd.f32))
+
+    k()
+    assert _in_lanes(k) and not k.stats["from_cache"]
+    monkeypatch.undo()  # this process's rule: the same body stays scalar
+    qd.init(arch=qd.cpu, jit="eager", offline_cache_file_path=str(tmp_path), log_level="warn")
+    x = qd.field(qd.f32, shape=N)
+
+    @qd.kernel
+    def k():
+        for i in x:
+            x[i] = qd.sin(qd.cast(i, qd.f32))
+
+    k()
+    assert not _in_lanes(k) and not k.stats["from_cache"]
+    np.testing.assert_allclose(x.to_numpy(), np.sin(np.arange(N, dtype=np.float32)), rtol=1e-6, atol=1e-6)

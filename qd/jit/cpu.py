@@ -17,6 +17,7 @@ import llvmlite.binding as llvm
 
 from qd import ir
 from qd.jit import cache, vecmath
+from qd.jit.lanes import lanes_for
 from qd.jit.targets import CpuTarget
 
 _lock = threading.RLock()
@@ -146,6 +147,8 @@ def compile_native(k: ir.KernelIR, fast_math: bool, use_cache: bool = True,
     if hit is None and quick_key:  # the quick code a process before this one made (no O3 code yet)
         hit = cache.load(cache_dir, quick_key)
         from_quick = hit is not None
+    if hit is not None and max((getattr(s, "lanes", 1) for s in hit[1][0]), default=1) > lanes_for(k):
+        hit, from_quick = None, False  # code in more SIMD lanes than the adstack heap has rows for: rebuilt
     with _lock:
         if hit is not None:
             obj, (symbols, prints, check_args) = hit

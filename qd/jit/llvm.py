@@ -27,7 +27,7 @@ from llvmlite import ir as L
 from qd import ir
 from qd.jit import lanes, llvm_spmd
 from qd.jit.llvm_fn import PTR, FnLowering, i64c
-from qd.jit.llvm_ops import const, reg_type
+from qd.jit.llvm_ops import reg_type
 from qd.jit.llvm_reduce import Reduction, find_reductions, invariant_values
 from qd.jit.targets import I32, I64, Target
 from qd.ops import Op
@@ -161,7 +161,8 @@ class ModuleGen:
 
     # ------------------------------------------------------------ reductions
     def start_reductions(self, f: FnLowering, t: ir.Task) -> list:
-        """Accumulators (identity-initialised) and their hoisted pointers, before the loop."""
+        """Accumulators (identity-initialised; per lane in `llvm_spmd`) and their hoisted pointers, before the
+        loop."""
         prologue = set(t.prologue.stmts)
         accs = []
         for red in find_reductions(t):
@@ -170,8 +171,7 @@ class ModuleGen:
                     f.s_OpStmt(x)
             f.s_GlobalPtr(red.ptr)
             ptr = f.vals[red.ptr]
-            acc = f.eb.alloca(reg_type(red.dtype), name="acc")
-            f.b.store(const(red.dtype, red.identity()), acc)
+            acc = f.accumulator(red.dtype, red.identity())
             for a in red.atomics:
                 f.reductions[a] = (red, acc)
                 if a.ptr is not red.ptr:

@@ -131,6 +131,12 @@ class FnLowering:
             return acc
         return self._entry(("stride", buf, axis), make)
 
+    def accumulator(self, dt: T.DataType, identity: float) -> L.Value:
+        """A reduction's accumulator: an entry alloca holding `identity`."""
+        acc = self.eb.alloca(reg_type(dt), name="acc")
+        self.b.store(const(dt, identity), acc)
+        return acc
+
     def finish_entry(self) -> None:
         self.eb.branch(self.start)
 

@@ -33,7 +33,6 @@ from qd import ir
 from qd.jit.lanes import LANES, Unsupported
 from qd.jit.llvm_fn import MAX_CHECK_ARGS, PTR, FnLowering, i64c, to_bits
 from qd.jit.llvm_ops import I1, I8, OpCtx, const, lower_op, mem_type, reg_type
-from qd.jit.llvm_reduce import find_reductions, invariant_values
 from qd.jit.targets import F32, F64, I32, I64
 from qd.ops import Op
 from qd.types import dtypes as T
@@ -248,6 +247,12 @@ class SpmdLowering(FnLowering):
                 b.store(b.insert_element(b.load(out, typ=vt), old, li), out)
         self.vv[s] = b.load(out, typ=vt)
 
+    def accumulator(self, dt: T.DataType, identity: float) -> L.Value:
+        """A reduction's accumulator per lane: an entry alloca of `LANES` values holding `identity`."""
+        acc = self.eb.alloca(_vty(reg_type(dt)), name="acc")
+        self.b.store(self.splat(const(dt, identity)), acc)
+        return acc
+
     def v_ThreadSlot(self, s: ir.ThreadSlot) -> None:
         b = self.b
         self.vv[s] = b.add(self.splat(b.mul(self.field("slot"), i64c(LANES))), self.lane_ids)
@@ -320,7 +325,7 @@ def build_body(mg: ModuleGen, n: int, t: ir.Task, name: str) -> None:
     fn = mg.function(name, I32, [PTR, I64, I64])
     f = SpmdLowering(mg, fn)
     FnLowering.block(f, t.prologue)
-    accs = _start_reductions(f, t)
+    accs = mg.start_reductions(f, t)  # (the scalar handlers hoist the cells' pointers; `accumulator` is per lane)
     b = f.b
     pre = b.block
     header, body, exit_ = (fn.append_basic_block(x) for x in ("chunk", "lanes", "done"))
@@ -343,27 +348,6 @@ def build_body(mg: ModuleGen, n: int, t: ir.Task, name: str) -> None:
     _flush_reductions(f, accs)
     b.ret(L.Constant(I32, 0))
     f.finish_entry()
-
-
-def _start_reductions(f: SpmdLowering, t: ir.Task) -> list:
-    """Per-lane accumulators (identity-initialised) and the cells' scalar pointers, hoisted before the loop."""
-    prologue = set(t.prologue.stmts)
-    accs = []
-    for red in find_reductions(t):
-        for idx in red.ptr.indices:
-            for x in invariant_values(idx, prologue):
-                FnLowering.s_OpStmt(f, x)
-        FnLowering.s_GlobalPtr(f, red.ptr)
-        ptr = f.vals[red.ptr]
-        vt = _vty(reg_type(red.dtype))
-        acc = f.eb.alloca(vt, name="acc")
-        f.b.store(f.splat(const(red.dtype, red.identity())), acc)
-        for a in red.atomics:
-            f.reductions[a] = (red, acc)
-            if a.ptr is not red.ptr:
-                f.vals[a.ptr] = ptr
-        accs.append((red, acc, ptr))
-    return accs
 
 
 def _flush_reductions(f: SpmdLowering, accs: list) -> None:
