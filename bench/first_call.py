@@ -2,6 +2,7 @@
 
     python bench/first_call.py qd auto|eager|interp CACHE_DIR
     python bench/first_call.py numba - CACHE_DIR
+    .venv-peers/bin/python bench/first_call.py quadrants - CACHE_DIR
 
 `first_call_ms` is the time from the call to its result (the arrays are made before); `import_ms` the
 time to import the library and, for qd, `qd.init`. qd runs on `qd.cpu` with `offline_cache_file_path`
@@ -19,11 +20,16 @@ import time
 N = 1 << 24
 
 
-def run_qd(jit, cache_dir):
+def run_qd(jit, cache_dir, lib="qd"):
     t0 = time.perf_counter()
-    import qd
+    if lib == "quadrants":  # the peer, from `.venv-peers`: the same API, with its own offline cache
+        import quadrants as qd
 
-    qd.init(arch=qd.cpu, jit=jit, offline_cache_file_path=cache_dir, log_level="warn")
+        qd.init(arch=qd.cpu, offline_cache_file_path=cache_dir, log_level="warn")
+    else:
+        import qd
+
+        qd.init(arch=qd.cpu, jit=jit, offline_cache_file_path=cache_dir, log_level="warn")
     t1 = time.perf_counter()
     import numpy as np
 
@@ -38,6 +44,8 @@ def run_qd(jit, cache_dir):
     saxpy(x, y, 2.0)
     t3 = time.perf_counter()
     ok = bool(y[7] == 9.0 and y[N - 1] == np.float32(N - 1) + 2.0)
+    if lib == "quadrants":
+        return {"first_call_ms": (t3 - t2) * 1e3, "import_ms": (t1 - t0) * 1e3, "tier": "quadrants", "ok": ok}
     st = saxpy.stats
     return {"first_call_ms": (t3 - t2) * 1e3, "import_ms": (t1 - t0) * 1e3, "tier": st["last_tier"],
             "compile_ms": st["compile_ms"], "from_cache": st["from_cache"], "ok": ok}
@@ -71,5 +79,5 @@ def run_numba() -> dict:
 
 if __name__ == "__main__":
     lib, mode, cache_dir = sys.argv[1:4]
-    out = run_qd(mode, cache_dir) if lib == "qd" else run_numba()
+    out = run_numba() if lib == "numba" else run_qd(mode, cache_dir, lib)
     print(json.dumps(out))

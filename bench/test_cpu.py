@@ -4,7 +4,8 @@ qd runs on `qd.cpu` with `jit="eager"`: the first launch compiles (outside the t
 launch runs machine code; a benchmark whose kernel did not run natively skips and says why (see
 `_bench.ensure_native`). The peer is numba (`@njit(parallel=True)` + `prange`, in this process, from
 `bench/_numba_peer.py`); without numba its benchmarks skip with the reason. The launch overhead also runs
-Quadrants' (bench/_quadrants_launch.py in `.venv-peers`, bench/_peers.py) with the same argument kind.
+Quadrants' (bench/_quadrants_launch.py in `.venv-peers`, bench/_peers.py) with the same argument kind, and W4
+Quadrants' first call (bench/first_call.py with that venv's python).
 Benchmarks of one workload share a `group`, so pytest-benchmark's table shows qd and numba side by side,
 and the run ends with a summary table of medians (bench/conftest.py).
 
@@ -32,7 +33,7 @@ import pytest
 
 import qd
 from _bench import ensure_native, record, saxpy_kernel
-from _peers import run_peer
+from _peers import ensure_peer_venv, run_peer
 
 N = 1 << 24
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -234,8 +235,16 @@ W4_ROUNDS = 3
 
 
 def _first_call(lib: str, mode: str, cache_dir: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("QD_JIT", "NUMBA_CACHE_DIR")}
-    out = subprocess.run([sys.executable, os.path.join(HERE, "first_call.py"), lib, mode, cache_dir],
+    # Python's own bytecode cache is on, as in an installed package (a machine that sets PYTHONDONTWRITEBYTECODE
+    # makes every process compile qd's sources: import and init took 340 ms instead of 180 here).
+    env = {k: v for k, v in os.environ.items() if k not in ("QD_JIT", "NUMBA_CACHE_DIR", "PYTHONDONTWRITEBYTECODE")}
+    if lib == "quadrants":
+        py, why = ensure_peer_venv()
+        if py is None:
+            pytest.skip(f"quadrants: {why}")
+    else:
+        py = sys.executable
+    out = subprocess.run([py, os.path.join(HERE, "first_call.py"), lib, mode, cache_dir],
                          capture_output=True, text=True, env=env, timeout=300)
     if out.returncode != 0:
         raise RuntimeError(f"first_call.py {lib} {mode} failed:\n{out.stderr[-3000:]}")
@@ -248,7 +257,8 @@ def _first_call(lib: str, mode: str, cache_dir: str) -> dict:
 
 W4_CASES = {"qd-auto-cold": ("qd", "auto", "cold"), "qd-auto-warm": ("qd", "auto", "warm"),
             "qd-interp": ("qd", "interp", "cold"), "numba-cold": ("numba", "-", "cold"),
-            "numba-warm": ("numba", "-", "warm")}
+            "numba-warm": ("numba", "-", "warm"), "quadrants-cold": ("quadrants", "-", "cold"),
+            "quadrants-warm": ("quadrants", "-", "warm")}
 
 
 @pytest.mark.parametrize("case", list(W4_CASES))
@@ -256,7 +266,7 @@ def test_w4_first_call(benchmark, case, tmp_path):
     lib, mode, cache = W4_CASES[case]
     if lib == "numba":
         _need_numba()
-    elif qd.cpu.unavailable_reason():
+    elif lib == "qd" and qd.cpu.unavailable_reason():
         pytest.skip(f"qd.cpu: {qd.cpu.unavailable_reason()}")
     benchmark.group = "W4 first call of W1 in a fresh process"
     runs: list[dict] = []

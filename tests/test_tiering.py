@@ -155,6 +155,7 @@ def test_a_waiting_first_launch_compiles_quickly_then_switches_to_optimised_code
     st = k._last_ck.tier
     assert k.stats["launches"] == {"interp": 0, "cpu": 1} and st.native.quick
     assert k._plan is None and st.future is None  # quick code is never planned; O3 starts at the next launch
+    assert k._last_ck._code is None  # a launch that runs native code never lowers the interpreter's bytecode
     k(x, y, 1.25)
     st.future.result()
     for _ in range(3):
@@ -199,3 +200,13 @@ def test_a_very_large_first_launch_waits_for_optimised_code(tmp_path, monkeypatc
     k = _saxpy()
     k(np.ones(1000, np.float32), np.zeros(1000, np.float32), 1.0)
     assert k.stats["launches"] == {"interp": 0, "cpu": 1} and not k._last_ck.tier.native.quick
+
+
+@pytest.mark.parametrize("fast_math", [False, True])
+def test_the_warm_up_kernel_compiles(fast_math):
+    """`qd.init` compiles this kernel in the background, where a failure would go unseen (the IR text must
+    follow the IR's changes)."""
+    from qd.jit import cpu
+
+    native = cpu.warm_up(fast_math)
+    assert native.quick and [t.kind for t in native.tasks] == ["range"] and native.tasks[0].fn

@@ -23,6 +23,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from qd import ir
 from qd.runtime import arch as _arch
 from qd.runtime import config
 
@@ -53,6 +54,7 @@ class TierState:
                                                   "compile_ms": None, "from_cache": None})
     plan: Any = None  # the instance's compiled launch plan (`qd/_launch.pyx`): its launches are native ones
     planned: int = 0  # the plan's launch count when the Python path last launched
+    size: int | None = None  # `_predicted_work`'s instructions per element
 
     @property
     def stats(self) -> dict:
@@ -104,10 +106,12 @@ def _record(st: TierState, tier: str) -> None:
         c["from_cache"] = st.native.from_cache
 
 
-def _predicted_work(ck: Any, arrays: Sequence[Any]) -> int:
-    elements = max((getattr(a, "size", 0) for a in arrays), default=0)
-    code = sum(len(t.code) + len(t.prologue) for t in ck.code.tasks) // 5
-    return elements * code
+def _predicted_work(st: TierState, ck: Any, arrays: Sequence[Any]) -> int:
+    """Elements bound × the kernel's IR statements, in the interpreter's instructions (about 2 per 3 statements);
+    from the IR, so that a launch that goes native never lowers the bytecode."""
+    if st.size is None:
+        st.size = sum(1 for t in ck.ir.tasks for b in (t.prologue, t.body) for _ in ir.walk(b)) * 2 // 3
+    return max((getattr(a, "size", 0) for a in arrays), default=0) * st.size
 
 
 def _finish(st: TierState, fut: cf.Future) -> Any:
@@ -130,7 +134,7 @@ def native_for(ck: Any, arrays: Sequence[Any]) -> Any:
     if st.native is None and mode == "eager":
         st.native = _compile(ck)
     elif st.native is None or st.native.quick:
-        work = _predicted_work(ck, arrays)
+        work = _predicted_work(st, ck, arrays)
         quick_now = st.native is None and st.future is None and WAIT_FOR_COMPILER_WORK < work <= QUICK_WORK_LIMIT
         if quick_now:
             _quick(st, ck)  # this launch waits for native code: the quick kind (or the cached one)
@@ -158,7 +162,7 @@ def _warm_up() -> None:
     from qd import _sizer
     from qd.jit import cpu
 
-    cpu.warm_up()
+    cpu.warm_up(bool(config.current().fast_math))
     _sizer.reduce_max_i64(np.zeros(64, np.int64), 0, int(config.current().cpu_max_num_threads or 1))
 
 

@@ -95,7 +95,7 @@ def _array_of(obj: Any) -> np.ndarray:
 
 
 class _NoCode:
-    """What `_Scratch` reads of a kernel's bytecode, for a launch plan that runs none (a GPU arch's)."""
+    """What `_Scratch` reads of a kernel's bytecode, for launches that run none (native code, a GPU arch's)."""
 
     nregs = 0
     shape_regs: tuple = ()
@@ -110,11 +110,14 @@ class _Scratch:
     """Per-instance launch state, reused by consecutive launches (made again when a launch of the
     same instance is already running in another thread)."""
 
-    def __init__(self, ck: "CompiledKernel", device: bool = False) -> None:
-        """`device`: for a GPU arch's launch plan, which takes the argument words and nothing of the bytecode."""
-        code = _NO_CODE if device else ck.code
+    def __init__(self, ck: "CompiledKernel", interp: bool = True) -> None:
+        """`interp`: the interpreter runs launches with it (registers and operands from the bytecode). Native
+        code and GPU launches take the argument words and nothing of the bytecode, which a first launch that
+        waits for native code then need not lower."""
+        self.interp = interp
+        code = ck.code if interp else _NO_CODE
         self.base = np.zeros(max(1, code.nregs), dtype=np.uint64)
-        if not device and len(ck.consts):
+        if interp and len(ck.consts):
             self.base[ck.consts[:, 0].astype(np.int64)] = ck.consts[:, 1]
         self.tpl = self.base.copy()
         self.shape_regs = np.array([(r, b, a) for (b, a), r in code.shape_regs], np.int64).reshape(-1, 3)
@@ -167,12 +170,13 @@ def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> 
         from qd.runtime import device, device_launch
 
         return device_launch.launch(device.runtime(cfg.arch.name), ck, bindings, args)
-    sc = ck.scratch if ck.scratch is not None and not ck.scratch.busy else _Scratch(ck)
-    ck.scratch = sc
+    nthreads, owners, arrays = prepare(ck, bindings, args)
+    native = tiering.native_for(ck, arrays)
+    sc = ck.scratch
+    if sc is None or sc.busy or (native is None and not sc.interp):
+        sc = ck.scratch = _Scratch(ck, interp=native is None)
     sc.busy = True
     try:
-        nthreads, owners, arrays = prepare(ck, bindings, args)
-        native = tiering.native_for(ck, arrays)
         st = sc.launch
         st.start(arrays, int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, _launch.next_launch_id(), nthreads)
         if native is not None:

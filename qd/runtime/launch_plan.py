@@ -95,7 +95,7 @@ def _build(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any],
     rets = [value_code(dt) for dt in k.rets]
     rt = sig.return_type
     restructure = None if rt is None or isinstance(rt, DataType) else sig.restructure_return
-    sc = _launch_mod._Scratch(ck, device=gpu is not None)
+    sc = _launch_mod._Scratch(ck, interp=False)
     guards = [(vars(_tape), "_active_tape", None), (vars(_tape), "_active_fwd", None),
               (vars(_launch_mod), "launch", _launch_mod.LAUNCH), (vars(_config), "_current", _config.current())]
     common = (params, buffers)
