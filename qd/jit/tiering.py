@@ -34,6 +34,7 @@ WAIT_FOR_COMPILER_WORK = 4_000_000
 QUICK_WORK_LIMIT = 1 << 28
 
 _executor: cf.ThreadPoolExecutor | None = None
+_warming: cf.Future | None = None  # the process's warm-up (`prewarm`)
 _executor_lock = threading.Lock()
 
 
@@ -171,9 +172,11 @@ def prewarm() -> None:
     45 ms, 34 of them Python holding the interpreter lock, which a background thread would only interleave with
     the program's own Python, and a first launch right after `qd.init` would wait for), then warms it up in the
     background (LLVM's target, a quick compile, the OpenMP threads: mostly outside the interpreter lock)."""
+    global _warming
     if str(config.current().jit) != "interp":
         try:
             import qd.jit.cpu  # noqa: F401
         except Exception:  # noqa: BLE001  a broken llvmlite: the first compile reports it, launches interpret
             return
-        _pool().submit(_warm_up)
+        if _warming is None:  # once a process: what it warms up stays warm across `qd.init`s
+            _warming = _pool().submit(_warm_up)
