@@ -118,6 +118,23 @@ QD_FLOAT_ATOMICS(f16, uint16_t, uint16_t, float, qd_h2f, qd_f2h, f)
 QD_FLOAT_ATOMICS(f32, float, uint32_t, float, QD_ID, QD_ID, f)
 QD_FLOAT_ATOMICS(f64, double, uint64_t, double, QD_ID, QD_ID, )
 
+/* ---- exchange and compare-and-swap (32- and 64-bit words; a float exchanges its bits) ---- */
+#define QD_SWAP_ATOMICS(N, T, UT)                                                                 \
+    static inline T qd_atomic_xchg_##N(T *p, T v) {                                               \
+        UT bits; memcpy(&bits, &v, sizeof(T));                                                    \
+        UT old = __atomic_exchange_n((UT *)p, bits, __ATOMIC_SEQ_CST);                            \
+        T out; memcpy(&out, &old, sizeof(T)); return out;                                         \
+    }
+#define QD_CAS_ATOMIC(N, T)                                                                       \
+    static inline T qd_atomic_cas_##N(T *p, T expected, T desired) {                              \
+        __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
+        return expected; /* the old value: left as it was on success, read on failure */          \
+    }
+QD_SWAP_ATOMICS(i32, int32_t, uint32_t) QD_SWAP_ATOMICS(u32, uint32_t, uint32_t)
+QD_SWAP_ATOMICS(i64, int64_t, uint64_t) QD_SWAP_ATOMICS(u64, uint64_t, uint64_t)
+QD_SWAP_ATOMICS(f32, float, uint32_t) QD_SWAP_ATOMICS(f64, double, uint64_t)
+QD_CAS_ATOMIC(i32, int32_t) QD_CAS_ATOMIC(u32, uint32_t) QD_CAS_ATOMIC(i64, int64_t) QD_CAS_ATOMIC(u64, uint64_t)
+
 /* ---- counter-based random numbers: splitmix64 of (key, counter) ---- */
 static inline uint64_t qd_mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;

@@ -148,6 +148,17 @@ class AtomicRMW(Stmt, Value):
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
+class AtomicSwap(Stmt, Value):
+    """Atomically writes `value` into `*ptr` (`qd.atomic_exchange`), or, with `expected` set, only where `*ptr`
+    equals it (`qd.atomic_cas`, integers only); yields the old value either way. 32- and 64-bit dtypes."""
+
+    ptr: GlobalPtr
+    value: Value
+    dtype: DataType
+    expected: Value | None = None
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
 class LocalAtomic(Stmt, Value):
     """Atomically `var = op(var, value)` on a kernel-scope local, inside a parallel loop; yields the old value.
 

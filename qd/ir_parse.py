@@ -271,6 +271,22 @@ def _p_atomic(p: _Parser, ln: _Line) -> ir.AtomicRMW:
     return ir.AtomicRMW(op=op, ptr=ptr, value=v, dtype=p.typed(ln), loc=ln.loc)
 
 
+def _p_atomic_swap(p: _Parser, ln: _Line) -> ir.AtomicSwap:
+    ptr = p.val(ln)
+    ln.take(text=",")
+    v = p.val(ln)
+    return ir.AtomicSwap(ptr=ptr, value=v, dtype=p.typed(ln), loc=ln.loc)
+
+
+def _p_atomic_cas(p: _Parser, ln: _Line) -> ir.AtomicSwap:
+    ptr = p.val(ln)
+    ln.take(text=",")
+    expected = p.val(ln)
+    ln.take(text=",")
+    v = p.val(ln)
+    return ir.AtomicSwap(ptr=ptr, expected=expected, value=v, dtype=p.typed(ln), loc=ln.loc)
+
+
 def _p_local_atomic(p: _Parser, ln: _Line) -> ir.LocalAtomic:
     op = _OPS[ln.take("ident")]
     var = p.val(ln)
@@ -309,6 +325,8 @@ _VALUE_PARSERS = {
     "global_load": lambda p, ln: ir.GlobalLoad(ptr=p.val(ln), dtype=p.typed(ln), loc=ln.loc),
     "atomic": _p_atomic,
     "local_atomic": _p_local_atomic,
+    "atomic_swap": _p_atomic_swap,
+    "atomic_cas": _p_atomic_cas,
     "external_shape": _p_external_shape,
     "random": lambda p, ln: ir.RandomValue(dtype=ln.dtype(), loc=ln.loc),
     "thread_slot": lambda p, ln: ir.ThreadSlot(dtype=p.typed(ln), loc=ln.loc),

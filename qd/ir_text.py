@@ -164,6 +164,8 @@ _FORMATTERS = {
     ir.GlobalLoad: lambda s, n: f"global_load {n.ref(s.ptr)} : {s.dtype}",
     ir.GlobalStore: lambda s, n: f"global_store {n.ref(s.ptr)}, {n.ref(s.value)}",
     ir.AtomicRMW: lambda s, n: f"atomic {s.op.value} {n.ref(s.ptr)}, {n.ref(s.value)} : {s.dtype}",
+    ir.AtomicSwap: lambda s, n: (f"atomic_swap {n.ref(s.ptr)}, {n.ref(s.value)} : {s.dtype}" if s.expected is None
+                                 else f"atomic_cas {n.ref(s.ptr)}, {n.ref(s.expected)}, {n.ref(s.value)} : {s.dtype}"),
     ir.LocalAtomic: lambda s, n: f"local_atomic {s.op.value} {n.ref(s.var)}, {n.ref(s.value)} : {s.dtype}",
     ir.ExternalShape: lambda s, n: f"external_shape @{s.buffer}, {s.axis} : {s.dtype}",
     ir.RandomValue: lambda s, n: f"random {s.dtype}",

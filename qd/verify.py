@@ -203,6 +203,11 @@ def _v_ptr_user(vf: _Verifier, s: ir.Stmt, ctx: _Ctx) -> None:
     if isinstance(s, ir.AtomicRMW):
         vf.need(s.op in ATOMIC, f"{s.op.value} is not an atomic op")
         vf.need(s.value.dtype is s.dtype, f"atomic value is {s.value.dtype}, pointer {s.dtype}")
+    if isinstance(s, ir.AtomicSwap):
+        vf.need(s.value.dtype is s.dtype, f"atomic_swap value is {s.value.dtype}, pointer {s.dtype}")
+        vf.need(s.dtype.bits in (32, 64), f"atomic_swap on {s.dtype}: 32- and 64-bit dtypes only")
+        vf.need(s.expected is None or (s.expected.dtype is s.dtype and s.dtype.is_int),
+                f"atomic_cas expects {s.expected.dtype if s.expected is not None else None} on a {s.dtype} pointer")
 
 
 def _v_external_shape(vf: _Verifier, s: ir.ExternalShape, ctx: _Ctx) -> None:
@@ -293,6 +298,7 @@ _RULES = {
     ir.GlobalLoad: _v_ptr_user,
     ir.GlobalStore: _v_ptr_user,
     ir.AtomicRMW: _v_ptr_user,
+    ir.AtomicSwap: _v_ptr_user,
     ir.ExternalShape: _v_external_shape,
     ir.RandomValue: _v_nothing,
     ir.RangeFor: _v_range_for,

@@ -249,6 +249,14 @@ class Lowerer:
             raise QuadrantsTypeError(f"{s.loc}: atomic {s.op.value} is not supported on {s.dtype}")
         self.out.emit(name, self.r(s), s.ptr.buffer, self.r(s.ptr), self.r(s.value), loc=s.loc)
 
+    def s_AtomicSwap(self, s: ir.AtomicSwap) -> None:
+        d = self.r(s)
+        if s.expected is None:
+            self.out.emit(f"XCHG_{s.dtype.name.upper()}", d, s.ptr.buffer, self.r(s.ptr), self.r(s.value), loc=s.loc)
+            return
+        self.out.emit("MOV", d, self.r(s.value), loc=s.loc)  # CAS reads `desired` from its destination register
+        self.out.emit(f"CAS_{s.dtype.name.upper()}", d, s.ptr.buffer, self.r(s.ptr), self.r(s.expected), loc=s.loc)
+
     def s_ThreadSlot(self, s: ir.ThreadSlot) -> None:
         self.out.emit("SLOT", self.r(s), loc=s.loc)  # always i64 (the verifier checks)
 
@@ -359,11 +367,12 @@ class Lowerer:
 
 # Opcodes whose `d` word is not a destination register.
 _NO_RETARGET = {OPC[n] for n in ("RET", "CHECK", "PRINT", "JMP", "JZ", "JNZ", "FOR_TEST", "FOR_NEXT", "HALT",
-                                 "HALT_RET")} | {v for k, v in OPC.items() if k.startswith("ST_")}
+                                 "HALT_RET")} | {v for k, v in OPC.items() if k.startswith(("ST_", "CAS_"))}
+# (a CAS reads `desired` from its `d` register, which the MOV before it wrote: it keeps that register)
 
 
 def _is_computed(v: ir.Value) -> bool:
-    return isinstance(v, (ir.OpStmt, ir.GlobalLoad, ir.AtomicRMW, ir.RandomValue, ir.LocalLoad))
+    return isinstance(v, (ir.OpStmt, ir.GlobalLoad, ir.AtomicRMW, ir.AtomicSwap, ir.RandomValue, ir.LocalLoad))
 
 
 def _uses_and_stores(s: ir.Stmt) -> tuple[set, set]:

@@ -225,7 +225,17 @@ def _memory() -> list[tuple[str, str]]:
             fn = f"qd_atomic_{op.name.lower()}_{n}"
             out.append((f"AT_{op.name}_{n.upper()}",
                         f"R[d].{m} = {fn}(&{ptr}, R[c].{m})"))
+        if n in SWAP_DTYPES:
+            out.append((f"XCHG_{n.upper()}", f"R[d].{m} = qd_atomic_xchg_{n}(&{ptr}, R[c].{m})"))
+        if n in CAS_DTYPES:  # d holds `desired` on entry (the lowering moves it there), the old value after
+            out.append((f"CAS_{n.upper()}", f"R[d].{m} = qd_atomic_cas_{n}(&{ptr}, R[c].{m}, R[d].{m})"))
     return out
+
+
+# `ir.AtomicSwap`'s dtypes: exchange `XCHG_<dt> d <- buf a [idx b] = c`, compare-and-swap
+# `CAS_<dt> d <- buf a [idx b] (== c ? d)`.
+SWAP_DTYPES = ("i32", "u32", "i64", "u64", "f32", "f64")
+CAS_DTYPES = ("i32", "u32", "i64", "u64")
 
 
 TABLE: list[tuple[str, str]] = _build()

@@ -254,6 +254,15 @@ def _atomic(t: Thread, s: ir.AtomicRMW) -> int:
     return 0
 
 
+def _swap(t: Thread, s: ir.AtomicSwap) -> int:
+    flat, off = t.ptr(s.ptr)
+    old = load_bits(flat, off, s.dtype)
+    if s.expected is None or old == t.vals[s.expected]:
+        store_bits(flat, off, s.dtype, canonical(s.dtype, t.vals[s.value]))
+    t.vals[s] = old
+    return 0
+
+
 def _ext_shape(t: Thread, s: ir.ExternalShape) -> int:
     t.vals[s] = canonical(s.dtype, t.env.arrays[s.buffer].shape[s.axis])
     return 0
@@ -353,7 +362,7 @@ def _adstack(t: Thread, s: ir.Stmt) -> int:
 _EXEC: dict[type, Callable[[Thread, Any], int]] = {
     ir.Const: _const, ir.ArgLoad: _arg, ir.OpStmt: _op, ir.Alloca: _alloca, ir.LocalLoad: _local_load,
     ir.LocalStore: _local_store, ir.GlobalPtr: _global_ptr, ir.GlobalLoad: _global_load,
-    ir.GlobalStore: _global_store, ir.AtomicRMW: _atomic, ir.ExternalShape: _ext_shape,
+    ir.GlobalStore: _global_store, ir.AtomicRMW: _atomic, ir.AtomicSwap: _swap, ir.ExternalShape: _ext_shape,
     ir.RandomValue: _random, ir.ThreadSlot: _slot, ir.RangeFor: _range_for, ir.While: _while, ir.If: _if,
     ir.Break: _break, ir.Continue: _continue, ir.Return: _return, ir.Print: _print, ir.Check: _check,
     **{c: _adstack for c in ir.ADSTACK_STMTS},

@@ -251,6 +251,69 @@ atomic_or = _atomic(Op.BIT_OR, "atomic_or")
 atomic_xor = _atomic(Op.BIT_XOR, "atomic_xor")
 
 
+def _swap_operand(x: Any, dtype: dtypes.DataType, name: str) -> Expr:
+    """An operand of `atomic_exchange`/`atomic_cas` in the target's dtype: a negative literal on an unsigned
+    target wraps (`-1` is the all-ones sentinel, as Quadrants' cast makes it); other values are cast."""
+    if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) and dtype.is_int:
+        info = np.iinfo(dtype.np_dtype)
+        v = int(x) % (1 << dtype.bits) if x < 0 and not dtype.is_signed and x >= -(1 << (dtype.bits - 1)) else int(x)
+        if not info.min <= v <= info.max:
+            raise QuadrantsTypeError(f"qd.{name}: the literal {x} does not fit the target's dtype {dtype.name}")
+        return _e.const(v, dtype)
+    return _e.cast_expr(_e.as_expr(x), dtype)
+
+
+def _swap_target(x: Any, name: str) -> Expr:
+    if not is_expr(x) or x.ptr is None:
+        raise QuadrantsSyntaxError(f"cannot use a non-writable target as the first operand of '{name}': "
+                                   f"qd.{name} needs a field/ndarray element or a local variable "
+                                   f"(index a field first: `f[None]`)")
+    if x.dtype.bits not in (32, 64) and isinstance(x.ptr, ir.GlobalPtr):
+        raise QuadrantsTypeError(f"qd.{name} on a {x.dtype.name} element: 32- and 64-bit dtypes only "
+                                 f"(i32, u32, i64, u64{', f32, f64' if name == 'atomic_exchange' else ''})")
+    return x
+
+
+def _swap(x: Expr, value: Expr, expected: Expr | None, name: str) -> Expr:
+    b = _e.bld()
+    ptr = x.ptr
+    if isinstance(ptr, ir.GlobalPtr):
+        return Expr(b.emit(ir.AtomicSwap, ptr=ptr, value=value.value, dtype=x.dtype,
+                           expected=None if expected is None else expected.value))
+    if b.shared_local(ptr):
+        raise QuadrantsSyntaxError(f"qd.{name} on a kernel-scope local inside a parallel loop is not supported: "
+                                   f"every iteration would race on it; use a field or ndarray element")
+    old = Expr(b.load(ptr))  # a thread's own local: nothing to race with
+    new = value if expected is None else _e.select(_e.binary("eq", old, expected), value, old)
+    b.store(ptr, new.value)
+    return old
+
+
+def atomic_exchange(x: Any, y: Any) -> Any:
+    """`qd.atomic_exchange(x, y)`: atomically writes `y` into `x`; returns the old value of `x`. A vector or
+    matrix target exchanges component by component."""
+    if _e.is_matrix(x):
+        ys = list(y.entries) if _e.is_matrix(y) else [y] * len(x.entries)
+        it = iter([atomic_exchange(a, v) for a, v in zip(x.entries, ys)])
+        return x._map(lambda _: next(it))
+    x = _swap_target(x, "atomic_exchange")
+    return _swap(x, _swap_operand(y, x.dtype, "atomic_exchange"), None, "atomic_exchange")
+
+
+def atomic_cas(x: Any, expected: Any, desired: Any) -> Any:
+    """`qd.atomic_cas(x, expected, desired)`: atomically writes `desired` into `x` if `x` equals `expected`;
+    returns the old value of `x` either way (the swap happened where it equals `expected`). Integers only."""
+    if _e.is_matrix(x):
+        raise QuadrantsTypeError("qd.atomic_cas on a vector or matrix: compare-and-swap one component at a time "
+                                 "(`qd.atomic_cas(v[None][i], expected, desired)`)")
+    x = _swap_target(x, "atomic_cas")
+    if not x.dtype.is_int:
+        raise QuadrantsTypeError(f"qd.atomic_cas on a {x.dtype.name} element: integer dtypes only (i32, u32, i64, "
+                                 f"u64); compare float bits through an integer view with qd.bit_cast")
+    return _swap(x, _swap_operand(desired, x.dtype, "atomic_cas"), _swap_operand(expected, x.dtype, "atomic_cas"),
+                 "atomic_cas")
+
+
 def random(dtype: Any = float) -> Any:
     """`qd.random(dtype=float)`: floats uniform in [0, 1), ints uniform over the dtype."""
     dt = dtypes.to_dtype(dtype)

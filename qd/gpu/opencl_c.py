@@ -540,6 +540,24 @@ class _Fn:
               Op.MAX: "max"}[op]
         return f"{'atom' if dt.bits == 64 else 'atomic'}_{fn}({vp}, {v})"
 
+    def s_AtomicSwap(self, s: ir.AtomicSwap) -> None:
+        """`atomic_xchg`/`atomic_cmpxchg` (`atom_*` at 64 bits; a double exchanges its bits as a long)."""
+        from qd.errors import QuadrantsTypeError
+
+        dt, p, v = s.dtype, self.names[s.ptr], self.v(s.value)
+        name = "cas" if s.expected is not None else "exchange"
+        if dt.bits == 64 and not self.g.int64_atomics:
+            raise QuadrantsTypeError(f"kernel {self.k.name}: qd.atomic_{name} on {dt} needs 64-bit atomics, which "
+                                     f"this OpenCL device lacks (no cl_khr_int64_base_atomics); use a 32-bit type")
+        fn = "atom" if dt.bits == 64 else "atomic"
+        if s.expected is not None:
+            expr = f"{fn}_cmpxchg((volatile __global {reg(dt)}*){p}, {self.v(s.expected)}, {v})"
+        elif dt is T.f64:
+            expr = f"as_double({fn}_xchg((volatile __global long*){p}, as_long({v})))"
+        else:
+            expr = f"{fn}_xchg((volatile __global {reg(dt)}*){p}, {v})"
+        self.define(s, reg(dt), expr)
+
     def s_ThreadSlot(self, s: ir.ThreadSlot) -> None:
         self.names[s] = "gid"
 

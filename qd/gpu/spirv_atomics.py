@@ -43,6 +43,31 @@ class Atomics:
             return
         self.vals[s] = self.atomic(s.op, s.dtype, self.vals[s.ptr], self.v(s.value))
 
+    def s_AtomicSwap(self, s: ir.AtomicSwap) -> None:
+        """`OpAtomicExchange` (a float exchanges its bits) or `OpAtomicCompareExchange` at device scope."""
+        dt = s.dtype
+        if dt.bits == 64:
+            if not self.caps.int64_atomics:
+                raise QuadrantsTypeError(f"qd.atomic_{'cas' if s.expected is not None else 'exchange'} on {dt} "
+                                         f"needs 64-bit atomics, which this Vulkan device lacks "
+                                         f"(shaderBufferInt64Atomics)")
+            self.m.capability(Capability.Int64Atomics)
+        v = self.v(s.value)
+        if dt is T.f64:  # lavapipe's LLVM cannot select the exchange of a computed double's bits: a CAS loop
+            self.vals[s] = self.cas_loop(dt, self.vals[s.ptr], lambda old: v)
+            return
+        scope, sem = self._scope()
+        ity = self.ty(T.u32) if dt.is_float else self.ty(dt)
+        ptr = self.pointer(self.vals[s.ptr], ity)
+        if s.expected is not None:
+            old = self.op(S.AtomicCompareExchange, ptr, scope, sem, sem, v, self.v(s.expected), t=ity)
+        elif dt.is_float:
+            bits = self.op(S.AtomicExchange, ptr, scope, sem, self.op(S.Bitcast, v, t=ity), t=ity)
+            old = self.op(S.Bitcast, bits, t=self.ty(dt))
+        else:
+            old = self.op(S.AtomicExchange, ptr, scope, sem, v, t=ity)
+        self.vals[s] = old
+
     def combine(self, op: Op, dt: T.DataType, acc: int, v: int) -> int:
         """The accumulator update of a reduction (sub accumulates by subtraction from -0.0 / by addition)."""
         if dt.is_float and op is Op.SUB:

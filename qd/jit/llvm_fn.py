@@ -237,6 +237,20 @@ class FnLowering:
             return
         self.vals[s] = self.atomic(s.op, s.dtype, self.vals[s.ptr], self.v(s.value))
 
+    def s_AtomicSwap(self, s: ir.AtomicSwap) -> None:
+        """Exchange (`atomicrmw xchg`, a float as its bits) or compare-and-swap (`cmpxchg`); the old value."""
+        b, dt, order = self.b, s.dtype, self.mg.target.atomic_order
+        ptr, v = self.vals[s.ptr], self.v(s.value)
+        if s.expected is not None:
+            pair = b.cmpxchg(ptr, self.v(s.expected), v, order, "monotonic")
+            self.vals[s] = b.extract_value(pair, 0)
+            return
+        if dt.is_float:
+            ity = L.IntType(8 * dt.itemsize)
+            self.vals[s] = b.bitcast(b.atomic_rmw("xchg", ptr, b.bitcast(v, ity), order), reg_type(dt))
+        else:
+            self.vals[s] = b.atomic_rmw("xchg", ptr, v, order)
+
     def combine(self, op: Op, dt: T.DataType, acc: L.Value, v: L.Value) -> L.Value:
         """The accumulator update of a reduction (sub accumulates by subtraction from -0.0 / 0)."""
         if dt.is_float and op is Op.SUB:

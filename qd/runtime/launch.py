@@ -85,7 +85,7 @@ def compile_kernel(k: ir.KernelIR) -> CompiledKernel:
 def _written_buffers(k: ir.KernelIR) -> frozenset:
     out = set()
     for s in ir.walk_kernel(k):
-        if isinstance(s, (ir.GlobalStore, ir.AtomicRMW)):
+        if isinstance(s, (ir.GlobalStore, ir.AtomicRMW, ir.AtomicSwap)):
             out.add(s.ptr.buffer)
     return frozenset(out)
 
