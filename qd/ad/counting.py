@@ -36,7 +36,7 @@ class _Counter:
     def stmt(self, s: ir.Stmt, out: list[ir.Stmt]) -> None:
         if isinstance(s, (ir.GlobalStore, ir.Print, ir.Check)):
             return
-        if isinstance(s, ir.AtomicRMW):
+        if isinstance(s, (ir.AtomicRMW, ir.AtomicSwap)):
             new = ir.GlobalLoad(ptr=self.sub[s.ptr], dtype=s.dtype, loc=s.loc)
         elif isinstance(s, ir.While) and s in self.whiles:
             self.counted_while(s, out)

@@ -77,6 +77,9 @@ class _Dual:
             d = ir.AtomicRMW(op=s.op, ptr=self.dptr[s.ptr], value=self._value(s.value, em), dtype=s.dtype,
                              loc=s.loc)
             self.tan[s] = _emit(out, d)  # the old dual is the old value's tangent
+        elif isinstance(s, ir.AtomicSwap) and s.ptr in self.dptr and s.expected is None:
+            d = ir.AtomicSwap(ptr=self.dptr[s.ptr], value=self._value(s.value, em), dtype=s.dtype, loc=s.loc)
+            self.tan[s] = _emit(out, d)  # the dual is exchanged too; its old value is the old value's tangent
 
     def local_atomic(self, s: ir.LocalAtomic, out: list[ir.Stmt], em: rules.BlockEmitter) -> None:
         """A float kernel-scope local reduced in a parallel loop: its tangent is reduced alongside

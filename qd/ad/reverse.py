@@ -272,8 +272,9 @@ class _Reverse:
 
     def replay_one(self, s: ir.Stmt, r: _Region, record: bool) -> None:
         em = r.out.append
-        if isinstance(s, (ir.GlobalStore, ir.Print, ir.Check)) or (isinstance(s, ir.RangeFor) and s.parallel):
-            return
+        if isinstance(s, (ir.GlobalStore, ir.AtomicSwap, ir.Print, ir.Check)) or (isinstance(s, ir.RangeFor)
+                                                                                  and s.parallel):
+            return  # (a swap's old value is unused in a differentiated kernel: `check_reverse_supported`)
         if isinstance(s, ir.AtomicRMW):
             r.vmap[s] = _emit(r.out, ir.GlobalLoad(ptr=r.vmap[s.ptr], dtype=s.dtype, loc=s.loc))
             return
@@ -422,7 +423,8 @@ class _Reverse:
                 r.pending[key][1] = rules.add(r.pending[key][1], ct, s.dtype, em)
             else:
                 r.pending[key] = [self.grad_ptr(s.ptr, r), ct]
-        elif isinstance(s, ir.GlobalStore) and s.ptr.buffer in self.grad_of and s.value.dtype.is_float:
+        elif (isinstance(s, ir.GlobalStore) or (isinstance(s, ir.AtomicSwap) and s.expected is None)) \
+                and s.ptr.buffer in self.grad_of and s.value.dtype.is_float:  # (an exchange is a store here)
             # loads of this very address after the store: their adjoint goes straight to the stored value
             same = r.pending.pop((s.ptr.buffer, tuple(_index_key(r.vmap.get(i, i)) for i in s.ptr.indices)), None)
             self.flush(r, s.ptr.buffer)
@@ -592,7 +594,7 @@ def _owned_buffers(s: ir.RangeFor, grad_of: dict) -> set[int]:
     seen: dict[int, tuple] = {}
     mixed: set[int] = set()
     for st in ir.walk(s.body):
-        if isinstance(st, (ir.GlobalLoad, ir.GlobalStore, ir.AtomicRMW)) and st.ptr.buffer in grad_of:
+        if isinstance(st, (ir.GlobalLoad, ir.GlobalStore, ir.AtomicRMW, ir.AtomicSwap)) and st.ptr.buffer in grad_of:
             key = tuple(_index_key(i) for i in st.ptr.indices)
             if s.var not in key or seen.setdefault(st.ptr.buffer, key) != key:
                 mixed.add(st.ptr.buffer)
@@ -619,7 +621,7 @@ def _check_cross_iteration(s: ir.RangeFor, grad_of: dict) -> None:
     "Cross-iteration read-after-write")."""
     stores, loads, memo = [], [], {}
     for st in ir.walk(s.body):
-        if isinstance(st, (ir.GlobalStore, ir.AtomicRMW)) and st.ptr.buffer in grad_of:
+        if isinstance(st, (ir.GlobalStore, ir.AtomicRMW, ir.AtomicSwap)) and st.ptr.buffer in grad_of:
             stores.append(st)
         elif isinstance(st, ir.GlobalLoad) and st.ptr.buffer in grad_of:
             loads.append(st)

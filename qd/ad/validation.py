@@ -68,7 +68,7 @@ class _Validator:
             one = ir.Const(dtype=u8, value=1, loc=s.loc)
             out += [cp, one, ir.GlobalStore(ptr=cp, value=one, loc=s.loc)]
             return
-        if isinstance(s, (ir.GlobalStore, ir.AtomicRMW)) and s.ptr.buffer in self.bit_of:
+        if isinstance(s, (ir.GlobalStore, ir.AtomicRMW, ir.AtomicSwap)) and s.ptr.buffer in self.bit_of:
             loc = s.loc
             cp = self._bit_ptr(s.ptr)
             bit = ir.GlobalLoad(ptr=cp, dtype=u8, loc=loc)
@@ -104,13 +104,22 @@ def _where(loc: ir.SrcLoc | None) -> str:
 
 def check_reverse_supported(k: ir.KernelIR, grads: Sequence[int]) -> None:
     """Rejects what reverse mode cannot differentiate, before the `reverse` pass runs on `k`:
-    `qd.random()` anywhere (Quadrants' RuntimeError text), and atomic min/max into a buffer with a
+    `qd.random()` anywhere (Quadrants' RuntimeError text), atomic min/max into a buffer with a
     gradient (listed in `grads`): Quadrants accumulates their adjoint as if they were atomic adds,
-    which is wrong unless every operand wins; qd refuses them instead of giving such a gradient."""
+    which is wrong unless every operand wins; qd refuses them instead of giving such a gradient. And an
+    exchange or compare-and-swap whose old value is used (an unused one is a store, differentiated as one)."""
     grad_set = set(grads)
+    used = {v for s in ir.walk(k.body) for v in s.operands()}
     for s in ir.walk(k.body):
         if isinstance(s, ir.RandomValue):
             raise QuadrantsRuntimeError(RAND_MESSAGE)
+        if isinstance(s, ir.AtomicSwap) and s in used:
+            name = "atomic_cas" if s.expected is not None else "atomic_exchange"
+            raise QuadrantsCompilationError(
+                f"kernel.grad: the old value qd.{name} returns cannot be replayed by the reverse pass (its replay "
+                f"sees memory as the forward pass left it, so branches on it would take other ways); move the "
+                f"{name} into a kernel that is not differentiated, or give this step a custom gradient with "
+                f"qd.ad.grad_replaced and qd.ad.grad_for{_where(s.loc)}")
         if (isinstance(s, ir.AtomicRMW) and s.op in (Op.MIN, Op.MAX) and s.ptr.buffer in grad_set
                 and s.value.dtype.is_float):
             name = k.buffers[s.ptr.buffer].name or "field"

@@ -92,7 +92,7 @@ def find_reductions(t: ir.Task) -> list[Reduction]:
     used = {v for s in stmts for v in s.operands()}
     by_buffer: dict[int, list] = {}
     for s in stmts:
-        if isinstance(s, (ir.GlobalLoad, ir.GlobalStore, ir.AtomicRMW)):
+        if isinstance(s, (ir.GlobalLoad, ir.GlobalStore, ir.AtomicRMW, ir.AtomicSwap)):  # (a swap disqualifies)
             by_buffer.setdefault(s.ptr.buffer, []).append(s)
     memo: dict = {}
     out: list[Reduction] = []
