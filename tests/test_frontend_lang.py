@@ -356,6 +356,22 @@ def test_atomic_returns_old():
     assert out.to_numpy().tolist() == [8, 5]
 
 
+def test_f16_atomics_contend_correctly():
+    """f16 atomics are compare-and-swap loops on their 32-bit word on the GPU tiers: neighbours in the same word
+    must not disturb each other, and every contribution lands (sums small enough to stay exact in f16)."""
+    acc = np.zeros(4, np.float16)
+
+    @qd.kernel
+    def k(a: qd.types.ndarray(qd.f16, 1)):
+        for i in range(256):
+            qd.atomic_add(a[i % 2], 1.0)
+            qd.atomic_max(a[2], qd.cast(i, qd.f32) * 0.5)
+            qd.atomic_min(a[3], -qd.cast(i % 7, qd.f32))
+
+    k(acc)
+    assert acc.tolist() == [128.0, 128.0, 127.5, -6.0]
+
+
 def test_augassign_global_ops():
     out = qd.field(qd.i32, shape=4)
 

@@ -124,6 +124,22 @@ QD_NARROW_ATOMIC(qd_atomic_max_##T, T, U, o > v ? o : v) QD_NARROW_ATOMIC(qd_ato
 QD_NARROW_ATOMIC(qd_atomic_or_##T, T, U, o | v) QD_NARROW_ATOMIC(qd_atomic_xor_##T, T, U, o ^ v)
 QD_NARROW_ATOMICS(char, uchar) QD_NARROW_ATOMICS(uchar, uchar) QD_NARROW_ATOMICS(short, ushort)
 QD_NARROW_ATOMICS(ushort, ushort)
+/* an f16 atomic: the same on its word, the half's bits converted to float and the result rounded back (storage-only
+   `half`: no cl_khr_fp16 needed) */
+#define QD_HALF_ATOMIC(NAME, EXPR)                                                           \
+static inline float NAME(volatile __global half* p, float v) {                               \
+  ulong addr = (ulong)p; volatile __global uint* w = (volatile __global uint*)(addr & ~3UL);  \
+  uint shift = (uint)(addr & 3UL) * 8u, mask = 0xFFFFu << shift;                             \
+  uint old = *w;                                                                             \
+  for (;;) { ushort ob = (ushort)((old & mask) >> shift); float o = vload_half(0, (const __private half*)&ob); \
+             float n = (EXPR); ushort nb; vstore_half_rte(n, 0, (__private half*)&nb);      \
+             uint nw = (old & ~mask) | ((uint)nb << shift);                                  \
+             uint seen = atomic_cmpxchg(w, old, nw); if (seen == old) return o; old = seen; }  \
+}
+QD_HALF_ATOMIC(qd_atomic_add_half, o + v) QD_HALF_ATOMIC(qd_atomic_sub_half, o - v)
+QD_HALF_ATOMIC(qd_atomic_mul_half, o * v)
+QD_HALF_ATOMIC(qd_atomic_min_half, (o <= v || isnan(v)) ? o : v)
+QD_HALF_ATOMIC(qd_atomic_max_half, (o >= v || isnan(v)) ? o : v)
 #define QD_CAS32(NAME, VT, EXPR)                                                             \
 static inline VT NAME(volatile __global VT* p, VT v) {                                        \
   volatile __global uint* q = (volatile __global uint*)p; uint old = *q;                     \
@@ -521,8 +537,8 @@ class _Fn:
         if dt is T.u1 or (dt.is_float and op in (Op.BIT_AND, Op.BIT_OR, Op.BIT_XOR)):
             raise QuadrantsTypeError(f"atomic {op.value} is not supported on {dt}")
         if dt is T.f16:
-            raise QuadrantsTypeError("an f16 atomic is not supported on the opencl tier yet (no cl_khr_fp16 "
-                                     "arithmetic on PoCL); use f32")
+            name = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul", Op.MIN: "min", Op.MAX: "max"}[op]
+            return f"qd_atomic_{name}_half((volatile __global half*){p}, {v})"
         if dt.bits == 64 and not self.g.int64_atomics:
             raise QuadrantsTypeError(f"kernel {self.k.name}: a {dt} atomic {op.value} needs 64-bit atomics, which "
                                      f"this OpenCL device lacks (no cl_khr_int64_base_atomics/extended_atomics); "
