@@ -127,8 +127,13 @@ class GlobalPtr(Stmt, Value):
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class GlobalLoad(Stmt, Value):
+    """`*ptr`. `volatile` (`qd.volatile_load`): read from memory every time it runs, never cached, hoisted out
+    of a loop or merged with another read (a relaxed atomic load on LLVM tiers, a `Volatile` access on SPIR-V,
+    a `volatile` pointer in OpenCL C): a spin-wait sees the writes of other threads."""
+
     ptr: GlobalPtr
     dtype: DataType
+    volatile: bool = False
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)

@@ -161,7 +161,7 @@ _FORMATTERS = {
     ir.LocalLoad: lambda s, n: f"local_load {n.ref(s.var)} : {s.dtype}",
     ir.LocalStore: lambda s, n: f"local_store {n.ref(s.var)}, {n.ref(s.value)}",
     ir.GlobalPtr: lambda s, n: f"global_ptr @{s.buffer} [{n.refs(s.indices)}] : {s.dtype}",
-    ir.GlobalLoad: lambda s, n: f"global_load {n.ref(s.ptr)} : {s.dtype}",
+    ir.GlobalLoad: lambda s, n: f"global_load {'volatile ' if s.volatile else ''}{n.ref(s.ptr)} : {s.dtype}",
     ir.GlobalStore: lambda s, n: f"global_store {n.ref(s.ptr)}, {n.ref(s.value)}",
     ir.AtomicRMW: lambda s, n: f"atomic {s.op.value} {n.ref(s.ptr)}, {n.ref(s.value)} : {s.dtype}",
     ir.AtomicSwap: lambda s, n: (f"atomic_swap {n.ref(s.ptr)}, {n.ref(s.value)} : {s.dtype}" if s.expected is None

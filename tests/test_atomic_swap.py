@@ -192,7 +192,7 @@ def test_bad_targets_and_dtypes_are_clear_errors():
     def constant():
         qd.atomic_exchange(1, 2)
 
-    for kern, cls, words in [(raw_field, qd.QuadrantsSyntaxError, "non-writable target"),
+    for kern, cls, words in [(raw_field, qd.QuadrantsSyntaxError, "index it first"),
                              (float_cas, qd.QuadrantsTypeError, "integer dtypes only"),
                              (narrow, qd.QuadrantsTypeError, "32- and 64-bit"),
                              (vector_cas, qd.QuadrantsTypeError, "one component at a time"),

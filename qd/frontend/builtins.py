@@ -264,6 +264,9 @@ def _swap_operand(x: Any, dtype: dtypes.DataType, name: str) -> Expr:
 
 
 def _swap_target(x: Any, name: str) -> Expr:
+    if isinstance(x, _v.GlobalTensor):
+        raise QuadrantsSyntaxError(f"cannot use a field or ndarray directly as the first operand of '{name}'; "
+                                   f"index it first (e.g. `field[None]`)")
     if not is_expr(x) or x.ptr is None:
         raise QuadrantsSyntaxError(f"cannot use a non-writable target as the first operand of '{name}': "
                                    f"qd.{name} needs a field/ndarray element or a local variable "
@@ -312,6 +315,27 @@ def atomic_cas(x: Any, expected: Any, desired: Any) -> Any:
                                  f"u64); compare float bits through an integer view with qd.bit_cast")
     return _swap(x, _swap_operand(desired, x.dtype, "atomic_cas"), _swap_operand(expected, x.dtype, "atomic_cas"),
                  "atomic_cas")
+
+
+def volatile_load(target: Any) -> Any:
+    """`qd.volatile_load(x)`: reads the field or ndarray element `x` from memory every time it runs, never cached,
+    hoisted out of a loop or merged with another read: a spin-wait on a cell other threads write sees their
+    writes. A vector or matrix element is read component by component."""
+    if _e.is_matrix(target):
+        if not all(is_expr(c) and isinstance(c.ptr, ir.GlobalPtr) for c in target.entries):
+            raise QuadrantsTypeError("qd.volatile_load of a local array: a thread's own local cannot be written "
+                                     "by another thread; volatile_load reads field or ndarray elements")
+        it = iter([volatile_load(c) for c in target.entries])
+        return target._map(lambda _: next(it))
+    if isinstance(target, _v.GlobalTensor):
+        raise QuadrantsSyntaxError("cannot pass a Field directly to 'qd.volatile_load'; index it first "
+                                   "(e.g. `field[None]`)")
+    if not is_expr(target) or target.ptr is None:
+        raise QuadrantsSyntaxError("qd.volatile_load requires an lvalue (field / ndarray subscript) as its argument")
+    if not isinstance(target.ptr, ir.GlobalPtr):
+        raise QuadrantsTypeError("qd.volatile_load of a local: a thread's own local cannot be written by another "
+                                 "thread; volatile_load reads field or ndarray elements")
+    return Expr(_e.bld().emit(ir.GlobalLoad, ptr=target.ptr, dtype=target.ptr.dtype, volatile=True))
 
 
 def random(dtype: Any = float) -> Any:

@@ -470,6 +470,8 @@ class _Fn:
     def s_GlobalLoad(self, s: ir.GlobalLoad) -> None:
         p = self.names[s.ptr]
         dt = s.dtype
+        if s.volatile:  # read through a volatile pointer: never cached or hoisted
+            p = f"((volatile __global {_MEM[dt]}*){p})"
         expr = f"vload_half(0, {p})" if dt is T.f16 else f"((int)(*{p} != 0))" if dt is T.u1 else f"*{p}"
         self.define(s, reg(dt), expr)
 

@@ -523,7 +523,8 @@ class FnEmitter(Atomics):
     def s_GlobalLoad(self, s: ir.GlobalLoad) -> None:
         dt = s.dtype
         mt = self.mem_ty(dt)
-        raw = self.op(S.Load, self.pointer(self.vals[s.ptr], mt), MemoryAccess.Aligned, dt.itemsize, t=mt)
+        access = MemoryAccess.Aligned | (MemoryAccess.Volatile if s.volatile else 0)
+        raw = self.op(S.Load, self.pointer(self.vals[s.ptr], mt), access, dt.itemsize, t=mt)
         self.vals[s] = self.from_mem(dt, raw)
 
     def from_mem(self, dt: T.DataType, raw: int) -> int:

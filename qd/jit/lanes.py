@@ -68,7 +68,7 @@ def supported(t: ir.Task) -> bool:
                                                                                    ir.ExternalShape))
                                                  for i in s.ptr.indices):
             return False
-        if not isinstance(s, _STMTS):
+        if not isinstance(s, _STMTS) or (isinstance(s, ir.GlobalLoad) and s.volatile):
             return False
         if isinstance(s, ir.OpStmt) and not _op_ok(s):
             return False

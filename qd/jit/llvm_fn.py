@@ -207,7 +207,10 @@ class FnLowering:
 
     def s_GlobalLoad(self, s: ir.GlobalLoad) -> None:
         b, dt = self.b, s.dtype
-        raw = b.load(self.vals[s.ptr], typ=mem_type(dt), align=dt.itemsize)
+        if s.volatile:  # a relaxed atomic load: LLVM neither hoists nor merges it
+            raw = b.load_atomic(self.vals[s.ptr], "monotonic", dt.itemsize, typ=mem_type(dt))
+        else:
+            raw = b.load(self.vals[s.ptr], typ=mem_type(dt), align=dt.itemsize)
         self.vals[s] = self.from_mem(dt, raw)
 
     def from_mem(self, dt: T.DataType, raw: L.Value) -> L.Value:
