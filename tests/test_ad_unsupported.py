@@ -1,6 +1,7 @@
 """What reverse mode refuses instead of giving a wrong gradient (`qd.ad.validation.check_reverse_supported`,
 run by `kernel.grad` before the `reverse` pass): `qd.random()` (Quadrants' "RandStmt not supported"
-RuntimeError) and atomic min/max into a field or ndarray that has a gradient."""
+RuntimeError), atomic min/max into a field or ndarray that has a gradient, and an atomic whose old value the
+gradient depends on (a claimed slot: the replay would see the counter as the forward pass left it)."""
 
 from __future__ import annotations
 
@@ -79,3 +80,50 @@ def test_atomic_max_into_grad_ndarray_argument_raises(arch: object) -> None:
 
     with pytest.raises(qd.QuadrantsCompilationError, match="atomic_max into `out`"):
         reduce.grad(x, out)
+
+
+def test_a_slot_claimed_by_an_atomic_raises_in_reverse_mode(arch: object) -> None:
+    """`slot = qd.atomic_add(counter, 1); out[slot] = ...`: the reverse pass replays the kernel after the forward
+    one ran, where the counter holds its final value: every slot would read as the last (out of bounds) and the
+    gradient would be garbage. It is refused, naming the line."""
+    x, loss = _fields()
+    out = qd.field(qd.f32, shape=N, needs_grad=True)
+    counter = qd.field(qd.i32, shape=())
+
+    @qd.kernel
+    def emit():
+        for i in range(N):
+            slot = qd.atomic_add(counter[None], 1)
+            out[slot] = x[i] * 2.0
+
+    @qd.kernel
+    def total():
+        for i in range(N):
+            loss[None] += out[i]
+
+    emit()  # the primal is fine: every slot taken once
+    assert sorted(out.to_numpy().tolist()) == [0.0, 2.0, 4.0, 6.0] and counter[None] == N
+    counter[None] = 0
+    with pytest.raises(qd.QuadrantsCompilationError, match=r"atomic_add returns cannot be replayed.*slot ="):
+        with qd.ad.Tape(loss):
+            emit()
+            total()
+
+
+def test_an_atomics_old_value_only_recorded_is_allowed(arch: object) -> None:
+    """An old value stored (through arithmetic) into a buffer without a gradient does not reach the gradient:
+    the reverse pass drops that store and differentiates the rest."""
+    x, loss = _fields()
+    ticket = qd.field(qd.i32, shape=N)
+    counter = qd.field(qd.i32, shape=())
+
+    @qd.kernel
+    def work():
+        for i in range(N):
+            ticket[i] = qd.atomic_add(counter[None], 1) * 10
+            loss[None] += x[i] * x[i]
+
+    with qd.ad.Tape(loss):
+        work()
+    np.testing.assert_allclose(x.grad.to_numpy(), 2.0 * np.arange(N))
+    assert sorted(ticket.to_numpy().tolist()) == [0, 10, 20, 30]

@@ -43,16 +43,19 @@ def test_cas_has_exactly_one_winner_and_exchange_loses_nothing(dt, npdt):
 @pytest.mark.parametrize("dt,npdt", INTS, ids=lambda x: getattr(x, "name", ""))
 def test_cas_returns_the_old_value_on_success_and_failure(dt, npdt):
     f = qd.field(dt, shape=())
-    out = qd.field(dt, shape=2)
+    out = qd.field(dt, shape=3)
     f[None] = 7
 
     @qd.kernel
     def k():
         out[0] = qd.atomic_cas(f[None], 7, 42)  # fires
         out[1] = qd.atomic_cas(f[None], 99, 123)  # does not
+        v = 0
+        v = qd.atomic_cas(f[None], 42, 50)  # into a local (the interpreter keeps the CAS's own register)
+        out[2] = v
 
     k()
-    assert int(out[0]) == 7 and int(out[1]) == 42 and int(f[None]) == 42
+    assert [int(x) for x in out.to_numpy()] == [7, 42, 42] and int(f[None]) == 50
 
 
 @pytest.mark.parametrize("dt,npdt", [(qd.u32, np.uint32), (qd.u64, np.uint64)], ids=["u32", "u64"])

@@ -102,24 +102,41 @@ def _where(loc: ir.SrcLoc | None) -> str:
     return f" (at {loc.file}:{loc.line}: {linecache.getline(loc.file, loc.line).strip()})"
 
 
+def _only_recorded(v: ir.Value, users: dict, grad_set: set) -> bool:
+    """Whether `v` (an atomic's old value) reaches nothing but the stored value of stores into buffers without a
+    gradient, through arithmetic: the reverse pass drops those stores, so it never needs `v`."""
+    for u in users.get(v, ()):
+        if isinstance(u, ir.GlobalStore) and u.value is v and v not in u.ptr.indices:
+            if u.ptr.buffer in grad_set:
+                return False
+        elif not (isinstance(u, ir.OpStmt) and _only_recorded(u, users, grad_set)):
+            return False
+    return True
+
+
 def check_reverse_supported(k: ir.KernelIR, grads: Sequence[int]) -> None:
     """Rejects what reverse mode cannot differentiate, before the `reverse` pass runs on `k`:
     `qd.random()` anywhere (Quadrants' RuntimeError text), atomic min/max into a buffer with a
     gradient (listed in `grads`): Quadrants accumulates their adjoint as if they were atomic adds,
     which is wrong unless every operand wins; qd refuses them instead of giving such a gradient. And an
-    exchange or compare-and-swap whose old value is used (an unused one is a store, differentiated as one)."""
+    atomic whose old value is used (`slot = qd.atomic_add(n[None], 1)`): the replay cannot see it. (An unused
+    exchange is a store, differentiated as one.)"""
     grad_set = set(grads)
-    used = {v for s in ir.walk(k.body) for v in s.operands()}
+    users: dict = {}
+    for s in ir.walk(k.body):
+        for v in s.operands():
+            users.setdefault(v, []).append(s)
     for s in ir.walk(k.body):
         if isinstance(s, ir.RandomValue):
             raise QuadrantsRuntimeError(RAND_MESSAGE)
-        if isinstance(s, ir.AtomicSwap) and s in used:
-            name = "atomic_cas" if s.expected is not None else "atomic_exchange"
+        if isinstance(s, (ir.AtomicRMW, ir.AtomicSwap)) and not _only_recorded(s, users, grad_set):
+            name = ("atomic_cas" if s.expected is not None else "atomic_exchange") if isinstance(s, ir.AtomicSwap) \
+                else f"atomic_{s.op.name.lower()}"
             raise QuadrantsCompilationError(
                 f"kernel.grad: the old value qd.{name} returns cannot be replayed by the reverse pass (its replay "
-                f"sees memory as the forward pass left it, so branches on it would take other ways); move the "
-                f"{name} into a kernel that is not differentiated, or give this step a custom gradient with "
-                f"qd.ad.grad_replaced and qd.ad.grad_for{_where(s.loc)}")
+                f"sees memory as the forward pass left it: a slot it claimed, or a branch on it, would come out "
+                f"otherwise); move the {name} into a kernel that is not differentiated, or give this step a "
+                f"custom gradient with qd.ad.grad_replaced and qd.ad.grad_for{_where(s.loc)}")
         if (isinstance(s, ir.AtomicRMW) and s.op in (Op.MIN, Op.MAX) and s.ptr.buffer in grad_set
                 and s.value.dtype.is_float):
             name = k.buffers[s.ptr.buffer].name or "field"

@@ -297,6 +297,8 @@ def atomic_exchange(x: Any, y: Any) -> Any:
     matrix target exchanges component by component."""
     if _e.is_matrix(x):
         ys = list(y.entries) if _e.is_matrix(y) else [y] * len(x.entries)
+        if len(ys) != len(x.entries):
+            raise QuadrantsTypeError(f"qd.atomic_exchange of {len(ys)} values into {len(x.entries)} components")
         it = iter([atomic_exchange(a, v) for a, v in zip(x.entries, ys)])
         return x._map(lambda _: next(it))
     x = _swap_target(x, "atomic_exchange")
