@@ -127,3 +127,71 @@ def test_an_atomics_old_value_only_recorded_is_allowed(arch: object) -> None:
         work()
     np.testing.assert_allclose(x.grad.to_numpy(), 2.0 * np.arange(N))
     assert sorted(ticket.to_numpy().tolist()) == [0, 10, 20, 30]
+
+
+def _stale_fields():
+    x = qd.field(qd.f32, shape=N, needs_grad=True)
+    y = qd.field(qd.f32, shape=N, needs_grad=True)
+    z = qd.field(qd.f32, shape=N, needs_grad=True)
+    loss = qd.field(qd.f32, shape=(), needs_grad=True)
+    x.from_numpy(np.arange(1, N + 1, dtype=np.float32))
+    y.from_numpy(np.full(N, 3.0, np.float32))
+    return x, y, z, loss
+
+
+def test_a_read_overwritten_later_in_the_kernel_raises(arch: object) -> None:
+    """`y[i] *= x[i]`: the replay would read the product where the forward pass read 3, and x.grad would be
+    3·x instead of 3. Refused, naming the line."""
+    x, y, _, loss = _stale_fields()
+
+    @qd.kernel
+    def scale():
+        for i in range(N):
+            y[i] *= x[i]
+        for i in range(N):
+            loss[None] += y[i]
+
+    with pytest.raises(qd.QuadrantsCompilationError, match=r"`y` is read here.*y\[i\] \*= x\[i\]"):
+        with qd.ad.Tape(loss):
+            scale()
+
+
+def test_reads_whose_replay_is_right_are_differentiated(arch: object) -> None:
+    """A read the gradient needs no value of (`y[i] = y[i] + x[i]`), and a cell stored earlier in the same
+    iteration and read back (`z[i] = ...; ... z[i] * x[i]`): both replay right, so both are differentiated."""
+    x, y, z, loss = _stale_fields()
+
+    @qd.kernel
+    def work():
+        for i in range(N):
+            y[i] = y[i] + x[i]
+            z[i] = x[i] * x[i]
+            loss[None] += z[i] * x[i] + y[i]
+
+    with qd.ad.Tape(loss):
+        work()
+    xs = np.arange(1, N + 1, dtype=np.float32)
+    np.testing.assert_allclose(x.grad.to_numpy(), 3 * xs * xs + 1, rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape", ["later-loop", "serial-loop"])
+def test_a_cell_written_again_after_or_around_its_read_raises(arch: object, shape: str) -> None:
+    x, y, z, loss = _stale_fields()
+
+    @qd.kernel
+    def later_loop():
+        for i in range(N):
+            loss[None] += y[i] * x[i]
+        for i in range(N):
+            y[i] = 0.0
+
+    @qd.kernel
+    def serial_loop():
+        for i in range(N):
+            for t in range(3):
+                z[0] = x[i] * t  # written again by every t: the replay of t = 0 would read t = 2's value
+                loss[None] += z[0] * x[i]
+
+    with pytest.raises(qd.QuadrantsCompilationError, match="is read here and written"):
+        with qd.ad.Tape(loss):
+            (later_loop if shape == "later-loop" else serial_loop)()

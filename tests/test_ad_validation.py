@@ -113,7 +113,9 @@ def test_grad_replaced_launches_are_not_validated(arch: object) -> None:
     assert b[None] == 110
 
 
-def test_without_debug_warns_and_does_not_raise(arch: object) -> None:
+def test_without_debug_warns_and_the_gradient_refuses_the_stale_read(arch: object) -> None:
+    """Without debug mode the validating instance does not run (Quadrants warns); Quadrants then gives x.grad from
+    the overwritten b. qd's reverse pass refuses the read it would replay stale (`qd.ad.stale_reads`)."""
     _debug(arch, debug=False)
     x, loss, b = _fields()
 
@@ -123,8 +125,9 @@ def test_without_debug_warns_and_does_not_raise(arch: object) -> None:
         b[None] += 100
 
     with pytest.warns(Warning, match="Debug mode is disabled, autodiff valid check will not work"):
-        with qd.ad.Tape(loss=loss, validation=True):
-            broke_rule()
+        with pytest.raises(qd.QuadrantsCompilationError, match=r"`b` is read here.*loss\[None\] = x\[1\] \* b"):
+            with qd.ad.Tape(loss=loss, validation=True):
+                broke_rule()
     assert b[None] == 110
 
 

@@ -173,12 +173,17 @@ class Tape:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        # Quadrants evaluates the gradients on exit whether or not the block raised.
+        # Quadrants evaluates the gradients on exit whether or not the block raised; where they fail too, the
+        # block's own exception is the one that propagates.
         if _t._active_tape is self:
             _t._active_tape = None
         try:
             if self.eval_on_exit:
-                self.grad()
+                try:
+                    self.grad()
+                except Exception:
+                    if exc_type is None:
+                        raise
         finally:
             # Newest first, so a function recorded several times gets back its mode from before the tape.
             for (func, _), mode in zip(reversed(self.calls), reversed(self.modes)):

@@ -30,6 +30,7 @@ from dataclasses import fields as _dc_fields, replace
 from typing import Sequence
 
 from qd import ir
+from qd.ad.stale_reads import stale_read
 from qd.errors import QuadrantsCompilationError, QuadrantsRuntimeError
 from qd.ops import Op
 from qd.types.dtypes import u1, u8
@@ -120,7 +121,7 @@ def check_reverse_supported(k: ir.KernelIR, grads: Sequence[int]) -> None:
     gradient (listed in `grads`): Quadrants accumulates their adjoint as if they were atomic adds,
     which is wrong unless every operand wins; qd refuses them instead of giving such a gradient. And an
     atomic whose old value is used (`slot = qd.atomic_add(n[None], 1)`): the replay cannot see it. (An unused
-    exchange is a store, differentiated as one.)"""
+    exchange is a store, differentiated as one.) And a read whose replay would be stale (`qd.ad.stale_reads`)."""
     grad_set = set(grads)
     users: dict = {}
     for s in ir.walk(k.body):
@@ -144,6 +145,14 @@ def check_reverse_supported(k: ir.KernelIR, grads: Sequence[int]) -> None:
                 f"kernel.grad: atomic_{s.op.name.lower()} into `{name}`, which has a gradient, cannot be "
                 f"differentiated in reverse mode; give this step a custom gradient with qd.ad.grad_replaced "
                 f"and qd.ad.grad_for{_where(s.loc)}")
+    stale = stale_read(k)
+    if stale is not None:
+        name = k.buffers[stale.ptr.buffer].name or "this buffer"
+        raise QuadrantsCompilationError(
+            f"kernel.grad: `{name}` is read here and written by the same kernel after it (or again in a loop "
+            f"around it): the reverse pass replays the read after the forward pass wrote it, so the gradient "
+            f"would use the new value. Write the result to another field (a time-indexed one, as differentiable "
+            f"simulations do) or split the kernel{_where(stale.loc)}")
 
 
 __all__ = ["RAND_MESSAGE", "check_reverse_supported", "validate_global_access", "violation_message"]
