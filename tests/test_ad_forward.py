@@ -177,3 +177,22 @@ def test_matches_finite_differences_through_branches(arch: object) -> None:
     _, dual = run(xs)
     fd = (run(xs + h)[0] - run(xs - h)[0]) / (2 * h)
     np.testing.assert_allclose(dual, fd, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["max", "min", "mul"])
+def test_atomic_min_max_mul_into_a_dual_field_raises(arch: object, op: str) -> None:
+    """Their tangents were dropped (a zero dual, silently); refused instead, naming the line."""
+    x = qd.field(qd.f32, shape=4, needs_dual=True)
+    y = qd.field(qd.f32, shape=4, needs_dual=True)
+    atomic = getattr(qd, f"atomic_{op}")
+
+    @qd.kernel
+    def k():
+        for i in range(4):
+            atomic(y[i], x[i] * 2.0)
+
+    x.from_numpy(np.arange(4, dtype=np.float32))
+    where = r"\(at .*test_ad_forward.py:\d+\)"
+    with pytest.raises(qd.QuadrantsCompilationError, match=rf"atomic_{op} into a field with a dual {where}"):
+        with qd.ad.FwdMode(loss=y, param=x, seed=[1.0] * 4):
+            k()

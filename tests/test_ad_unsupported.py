@@ -33,7 +33,7 @@ def test_random_in_reverse_mode_raises(arch: object) -> None:
         work()
 
 
-@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("op", ["max", "min", "mul"])
 def test_atomic_min_max_into_grad_field_raises(arch: object, op: str) -> None:
     x, loss = _fields()
     atomic = getattr(qd, f"atomic_{op}")
@@ -45,7 +45,7 @@ def test_atomic_min_max_into_grad_field_raises(arch: object, op: str) -> None:
 
     loss[None] = 1.5
     reduce()  # the primal still reduces
-    assert loss[None] == (3.0 if op == "max" else 0.0)
+    assert loss[None] == {"max": 3.0, "min": 0.0, "mul": 0.0}[op]
     with pytest.raises(qd.QuadrantsCompilationError, match=rf"atomic_{op} into `loss`, which has a gradient, cannot be differentiated"):
         reduce.grad()
 

@@ -77,6 +77,11 @@ class _Dual:
             d = ir.AtomicRMW(op=s.op, ptr=self.dptr[s.ptr], value=self._value(s.value, em), dtype=s.dtype,
                              loc=s.loc)
             self.tan[s] = _emit(out, d)  # the old dual is the old value's tangent
+        elif isinstance(s, ir.AtomicRMW) and s.ptr in self.dptr and s.dtype.is_float:
+            raise QuadrantsCompilationError(
+                f"forward mode: atomic_{s.op.name.lower()} into a field with a dual{_at(s.loc)} has no tangent qd "
+                f"can update atomically with it (its tangent would be dropped); compute the new value with "
+                f"qd.max/qd.min/* and store it, or keep this field out of the FwdMode block")
         elif isinstance(s, ir.AtomicSwap) and s.ptr in self.dptr and s.expected is None:
             d = ir.AtomicSwap(ptr=self.dptr[s.ptr], value=self._value(s.value, em), dtype=s.dtype, loc=s.loc)
             self.tan[s] = _emit(out, d)  # the dual is exchanged too; its old value is the old value's tangent

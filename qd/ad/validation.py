@@ -119,7 +119,8 @@ def check_reverse_supported(k: ir.KernelIR, grads: Sequence[int]) -> None:
     """Rejects what reverse mode cannot differentiate, before the `reverse` pass runs on `k`:
     `qd.random()` anywhere (Quadrants' RuntimeError text), atomic min/max into a buffer with a
     gradient (listed in `grads`): Quadrants accumulates their adjoint as if they were atomic adds,
-    which is wrong unless every operand wins; qd refuses them instead of giving such a gradient. And an
+    which is wrong unless every operand wins; qd refuses them instead of giving such a gradient (and atomic
+    mul, whose adjoint the sweep has no rule for: it gave a zero gradient). And an
     atomic whose old value is used (`slot = qd.atomic_add(n[None], 1)`): the replay cannot see it. (An unused
     exchange is a store, differentiated as one.) And a read whose replay would be stale (`qd.ad.stale_reads`)."""
     grad_set = set(grads)
@@ -138,7 +139,7 @@ def check_reverse_supported(k: ir.KernelIR, grads: Sequence[int]) -> None:
                 f"sees memory as the forward pass left it: a slot it claimed, or a branch on it, would come out "
                 f"otherwise); move the {name} into a kernel that is not differentiated, or give this step a "
                 f"custom gradient with qd.ad.grad_replaced and qd.ad.grad_for{_where(s.loc)}")
-        if (isinstance(s, ir.AtomicRMW) and s.op in (Op.MIN, Op.MAX) and s.ptr.buffer in grad_set
+        if (isinstance(s, ir.AtomicRMW) and s.op in (Op.MIN, Op.MAX, Op.MUL) and s.ptr.buffer in grad_set
                 and s.value.dtype.is_float):
             name = k.buffers[s.ptr.buffer].name or "field"
             raise QuadrantsCompilationError(
