@@ -195,3 +195,49 @@ def test_a_cell_written_again_after_or_around_its_read_raises(arch: object, shap
     with pytest.raises(qd.QuadrantsCompilationError, match="is read here and written"):
         with qd.ad.Tape(loss):
             (later_loop if shape == "later-loop" else serial_loop)()
+
+
+def test_time_steps_written_ahead_of_their_reads_are_differentiated(arch: object) -> None:
+    """`x[t + 1, i] = f(x[t, i])` in a serial loop: every cell is written one step before it is read and never
+    again, so the replay reads what the forward pass read; the gradient matches the chain rule."""
+    T = 5
+    x = qd.field(qd.f32, shape=(T + 1, N), needs_grad=True)
+    loss = qd.field(qd.f32, shape=(), needs_grad=True)
+
+    @qd.kernel
+    def sim():
+        for i in range(N):
+            for t in range(T):
+                x[t + 1, i] = x[t, i] * 0.9 + qd.sin(x[t, i])
+        for i in range(N):
+            loss[None] += x[T, i]
+
+    x0 = np.linspace(0.1, 0.7, N).astype(np.float32)
+    x.from_numpy(np.vstack([x0, np.zeros((T, N), np.float32)]))
+    with qd.ad.Tape(loss):
+        sim()
+    want, v = np.ones(N), x0.astype(np.float64)
+    for _ in range(T):
+        want *= 0.9 + np.cos(v)
+        v = v * 0.9 + np.sin(v)
+    np.testing.assert_allclose(x.grad.to_numpy()[0], want, rtol=1e-4)
+
+
+def test_a_stale_read_is_refused_only_once_the_forward_kernel_ran(arch: object) -> None:
+    """`kernel.grad` without the forward launch replays memory as the forward pass would see it (Quadrants'
+    tests call it so): the gradient is right and it runs. After a forward launch the same read is stale."""
+    x, y, _, loss = _stale_fields()
+
+    @qd.kernel
+    def scale():
+        for i in range(N):
+            y[i] *= x[i]
+        for i in range(N):
+            loss[None] += y[i]
+
+    loss.grad[None] = 1.0
+    scale.grad()
+    np.testing.assert_allclose(x.grad.to_numpy(), np.full(N, 3.0))
+    scale()
+    with pytest.raises(qd.QuadrantsCompilationError, match="`y` is read here"):
+        scale.grad()

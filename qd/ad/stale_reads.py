@@ -7,17 +7,23 @@ operand of a non-linear op, a branch, an index) the gradient would be silently w
 first such load and `check_reverse_supported` refuses the kernel, naming its line.
 
 A load is needed when its value reaches, through linear ops (add, sub, neg, casts, select's arms, a product or
-quotient with a constant), locals and piecewise-constant ops, anything other than a stored or printed value.
+quotient with a constant), ops not differentiated (no operand depends on a buffer with a gradient), locals and
+piecewise-constant ops, anything other than a stored or printed value: a differentiated non-linear op, a branch,
+an index, a loop bound.
 It is stale when the kernel writes its buffer (store, atomic or swap) later in program order, or earlier inside a
-loop around both, except a store of the very cell earlier in the same iteration whose index follows every such
-loop's variable (`y[i] = f(x[i]); z[i] = y[i] * w[i]` is allowed: no other iteration writes `y[i]`).
+loop around both, except a store of the very cell earlier in the same iteration of a parallel loop whose index
+follows the loop's variable (`y[i] = f(x[i]); z[i] = y[i] * w[i]`: no other iteration writes `y[i]`), and writes
+that run ahead of the reads along one serial loop (`x[t + 1, i] = f(x[t, i])`: every cell is written before it is
+read, and never again). Loops of one constant iteration repeat nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Sequence
 
 from qd import ir
+from qd.ad.reverse import _Activity
 from qd.ops import INFO, Op
 
 _WRITES = (ir.GlobalStore, ir.AtomicRMW, ir.AtomicSwap)
@@ -67,13 +73,13 @@ def _flows_linearly(u: ir.OpStmt, v: ir.Value) -> bool:
     return False
 
 
-def _needed(load: ir.GlobalLoad, users: dict, local_loads: dict) -> bool:
+def _needed(load: ir.GlobalLoad, users: dict, local_loads: dict, active: Any) -> bool:
     work, seen = [load], {load}
     while work:
         v = work.pop()
         for u in users.get(v, ()):
-            if isinstance(u, ir.OpStmt) and _flows_linearly(u, v):
-                nxt = [u]
+            if isinstance(u, ir.OpStmt) and (_flows_linearly(u, v) or not active(u)):
+                nxt = [u]  # no adjoint of `u` needs `v` (linear in it, or not differentiated): follow its result
             elif isinstance(u, ir.LocalStore) and u.value is v:
                 nxt = local_loads.get(u.var, [])
             elif isinstance(u, _WRITES) and u.value is v and v not in u.ptr.indices:
@@ -110,23 +116,62 @@ def _once(loop: ir.Stmt) -> bool:
             and isinstance(loop.end, ir.Const) and int(loop.end.value) - int(loop.begin.value) <= 1)
 
 
+def _form(v: ir.Value) -> tuple | None:
+    """(loop variable, constant) of an index `var + c` (casts and `c + var`, `var - c` included), else None."""
+    if isinstance(v, ir.LoopVar):
+        return v, 0
+    if isinstance(v, ir.OpStmt) and v.op is Op.CAST:
+        return _form(v.args[0])
+    if isinstance(v, ir.OpStmt) and v.op in (Op.ADD, Op.SUB) and len(v.args) == 2:
+        a, b = v.args
+        if isinstance(b, ir.Const) and (f := _form(a)) is not None:
+            return f[0], f[1] + (int(b.value) if v.op is Op.ADD else -int(b.value))
+        if v.op is Op.ADD and isinstance(a, ir.Const) and (f := _form(b)) is not None:
+            return f[0], f[1] + int(a.value)
+    return None
+
+
+def _ahead(load: ir.GlobalLoad, write: ir.Stmt, loop: ir.RangeFor) -> bool:
+    """Along serial `loop`, the write's cell runs ahead of the read's in some dimension (`x[t + 1] = f(x[t])`):
+    each cell is written in an earlier iteration than the one that reads it, and never after."""
+    for a, b in zip(write.ptr.indices, load.ptr.indices):
+        fa, fb = _form(a), _form(b)
+        if fa is not None and fb is not None and fa[0] is loop.var and fb[0] is loop.var and fa[1] > fb[1]:
+            return True
+    return False
+
+
+def _follows(load: ir.GlobalLoad, write: ir.Stmt, loop: ir.RangeFor, memo: dict) -> bool:
+    """Both index some dimension by the same value of parallel `loop`'s variable (`i`, `i + 1`, an ndrange index
+    computed from it): no other iteration of it reaches the cell this one reads."""
+    return any((a is b and _depends_on(a, loop.var, memo))
+               or ((fa := _form(a)) is not None and fa[0] is loop.var and fa == _form(b))
+               for a, b in zip(write.ptr.indices, load.ptr.indices))
+
+
 def _stale(load: ir.GlobalLoad, write: ir.Stmt, pos: dict, memo: dict) -> bool:
     lp, wp = pos[load], pos[write]
+    shared = [(loop, par) for loop, par in lp.loops if any(loop is w for w, _ in wp.loops) and not _once(loop)]
+    serial = [loop for loop, par in shared if not par]
+    parallel = [loop for loop, par in shared if par]
+    if len(serial) == 1 and isinstance(serial[0], ir.RangeFor) and _ahead(load, write, serial[0]) \
+            and all(isinstance(p, ir.RangeFor) and _follows(load, write, p, memo) for p in parallel):
+        return False  # the writes run ahead of the reads along the serial loop (time steps)
     if wp.order > lp.order:
         return True  # written after it was read
-    shared = [loop for loop, _ in lp.loops if any(loop is w for w, _ in wp.loops) and not _once(loop)]
     if not shared:
         return False  # an earlier loop or statement wrote it: the replay reads what the forward pass read
     # earlier in the same iteration: right only for the very cell it reads, a cell no other iteration of the
     # loops around both writes (its index follows each loop's variable)
     return not (isinstance(write, ir.GlobalStore) and _same_cell(write.ptr, load.ptr) and all(
         isinstance(loop, ir.RangeFor) and any(_depends_on(i, loop.var, memo) for i in load.ptr.indices)
-        for loop in shared))
+        for loop, _ in shared))
 
 
-def stale_read(k: ir.KernelIR) -> ir.GlobalLoad | None:
+def stale_read(k: ir.KernelIR, grads: Sequence[int]) -> ir.GlobalLoad | None:
     """The first load of `k` (pre-offload) whose replay in reverse mode would read another value than the
-    forward pass did, where the gradient needs that value; None when there is none."""
+    forward pass did, where the gradient needs that value (`grads`: the buffers with a gradient, which make
+    values active); None when there is none."""
     writes: dict = {}
     local_loads: dict = {}
     loads = []
@@ -141,8 +186,14 @@ def stale_read(k: ir.KernelIR) -> ir.GlobalLoad | None:
     if not loads:
         return None
     pos, users, memo = _positions(k), _users(k), {}
+    stores: dict = {}
+    for s in ir.walk(k.body):
+        if isinstance(s, ir.LocalStore):
+            stores.setdefault(s.var, []).append(s)
+    active = _Activity(stores, set(grads))
     for load in loads:
-        if any(_stale(load, w, pos, memo) for w in writes[load.ptr.buffer]) and _needed(load, users, local_loads):
+        if any(_stale(load, w, pos, memo) for w in writes[load.ptr.buffer]) \
+                and _needed(load, users, local_loads, active):
             return load
     return None
 

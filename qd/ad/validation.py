@@ -122,7 +122,7 @@ def check_reverse_supported(k: ir.KernelIR, grads: Sequence[int]) -> None:
     which is wrong unless every operand wins; qd refuses them instead of giving such a gradient (and atomic
     mul, whose adjoint the sweep has no rule for: it gave a zero gradient). And an
     atomic whose old value is used (`slot = qd.atomic_add(n[None], 1)`): the replay cannot see it. (An unused
-    exchange is a store, differentiated as one.) And a read whose replay would be stale (`qd.ad.stale_reads`)."""
+    exchange is a store, differentiated as one.) A read whose replay would be stale is `stale_read_error`'s."""
     grad_set = set(grads)
     users: dict = {}
     for s in ir.walk(k.body):
@@ -146,14 +146,22 @@ def check_reverse_supported(k: ir.KernelIR, grads: Sequence[int]) -> None:
                 f"kernel.grad: atomic_{s.op.name.lower()} into `{name}`, which has a gradient, cannot be "
                 f"differentiated in reverse mode; give this step a custom gradient with qd.ad.grad_replaced "
                 f"and qd.ad.grad_for{_where(s.loc)}")
-    stale = stale_read(k)
-    if stale is not None:
-        name = k.buffers[stale.ptr.buffer].name or "this buffer"
-        raise QuadrantsCompilationError(
-            f"kernel.grad: `{name}` is read here and written by the same kernel after it (or again in a loop "
-            f"around it): the reverse pass replays the read after the forward pass wrote it, so the gradient "
-            f"would use the new value. Write the result to another field (a time-indexed one, as differentiable "
-            f"simulations do) or split the kernel{_where(stale.loc)}")
 
 
-__all__ = ["RAND_MESSAGE", "check_reverse_supported", "validate_global_access", "violation_message"]
+def stale_read_error(k: ir.KernelIR, grads: Sequence[int]) -> QuadrantsCompilationError | None:
+    """The error for a read of `k` whose replay would be stale once the forward kernel ran (`qd.ad.stale_reads`),
+    or None. `Kernel._run` raises it at a `kernel.grad` launch that follows a launch of the primal kernel (under
+    a Tape, always): a gradient taken without running the forward kernel replays memory as the forward saw it."""
+    stale = stale_read(k, grads)
+    if stale is None:
+        return None
+    name = k.buffers[stale.ptr.buffer].name or "this buffer"
+    return QuadrantsCompilationError(
+        f"kernel.grad: `{name}` is read here and written by the same kernel after it (or again in a loop around "
+        f"it): the reverse pass replays the read after the forward pass wrote it, so the gradient would use the "
+        f"new value. Write the result to another field (a time-indexed one, as differentiable simulations do) or "
+        f"split the kernel{_where(stale.loc)}")
+
+
+__all__ = ["RAND_MESSAGE", "check_reverse_supported", "stale_read_error", "validate_global_access",
+           "violation_message"]

@@ -22,6 +22,7 @@ from qd.ad import tape as _tape
 from qd.ad.forward import forward as _forward
 from qd.ad.reverse import reverse as _reverse
 from qd.ad.validation import check_reverse_supported as _check_reverse
+from qd.ad.validation import stale_read_error as _stale_read_error
 from qd.ad.validation import validate_global_access as _validate
 from qd.errors import QuadrantsRuntimeError, QuadrantsSyntaxError
 from qd.frontend import args as _args
@@ -74,6 +75,7 @@ class Kernel:
         # the compiled launch plans of the instances launched last (`qd/runtime/launch_plan.py`), or None
         self._plan: Any = None
         self._grad_plan: Any = None  # `kernel.grad`'s
+        self._primal_launched = False  # a `kernel.grad` after it replays memory the primal wrote (`ck.stale`)
         functools.update_wrapper(self, fn)
         _KERNELS.add(self)
 
@@ -139,6 +141,10 @@ class Kernel:
         if grad_arrays:  # the reverse pass appends the grads' ArgDecls after all others
             launch_args = list(launch_args) + grad_arrays
         self._last_ck = ck
+        if mode == "grad" and ck.stale is not None and self._primal_launched:
+            raise ck.stale  # the forward kernel ran: its replay would read what it wrote
+        if mode in ("", "validate"):
+            self._primal_launched = True
         if mode == "validate":  # fresh zeroed checkbits for every validated launch
             bindings = [b.zeros() if isinstance(b, _Checkbits) else b for b in bindings]
 
@@ -148,7 +154,7 @@ class Kernel:
             for fn in post:
                 fn()
         if mode in ("", "grad"):  # the plan later calls of this shape launch through (primal, or kernel.grad)
-            plan = None if tape is not None or nd_grads else \
+            plan = None if tape is not None or nd_grads or ck.stale is not None else \
                 _launch_plan.armed(ck, sig, values, bindings, key not in self._hidden, self._guards.get(key, ()))
             if mode:
                 self._grad_plan = plan
@@ -180,12 +186,14 @@ class Kernel:
         if mode == "fwd":
             k_ir, bindings = _forward_instance(k_ir, bindings)
         elif mode == "grad":
-            k_ir, bindings = _reverse_instance(k_ir, bindings, nd_grads)
+            k_ir, bindings, stale = _reverse_instance(k_ir, bindings, nd_grads)
         elif mode == "validate":
             k_ir, bindings = _validation_instance(k_ir, bindings)
         self._last_ir = k_ir
 
         ck = _launch.compile_kernel(k_ir)
+        if mode == "grad":
+            ck.stale = stale
         if hidden:
             self._hidden[key] = tuple(hidden)
         sig = self.signature
@@ -211,11 +219,12 @@ def _forward_instance(k_ir: ir.KernelIR, bindings: list) -> tuple[ir.KernelIR, l
     return k_ir, bindings + [bindings[b].dual for b in duals]
 
 
-def _reverse_instance(k_ir: ir.KernelIR, bindings: list, nd_grads: tuple = ()) -> tuple[ir.KernelIR, list]:
+def _reverse_instance(k_ir: ir.KernelIR, bindings: list, nd_grads: tuple = ()) -> tuple[ir.KernelIR, list, Any]:
     """The reverse-mode (`kernel.grad`) version of an instance: every field with a placed `.grad`
     gets a grad buffer, bound to that grad field; every ndarray argument listed in `nd_grads` (indices
     of its ArgDecl, whose launch value has a `.grad`) gets a grad buffer behind a new ndarray ArgDecl
-    `<name>.grad`, appended after the kernel's own args (the frontend appends the grads' launch args)."""
+    `<name>.grad`, appended after the kernel's own args (the frontend appends the grads' launch args). Third:
+    the error of a read its replay would see stale, or None (raised by a launch after the primal ran)."""
     if any(decl.kind != "field" and getattr(b, "grad", None) is not None for decl, b in zip(k_ir.buffers, bindings)):
         raise NotImplementedError("kernel.grad: gradients of ndarrays bound as globals are not supported yet "
                                   "(only fields with needs_grad=True and ndarray arguments)")
@@ -223,6 +232,7 @@ def _reverse_instance(k_ir: ir.KernelIR, bindings: list, nd_grads: tuple = ()) -
              if decl.kind == "field" and getattr(bindings[b], "has_grad", lambda: False)()]
     grads += [b for b, decl in enumerate(k_ir.buffers) if decl.kind == "ndarray" and decl.arg in nd_grads]
     _check_reverse(k_ir, grads)
+    stale = _stale_read_error(k_ir, grads)
     from qd.passes.runner import run_passes
 
     def rev(k: ir.KernelIR) -> ir.KernelIR:
@@ -241,7 +251,7 @@ def _reverse_instance(k_ir: ir.KernelIR, bindings: list, nd_grads: tuple = ()) -
         return dataclasses.replace(out, args=tuple(args), buffers=tuple(buffers))
 
     k_ir = run_passes(k_ir, [("reverse", rev)])
-    return k_ir, bindings + [bindings[b].grad if k_ir.buffers[b].kind == "field" else None for b in grads]
+    return k_ir, bindings + [bindings[b].grad if k_ir.buffers[b].kind == "field" else None for b in grads], stale
 
 
 class _Checkbits:

@@ -51,6 +51,7 @@ class CompiledKernel:
     device: dict | None = None  # per GPU device: the compiled program and heaps (`qd/runtime/device_launch.py`)
     tier_stats: Any = None  # on a GPU arch: the callable behind `kernel.stats`
     plan: Any = None  # the compiled launch plan (`qd/runtime/launch_plan.py`); False: this instance has none
+    stale: Exception | None = None  # a reverse instance's stale read (`qd.ad.validation.stale_read_error`)
     _code: KernelCode | None = None
     _consts: np.ndarray | None = None
 
