@@ -46,7 +46,8 @@ def test_atomic_min_max_into_grad_field_raises(arch: object, op: str) -> None:
     loss[None] = 1.5
     reduce()  # the primal still reduces
     assert loss[None] == {"max": 3.0, "min": 0.0, "mul": 0.0}[op]
-    with pytest.raises(qd.QuadrantsCompilationError, match=rf"atomic_{op} into `loss`, which has a gradient, cannot be differentiated"):
+    with pytest.raises(qd.QuadrantsCompilationError,
+                       match=rf"atomic_{op} into `loss`, which has a gradient, cannot be differentiated"):
         reduce.grad()
 
 

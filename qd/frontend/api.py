@@ -5,10 +5,11 @@ remainder; `qd.loop_config(serialize=True)` makes the next top-level loop serial
 ignored.
 """
 
-from qd.frontend.builtins import (acos, asin, atan2, atomic_add, atomic_and, atomic_cas, atomic_exchange,
-                                  atomic_max, atomic_min, atomic_mul, atomic_or, atomic_sub, atomic_xor, bit_cast,
-                                  bit_shr, cast, clz, cos, exp, is_expr, log, one, popcnt, random, raw_div, raw_mod,
-                                  rsqrt, select, sin, sqrt, stop_grad, tan, tanh, volatile_load, zero)
+from qd.frontend.builtins import (acos, asin, assume_in_range, atan2, atomic_add, atomic_and, atomic_cas,
+                                  atomic_exchange, atomic_max, atomic_min, atomic_mul, atomic_or, atomic_sub,
+                                  atomic_xor, bit_cast, bit_shr, cache_read_only, cast, clz, cos, exp, is_expr, log,
+                                  one, popcnt, random, randn, raw_div, raw_mod, rsqrt, select, sin, sqrt, stop_grad,
+                                  tan, tanh, volatile_load, zero)
 from qd.frontend.builtins import abs_ as abs  # noqa: A001
 from qd.frontend.builtins import ceil_ as ceil
 from qd.frontend.builtins import floor_ as floor
@@ -24,7 +25,8 @@ __all__ = [
     "data_oriented", "kernel", "func", "real_func", "pyfunc", "Kernel", "Func", "template", "static", "static_assert",
     "static_print", "ndrange", "grouped", "loop_config", "block_local", "atomic_add", "atomic_sub", "atomic_mul",
     "atomic_min", "atomic_max", "atomic_and", "atomic_or", "atomic_xor", "atomic_exchange", "atomic_cas",
-    "volatile_load", "random", "select", "cast", "bit_cast", "stop_grad", "sqrt", "rsqrt", "sin", "cos", "tan",
+    "volatile_load", "random", "randn", "assume_in_range", "cache_read_only", "select", "cast", "bit_cast",
+    "stop_grad", "sqrt", "rsqrt", "sin", "cos", "tan",
     "asin", "acos", "atan2", "exp", "log", "tanh", "floor", "ceil", "round", "abs", "min", "max", "pow", "zero", "one",
     "popcnt", "clz", "bit_shr", "raw_div", "raw_mod", "is_expr",
 ]

@@ -352,6 +352,30 @@ def random(dtype: Any = float) -> Any:
     return Expr(_e.bld().emit(ir.RandomValue, dtype=dt))
 
 
+def randn(dt: Any = None) -> Any:
+    """`qd.randn(dt=None)`: a float from the standard normal distribution (mean 0, variance 1), by Box-Muller from
+    two `qd.random` draws as Quadrants does; `dt` is f32 or f64, by default the program's `default_fp`."""
+    d = dtypes.to_dtype(dt) if dt is not None else _b.cfg().default_fp
+    if d not in (dtypes.f32, dtypes.f64):
+        raise QuadrantsTypeError(f"qd.randn(dt={d.name}): f32 or f64 only")
+    if not in_kernel():
+        return d.np_dtype.type(np.random.standard_normal())
+    u1 = _e.binary("sub", _e.const(1.0, d), random(d))  # in (0, 1]: a finite log
+    r = sqrt(_e.binary("mul", _e.const(-2.0, d), log(u1)))
+    return _e.binary("mul", r, cos(_e.binary("mul", _e.const(2.0 * np.pi, d), random(d))))
+
+
+def assume_in_range(val: Any, base: Any, low: int, high: int) -> Any:
+    """`qd.assume_in_range(val, base, low, high)`: Quadrants' hint that `val` lies in `[base + low, base + high)`
+    for its scratchpad optimisation; qd has none and returns `val` untouched."""
+    return val
+
+
+def cache_read_only(*args: Any) -> None:
+    """`qd.cache_read_only(*fields)`: Quadrants' hint that the fields are read-only in the kernel (for its GPU
+    caches); qd's code generators see that from the IR, so this is a no-op."""
+
+
 # Public names: the Python builtins they shadow get an underscore inside this module.
 round = round_  # noqa: A001
 abs = abs_  # noqa: A001
