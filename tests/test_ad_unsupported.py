@@ -242,3 +242,59 @@ def test_a_stale_read_is_refused_only_once_the_forward_kernel_ran(arch: object) 
     scale()
     with pytest.raises(qd.QuadrantsCompilationError, match="`y` is read here"):
         scale.grad()
+
+
+def test_a_tape_whose_later_kernel_overwrites_a_read_raises(arch: object) -> None:
+    """In-place state across the steps of a Tape: each `step`'s gradient would replay its reads of x after every
+    step ran, with the last values. Refused before any gradient runs, naming both kernels' lines."""
+    x, v, _, loss = _stale_fields()
+
+    @qd.kernel
+    def step():
+        for i in range(N):
+            v[i] += -x[i] * x[i] * 0.1
+        for i in range(N):
+            x[i] += v[i] * 0.1
+
+    @qd.kernel
+    def total():
+        for i in range(N):
+            loss[None] += x[i]
+
+    with pytest.raises(qd.QuadrantsCompilationError, match=r"kernel `step` reads `x` .*launched after it"):
+        with qd.ad.Tape(loss):
+            step()
+            step()
+            total()
+
+
+def test_a_tape_over_time_indexed_steps_is_differentiated(arch: object) -> None:
+    """`x[t + 1, i] = f(x[t, i])` with t a kernel argument: each launch writes cells no earlier launch read, so the
+    Tape runs; the gradient matches the chain rule."""
+    T = 3
+    X = qd.field(qd.f32, shape=(T + 1, N), needs_grad=True)
+    V = qd.field(qd.f32, shape=(T + 1, N), needs_grad=True)
+    loss = qd.field(qd.f32, shape=(), needs_grad=True)
+
+    @qd.kernel
+    def step(t: qd.i32):
+        for i in range(N):
+            V[t + 1, i] = V[t, i] - X[t, i] * X[t, i] * 0.1
+            X[t + 1, i] = X[t, i] + V[t + 1, i] * 0.1
+
+    @qd.kernel
+    def total():
+        for i in range(N):
+            loss[None] += X[T, i]
+
+    x0 = np.linspace(0.5, 1.0, N).astype(np.float32)
+    X.from_numpy(np.vstack([x0, np.zeros((T, N), np.float32)]))
+    with qd.ad.Tape(loss):
+        for t in range(T):
+            step(t)
+        total()
+    x, v, dx, dv = x0.astype(np.float64), np.zeros(N), np.ones(N), np.zeros(N)
+    for _ in range(T):
+        v, dv = v - 0.1 * x * x, dv - 0.2 * x * dx
+        x, dx = x + 0.1 * v, dx + 0.1 * dv
+    np.testing.assert_allclose(X.grad.to_numpy()[0], dx, rtol=1e-5)

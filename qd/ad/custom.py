@@ -119,6 +119,7 @@ class Tape:
         self.calls: list[tuple[Callable, tuple]] = []
         self.modes: list[AutodiffMode] = []
         self._kwargs: list[dict] = []
+        self.launches: list = []  # `qd.ad.stale_reads.Launch` of every recorded kernel launch, in order
         self.entered = False
         self.gradient_evaluated = False
         self.clear_gradients = clear_gradients
@@ -200,6 +201,10 @@ class Tape:
         self.calls.append((func, args))
         self._kwargs.append(kwargs or {})
 
+    def launched(self, launch: Any) -> None:
+        """A recorded kernel's launch: its accesses and the objects behind its buffers (`qd.ad.stale_reads`)."""
+        self.launches.append(launch)
+
     # `Kernel._run` calls this name.
     record = insert
 
@@ -218,6 +223,7 @@ class Tape:
             else:
                 with torch.no_grad():
                     loss.grad.fill_(1.0)
+        _check_stale(self.launches)
         for (func, args), kw in zip(reversed(self.calls), reversed(self._kwargs)):
             g = getattr(func, "grad", None)
             if g is None:
@@ -229,6 +235,27 @@ class Tape:
         self.gradient_evaluated = True
         if self.grad_checker is not None:
             self.grad_checker.check(self.calls, self._kwargs)
+
+
+def _check_stale(launches: list) -> None:
+    """Refuses a Tape whose kernel reads (where its gradient needs the value) what a later kernel of the Tape
+    writes: that kernel's gradient would replay the read with the later value (a silently wrong gradient)."""
+    from qd.ad.stale_reads import tape_stale_read
+    from qd.errors import QuadrantsCompilationError
+
+    hit = tape_stale_read(launches)
+    if hit is None:
+        return
+    reader, read, writer, write = hit
+    name = reader.buffer_names[read.buffer] or "a field or ndarray"
+
+    def at(loc: Any) -> str:
+        return f" (at {loc.file}:{loc.line})" if loc is not None else ""
+    raise QuadrantsCompilationError(
+        f"Tape: kernel `{reader.name}` reads `{name}`{at(read.loc)} and kernel `{writer.name}`, launched after it "
+        f"in this Tape, writes it{at(write.loc)}: `{reader.name}`'s gradient would replay that read with the later "
+        f"value. Keep each step's state in its own cells (a time-indexed field, `x[t + 1, i] = f(x[t, i])`) or "
+        f"take the gradient before the overwrite")
 
 
 def _set_mode(func: Callable, mode: AutodiffMode) -> None:

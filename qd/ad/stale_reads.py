@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import numpy as np
+
 from qd import ir
 from qd.ad.reverse import _Activity
 from qd.ops import INFO, Op
@@ -149,7 +151,19 @@ def _follows(load: ir.GlobalLoad, write: ir.Stmt, loop: ir.RangeFor, memo: dict)
                for a, b in zip(write.ptr.indices, load.ptr.indices))
 
 
+def _apart(load: ir.GlobalLoad, write: ir.Stmt) -> bool:
+    """Some index dimension fixes the two to different cells: different constants, or the same scalar argument
+    plus different constants (`x[t, i]` read, `x[t + 1, i]` written)."""
+    for a, b in zip(write.ptr.indices, load.ptr.indices):
+        da, db = _dim(a), _dim(b)
+        if da is not None and db is not None and da[:-1] == db[:-1] and da[-1] != db[-1]:
+            return True
+    return False
+
+
 def _stale(load: ir.GlobalLoad, write: ir.Stmt, pos: dict, memo: dict) -> bool:
+    if _apart(load, write):
+        return False
     lp, wp = pos[load], pos[write]
     shared = [(loop, par) for loop, par in lp.loops if any(loop is w for w, _ in wp.loops) and not _once(loop)]
     serial = [loop for loop, par in shared if not par]
@@ -198,4 +212,109 @@ def stale_read(k: ir.KernelIR, grads: Sequence[int]) -> ir.GlobalLoad | None:
     return None
 
 
-__all__ = ["stale_read"]
+
+
+
+# ---------------------------------------------------------------- across the kernels of one Tape
+
+@dataclass(frozen=True)
+class Access:
+    """A read the gradient needs, or a write, of buffer `buffer`; per index dimension `("const", c)`,
+    `("arg", i, c)` (scalar argument i plus c) or None (decided at run time)."""
+
+    buffer: int
+    dims: tuple
+    loc: Any
+
+
+def _dim(v: ir.Value) -> tuple | None:
+    if isinstance(v, ir.Const) and not v.dtype.is_float:
+        return "const", int(v.value)
+    if isinstance(v, ir.ArgLoad) and v.dtype.is_int:
+        return "arg", v.index, 0
+    if isinstance(v, ir.OpStmt) and v.op is Op.CAST:
+        return _dim(v.args[0])
+    if isinstance(v, ir.OpStmt) and v.op in (Op.ADD, Op.SUB) and len(v.args) == 2:
+        a, b = v.args
+        if isinstance(b, ir.Const) and (d := _dim(a)) is not None and d[0] == "arg":
+            return "arg", d[1], d[2] + (int(b.value) if v.op is Op.ADD else -int(b.value))
+        if v.op is Op.ADD and isinstance(a, ir.Const) and (d := _dim(b)) is not None and d[0] == "arg":
+            return "arg", d[1], d[2] + int(a.value)
+    return None
+
+
+def accesses(k: ir.KernelIR, grads: Sequence[int]) -> tuple[list[Access], list[Access]]:
+    """(reads the gradient needs, writes) of kernel `k` (pre-offload body), for `tape_stale_read`."""
+    users = _users(k)
+    local_loads: dict = {}
+    stores: dict = {}
+    for s in ir.walk(k.body):
+        if isinstance(s, ir.LocalLoad):
+            local_loads.setdefault(s.var, []).append(s)
+        elif isinstance(s, ir.LocalStore):
+            stores.setdefault(s.var, []).append(s)
+    active = _Activity(stores, set(grads))
+    reads, writes = [], []
+    for s in ir.walk(k.body):
+        if isinstance(s, ir.GlobalLoad) and _needed(s, users, local_loads, active):
+            reads.append(Access(s.ptr.buffer, tuple(_dim(i) for i in s.ptr.indices), s.loc))
+        elif isinstance(s, _WRITES):
+            writes.append(Access(s.ptr.buffer, tuple(_dim(i) for i in s.ptr.indices), s.loc))
+    return reads, writes
+
+
+@dataclass
+class Launch:
+    """One kernel launch of a Tape: its name, accesses, the object behind each buffer (and its name in the kernel)
+    and its launch args."""
+
+    name: str
+    reads: list
+    writes: list
+    owners: list
+    args: list
+    buffer_names: list
+
+
+def _values(a: Access, args: list) -> tuple:
+    out = []
+    for d in a.dims:
+        if d is not None and d[0] == "arg":
+            v = args[d[1]] if d[1] < len(args) else None
+            d = None if isinstance(v, (bool, float)) or not isinstance(v, (int, np.integer)) else int(v) + d[2]
+        elif d is not None:
+            d = d[1]
+        out.append(d)
+    return tuple(out)
+
+
+def tape_stale_read(launches: Sequence[Launch]) -> tuple | None:
+    """(reading launch, its read, writing launch, its write) for the first read of a Tape's launch that a later
+    launch of the same Tape may overwrite, or None. The gradient of the reading kernel replays its reads after
+    every forward launch: a cell written since holds another value. Cells are told apart by the index dimensions
+    both fix to constants or scalar arguments (`x[t, i]` read by step t, `x[t + 1, i]` written by it)."""
+    # id(owner) -> {positions a write fixes: {those values: (launch, write)}}: one lookup per read and kind of write
+    later: dict = {}
+    for launch in reversed(launches):
+        for r in launch.reads:
+            owner = launch.owners[r.buffer]
+            if owner is None:
+                continue
+            rv = _values(r, launch.args)
+            for fixed, cells in later.get(id(owner), {}).items():
+                if all(rv[p] is not None for p in fixed):
+                    hit = cells.get(tuple(rv[p] for p in fixed))
+                else:  # the read leaves some of them open: any write that agrees where both are fixed
+                    hit = next((lw for vals, lw in cells.items() if all(
+                        rv[p] is None or rv[p] == v for p, v in zip(fixed, vals))), None)
+                if hit is not None:
+                    return (launch, r) + hit
+        for w in launch.writes:
+            owner = launch.owners[w.buffer]
+            if owner is not None:
+                wv = _values(w, launch.args)
+                fixed = tuple(p for p, v in enumerate(wv) if v is not None)
+                later.setdefault(id(owner), {}).setdefault(fixed, {}).setdefault(
+                    tuple(wv[p] for p in fixed), (launch, w))
+    return None
+__all__ = ["Access", "Launch", "accesses", "stale_read", "tape_stale_read"]

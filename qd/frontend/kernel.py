@@ -153,6 +153,8 @@ class Kernel:
         finally:
             for fn in post:
                 fn()
+        if tape is not None and mode in ("", "validate") and hasattr(tape, "launched"):
+            tape.launched(_tape_launch(self, ck, bindings, launch_args))
         if mode in ("", "grad"):  # the plan later calls of this shape launch through (primal, or kernel.grad)
             plan = None if tape is not None or nd_grads or ck.stale is not None else \
                 _launch_plan.armed(ck, sig, values, bindings, key not in self._hidden, self._guards.get(key, ()))
@@ -252,6 +254,20 @@ def _reverse_instance(k_ir: ir.KernelIR, bindings: list, nd_grads: tuple = ()) -
 
     k_ir = run_passes(k_ir, [("reverse", rev)])
     return k_ir, bindings + [bindings[b].grad if k_ir.buffers[b].kind == "field" else None for b in grads], stale
+
+
+def _tape_launch(kernel: Kernel, ck: Any, bindings: list, launch_args: list) -> Any:
+    """What a Tape keeps of a launch to find reads a later launch overwrites (`qd.ad.stale_reads`)."""
+    from qd.ad.stale_reads import Launch, accesses
+
+    if ck.tape_accesses is None:
+        grads = [b for b, decl in enumerate(ck.ir.buffers)
+                 if (decl.kind == "field" and getattr(bindings[b], "has_grad", lambda: False)())
+                 or (decl.kind == "ndarray" and getattr(launch_args[decl.arg], "grad", None) is not None)]
+        ck.tape_accesses = accesses(ck.ir, grads)
+    reads, writes = ck.tape_accesses
+    return Launch(kernel.fn.__name__, reads, writes, _launch._owners(ck, bindings, launch_args), list(launch_args),
+                  [decl.name for decl in ck.ir.buffers])
 
 
 class _Checkbits:

@@ -52,6 +52,7 @@ class CompiledKernel:
     tier_stats: Any = None  # on a GPU arch: the callable behind `kernel.stats`
     plan: Any = None  # the compiled launch plan (`qd/runtime/launch_plan.py`); False: this instance has none
     stale: Exception | None = None  # a reverse instance's stale read (`qd.ad.validation.stale_read_error`)
+    tape_accesses: Any = None  # (reads, writes) a Tape compares across launches (`qd.ad.stale_reads.accesses`)
     _code: KernelCode | None = None
     _consts: np.ndarray | None = None
 
