@@ -1,20 +1,25 @@
-"""Reads whose replay would be stale: refused before reverse mode differentiates a kernel.
+"""Reads whose replay would be stale: what reverse mode refuses instead of a silently wrong gradient.
 
 The reverse pass replays a kernel's forward computation after the forward launch ran, reading globals as that
-launch left them. A load of a buffer the kernel also writes may then read another value than the forward pass did
-(`y[i] = y[i] * x[i]`: the replay reads the product, not the old `y[i]`). Where the sweep needs that value (an
-operand of a non-linear op, a branch, an index) the gradient would be silently wrong, so `stale_read` finds the
-first such load and `check_reverse_supported` refuses the kernel, naming its line.
+launch (and every later launch of a Tape) left them. A load of a buffer written since may then read another value
+than the forward pass did (`y[i] = y[i] * x[i]`: the replay reads the product, not the old `y[i]`). Where the
+sweep needs that value, the gradient would be wrong.
 
-A load is needed when its value reaches, through linear ops (add, sub, neg, casts, select's arms, a product or
+A load is *needed* when its value reaches, through linear ops (add, sub, neg, casts, select's arms, a product or
 quotient with a constant), ops not differentiated (no operand depends on a buffer with a gradient), locals and
 piecewise-constant ops, anything other than a stored or printed value: a differentiated non-linear op, a branch,
 an index, a loop bound.
-It is stale when the kernel writes its buffer (store, atomic or swap) later in program order, or earlier inside a
-loop around both, except a store of the very cell earlier in the same iteration of a parallel loop whose index
-follows the loop's variable (`y[i] = f(x[i]); z[i] = y[i] * w[i]`: no other iteration writes `y[i]`), and writes
-that run ahead of the reads along one serial loop (`x[t + 1, i] = f(x[t, i])`: every cell is written before it is
-read, and never again). Loops of one constant iteration repeat nothing.
+
+Within one kernel (`stale_read`, raised by `kernel.grad` once the primal kernel ran: `validation.stale_read_error`)
+a needed load is stale when the kernel writes its buffer later in program order, or earlier inside a loop around
+both, except: a store of the very cell earlier in the same iteration whose index follows every such loop's variable
+(`y[i] = f(x[i]); z[i] = y[i] * w[i]`); writes that run ahead of the reads along one serial loop (`x[t + 1, i] =
+f(x[t, i])`); cells an index dimension fixes apart (different constants, or the same scalar argument plus different
+constants); loops of one constant iteration.
+
+Across the launches of one Tape (`tape_stale_read`, run by `Tape.grad`): a needed read of an object that a later
+launch may write, unless an index dimension fixes the two apart with the launches' argument values (time-indexed
+fields: step t reads `x[t, i]` and writes `x[t + 1, i]`).
 """
 
 from __future__ import annotations
