@@ -386,3 +386,13 @@ def test_host_out_of_bounds_is_index_and_assertion_error(qd_program: object) -> 
             x[k] = 1.0
         with pytest.raises(AssertionError):
             _ = x[k]
+
+
+def test_scalar_and_matrix_field_classes_tell_fields_apart() -> None:
+    """Quadrants' `isinstance(f, qd.MatrixField)` / `qd.ScalarField` (qd has one Field class underneath)."""
+    s = qd.field(qd.f32, shape=2)
+    v = qd.Vector.field(3, qd.f32, shape=2)
+    m = qd.Matrix.field(2, 2, qd.f32, shape=1)
+    assert [isinstance(f, qd.MatrixField) for f in (s, v, m)] == [False, True, True]
+    assert [isinstance(f, qd.ScalarField) for f in (s, v, m)] == [True, False, False]
+    assert all(isinstance(f, qd.Field) for f in (s, v, m)) and not isinstance(np.zeros(2), qd.ScalarField)

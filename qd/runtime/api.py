@@ -16,7 +16,7 @@ from qd.runtime import config as _config
 from qd.runtime.arch import (Arch, amdgpu, arm64, cpu, cuda, get_host_arch_list, gpu, interp,
                              is_arch_supported, metal, opencl, vulkan, x64, x86_64)
 from qd.runtime.config import CRITICAL, DEBUG, ERROR, INFO, TRACE, WARN
-from qd.runtime.fields import Field, ScalarField, field
+from qd.runtime.fields import Field, MatrixField, ScalarField, field
 from qd.runtime.ndarray import MatrixNdarray, Ndarray, ScalarNdarray, VectorNdarray, ndarray
 from qd.runtime.program import init, reset, set_logging_level, sync
 from qd.runtime.snode import (SNode, axes, i, ij, ijk, ijkl, ijl, ik, ikl, il, j, jk, jkl, jl, k, kl, l, root)
@@ -47,5 +47,5 @@ __all__ = [
     "field", "ndarray", "root", "axes", "SNode",
     "i", "j", "k", "l", "ij", "ik", "il", "jk", "jl", "kl", "ijk", "ijl", "ikl", "jkl", "ijkl",
     "WARN", "INFO", "DEBUG", "ERROR", "TRACE", "CRITICAL",
-    "Field", "ScalarField", "Ndarray", "ScalarNdarray", "VectorNdarray", "MatrixNdarray",
+    "Field", "ScalarField", "MatrixField", "Ndarray", "ScalarNdarray", "VectorNdarray", "MatrixNdarray",
 ]

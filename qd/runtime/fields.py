@@ -285,6 +285,27 @@ def _reset() -> None:
 
 program.on_reset(_reset)
 
-ScalarField = Field
+class _FieldKind(type):
+    """`isinstance(f, qd.ScalarField)` / `qd.MatrixField`: Quadrants' field classes. qd has one `Field` class;
+    these tell its fields apart by their element shape (a vector field is a MatrixField, as in Quadrants)."""
 
-__all__ = ["Field", "ScalarField", "field", "IndexCountError"]
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, Field) and bool(obj.elem_shape) is cls._matrix
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return sub is cls
+
+
+class ScalarField(metaclass=_FieldKind):
+    """A field of scalars, for `isinstance` checks (make fields with `qd.field`)."""
+
+    _matrix = False
+
+
+class MatrixField(metaclass=_FieldKind):
+    """A field of vectors or matrices, for `isinstance` checks (make them with `qd.Vector.field` / `qd.Matrix.field`)."""
+
+    _matrix = True
+
+
+__all__ = ["Field", "MatrixField", "ScalarField", "field", "IndexCountError"]
