@@ -142,7 +142,7 @@ class Kernel:
             launch_args = list(launch_args) + grad_arrays
         self._last_ck = ck
         if mode == "grad" and ck.stale is not None and self._primal_launched:
-            raise ck.stale  # the forward kernel ran: its replay would read what it wrote
+            raise type(ck.stale)(str(ck.stale))  # the forward kernel ran: its replay would read what it wrote
         if mode in ("", "validate"):
             self._primal_launched = True
         if mode == "validate":  # fresh zeroed checkbits for every validated launch
