@@ -298,3 +298,29 @@ def test_a_tape_over_time_indexed_steps_is_differentiated(arch: object) -> None:
         v, dv = v - 0.1 * x * x, dv - 0.2 * x * dx
         x, dx = x + 0.1 * v, dx + 0.1 * dv
     np.testing.assert_allclose(X.grad.to_numpy()[0], dx, rtol=1e-5)
+
+
+def test_a_host_write_inside_a_tape_after_a_read_raises(arch: object) -> None:
+    """`x.from_numpy(...)` between two recorded kernels: the first kernel's gradient would replay its reads of x
+    with the new values. Refused, naming the read; the same Tape without the write runs."""
+    x, y, _, loss = _stale_fields()
+
+    @qd.kernel
+    def square():
+        for i in range(N):
+            y[i] = x[i] * x[i]
+
+    @qd.kernel
+    def total():
+        for i in range(N):
+            loss[None] += y[i]
+
+    with pytest.raises(qd.QuadrantsCompilationError, match=r"reads `x` .*written after that launch"):
+        with qd.ad.Tape(loss):
+            square()
+            x.from_numpy(np.ones(N, np.float32))
+            total()
+    with qd.ad.Tape(loss):
+        square()
+        total()
+    np.testing.assert_allclose(x.grad.to_numpy(), 2.0 * np.ones(N))

@@ -240,17 +240,25 @@ class Tape:
 def _check_stale(launches: list) -> None:
     """Refuses a Tape whose kernel reads (where its gradient needs the value) what a later kernel of the Tape
     writes: that kernel's gradient would replay the read with the later value (a silently wrong gradient)."""
-    from qd.ad.stale_reads import tape_stale_read
+    from qd.ad.stale_reads import tape_outside_write, tape_stale_read
     from qd.errors import QuadrantsCompilationError
 
+    def at(loc: Any) -> str:
+        return f" (at {loc.file}:{loc.line})" if loc is not None else ""
+    outside = tape_outside_write(launches)
+    if outside is not None:
+        reader, read = outside
+        name = reader.buffer_names[read.buffer] or "a field or ndarray"
+        raise QuadrantsCompilationError(
+            f"Tape: kernel `{reader.name}` reads `{name}`{at(read.loc)}, and `{name}` was written after that launch "
+            f"by something other than this Tape's kernels (from the host: from_numpy, fill, an element store; or a "
+            f"kernel the Tape did not record): `{reader.name}`'s gradient would replay that read with the new "
+            f"values. Write it before the Tape, or in a kernel of its own cells")
     hit = tape_stale_read(launches)
     if hit is None:
         return
     reader, read, writer, write = hit
     name = reader.buffer_names[read.buffer] or "a field or ndarray"
-
-    def at(loc: Any) -> str:
-        return f" (at {loc.file}:{loc.line})" if loc is not None else ""
     raise QuadrantsCompilationError(
         f"Tape: kernel `{reader.name}` reads `{name}`{at(read.loc)} and kernel `{writer.name}`, launched after it "
         f"in this Tape, writes it{at(write.loc)}: `{reader.name}`'s gradient would replay that read with the later "

@@ -279,6 +279,7 @@ class Launch:
     owners: list
     args: list
     buffer_names: list
+    generations: dict  # buffer -> its owner's generation counter after the launch, for the buffers it reads
 
 
 def _values(a: Access, args: list) -> tuple:
@@ -291,6 +292,22 @@ def _values(a: Access, args: list) -> tuple:
             d = d[1]
         out.append(d)
     return tuple(out)
+
+
+def tape_outside_write(launches: Sequence[Launch]) -> tuple | None:
+    """(launch, its read) for a read of an object written after the launch by something other than the Tape's
+    later kernel launches (a host write such as `from_numpy`, `fill` or `x[i] = v`, or a kernel the Tape did not
+    record): its generation counter moved more than those launches move it. None when there is none."""
+    for i, launch in enumerate(launches):
+        for r in launch.reads:
+            owner, gen = launch.owners[r.buffer], launch.generations.get(r.buffer)
+            if gen is None or getattr(owner, "generation", None) is None:
+                continue
+            expected = sum(1 for later in launches[i + 1:] for b in {w.buffer for w in later.writes}
+                           if later.owners[b] is owner)
+            if owner.generation - gen > expected:
+                return launch, r
+    return None
 
 
 def tape_stale_read(launches: Sequence[Launch]) -> tuple | None:
@@ -322,4 +339,4 @@ def tape_stale_read(launches: Sequence[Launch]) -> tuple | None:
                 later.setdefault(id(owner), {}).setdefault(fixed, {}).setdefault(
                     tuple(wv[p] for p in fixed), (launch, w))
     return None
-__all__ = ["Access", "Launch", "accesses", "stale_read", "tape_stale_read"]
+__all__ = ["Access", "Launch", "accesses", "stale_read", "tape_outside_write", "tape_stale_read"]

@@ -266,8 +266,10 @@ def _tape_launch(kernel: Kernel, ck: Any, bindings: list, launch_args: list) -> 
                  or (decl.kind == "ndarray" and getattr(launch_args[decl.arg], "grad", None) is not None)]
         ck.tape_accesses = accesses(ck.ir, grads)
     reads, writes = ck.tape_accesses
-    return Launch(kernel.fn.__name__, reads, writes, _launch._owners(ck, bindings, launch_args), list(launch_args),
-                  [decl.name for decl in ck.ir.buffers])
+    owners = _launch._owners(ck, bindings, launch_args)
+    generations = {r.buffer: getattr(owners[r.buffer], "generation", None) for r in reads}
+    return Launch(kernel.fn.__name__, reads, writes, owners, list(launch_args), [decl.name for decl in ck.ir.buffers],
+                  generations)
 
 
 class _Checkbits:
