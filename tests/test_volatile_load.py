@@ -93,3 +93,22 @@ def test_what_cannot_be_volatile_is_a_clear_error():
                              (local_scalar, qd.QuadrantsTypeError, "local")]:
         with pytest.raises(cls, match=words):
             kern()
+
+
+def test_volatile_loads_of_narrow_and_half_elements():
+    h = qd.field(qd.f16, shape=4)
+    b = qd.field(qd.u1, shape=4)
+    c = qd.field(qd.u8, shape=4)
+    h.from_numpy(np.array([0.5, 1.5, -2, 3], np.float16))
+    b.from_numpy(np.array([1, 0, 1, 0], np.uint8))
+    c.from_numpy(np.arange(4, dtype=np.uint8))
+
+    @qd.kernel
+    def k(out: qd.types.ndarray(qd.f32, 1)):
+        for i in range(4):
+            out[i] = (qd.volatile_load(h[i]) + qd.cast(qd.volatile_load(b[i]), qd.f32) * 10
+                      + qd.cast(qd.volatile_load(c[i]), qd.f32) * 100)
+
+    out = np.zeros(4, np.float32)
+    k(out)
+    assert out.tolist() == [10.5, 101.5, 208.0, 303.0]
