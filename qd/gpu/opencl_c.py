@@ -470,6 +470,11 @@ class _Fn:
     def s_GlobalLoad(self, s: ir.GlobalLoad) -> None:
         p = self.names[s.ptr]
         dt = s.dtype
+        if s.volatile and dt is T.f16:  # the bits through a volatile pointer (vload_half takes no volatile one)
+            bits = self.fresh("hb")
+            self.emit(f"ushort {bits} = *((volatile __global ushort*){p});")
+            self.define(s, reg(dt), f"vload_half(0, (const __private half*)&{bits})")
+            return
         if s.volatile:  # read through a volatile pointer: never cached or hoisted
             p = f"((volatile __global {_MEM[dt]}*){p})"
         expr = f"vload_half(0, {p})" if dt is T.f16 else f"((int)(*{p} != 0))" if dt is T.u1 else f"*{p}"
