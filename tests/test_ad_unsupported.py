@@ -34,7 +34,7 @@ def test_random_in_reverse_mode_raises(arch: object) -> None:
 
 
 @pytest.mark.parametrize("op", ["max", "min", "mul"])
-def test_atomic_min_max_into_grad_field_raises(arch: object, op: str) -> None:
+def test_atomic_min_max_mul_into_grad_field_raises(arch: object, op: str) -> None:
     x, loss = _fields()
     atomic = getattr(qd, f"atomic_{op}")
 

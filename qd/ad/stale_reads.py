@@ -217,9 +217,6 @@ def stale_read(k: ir.KernelIR, grads: Sequence[int]) -> ir.GlobalLoad | None:
     return None
 
 
-
-
-
 # ---------------------------------------------------------------- across the kernels of one Tape
 
 @dataclass(frozen=True)
@@ -298,15 +295,16 @@ def tape_outside_write(launches: Sequence[Launch]) -> tuple | None:
     """(launch, its read) for a read of an object written after the launch by something other than the Tape's
     later kernel launches (a host write such as `from_numpy`, `fill` or `x[i] = v`, or a kernel the Tape did not
     record): its generation counter moved more than those launches move it. None when there is none."""
-    for i, launch in enumerate(launches):
+    after: dict = {}  # id(owner) -> generation bumps of the launches after the current one (each bumps once a buffer)
+    for launch in reversed(launches):
         for r in launch.reads:
             owner, gen = launch.owners[r.buffer], launch.generations.get(r.buffer)
-            if gen is None or getattr(owner, "generation", None) is None:
-                continue
-            expected = sum(1 for later in launches[i + 1:] for b in {w.buffer for w in later.writes}
-                           if later.owners[b] is owner)
-            if owner.generation - gen > expected:
+            if gen is not None and getattr(owner, "generation", None) is not None \
+                    and owner.generation - gen > after.get(id(owner), 0):
                 return launch, r
+        for b in {w.buffer for w in launch.writes}:
+            if launch.owners[b] is not None:
+                after[id(launch.owners[b])] = after.get(id(launch.owners[b]), 0) + 1
     return None
 
 
