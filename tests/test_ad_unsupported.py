@@ -140,17 +140,24 @@ def _stale_fields():
     return x, y, z, loss
 
 
-def test_a_read_overwritten_later_in_the_kernel_raises(arch: object) -> None:
-    """`y[i] *= x[i]`: the replay would read the product where the forward pass read 3, and x.grad would be
-    3·x instead of 3. Refused, naming the line."""
-    x, y, _, loss = _stale_fields()
-
+def _scale_in_place(x, y, loss):
+    """`y[i] *= x[i]`, then the sum of y into loss: the read of y[i] is overwritten in the same kernel."""
     @qd.kernel
     def scale():
         for i in range(N):
             y[i] *= x[i]
         for i in range(N):
             loss[None] += y[i]
+
+    return scale
+
+
+def test_a_read_overwritten_later_in_the_kernel_raises(arch: object) -> None:
+    """`y[i] *= x[i]`: the replay would read the product where the forward pass read 3, and x.grad would be
+    3·x instead of 3. Refused, naming the line."""
+    x, y, _, loss = _stale_fields()
+
+    scale = _scale_in_place(x, y, loss)
 
     with pytest.raises(qd.QuadrantsCompilationError, match=r"`y` is read here.*y\[i\] \*= x\[i\]"):
         with qd.ad.Tape(loss):
@@ -229,12 +236,7 @@ def test_a_stale_read_is_refused_only_once_the_forward_kernel_ran(arch: object) 
     tests call it so): the gradient is right and it runs. After a forward launch the same read is stale."""
     x, y, _, loss = _stale_fields()
 
-    @qd.kernel
-    def scale():
-        for i in range(N):
-            y[i] *= x[i]
-        for i in range(N):
-            loss[None] += y[i]
+    scale = _scale_in_place(x, y, loss)
 
     loss.grad[None] = 1.0
     scale.grad()

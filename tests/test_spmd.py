@@ -135,18 +135,25 @@ def test_reductions_of_every_kind_combine_the_lanes(threads: int) -> None:
     np.testing.assert_array_equal(b["cnt"], a["cnt"])
 
 
+def _sin_recurrence() -> tuple:
+    """(x, loss, k): `k(n)` adds to loss the recurrence v = 0.95 v + 0.1 sin(v) run n[i] times from x[i]."""
+    x = qd.field(qd.f32, shape=N, needs_grad=True)
+    loss = qd.field(qd.f32, shape=(), needs_grad=True)
+
+    @qd.kernel
+    def k(n: qd.types.ndarray(qd.i32, 1)):
+        for i in x:
+            v = x[i]
+            for _ in range(n[i]):
+                v = 0.95 * v + 0.1 * qd.sin(v)
+            loss[None] += v
+
+    return x, loss, k
+
+
 def test_reverse_mode_through_the_loop_with_an_adstack_row_per_lane() -> None:
     def build():
-        x = qd.field(qd.f32, shape=N, needs_grad=True)
-        loss = qd.field(qd.f32, shape=(), needs_grad=True)
-
-        @qd.kernel
-        def k(n: qd.types.ndarray(qd.i32, 1)):
-            for i in x:
-                v = x[i]
-                for _ in range(n[i]):
-                    v = 0.95 * v + 0.1 * qd.sin(v)
-                loss[None] += v
+        x, loss, k = _sin_recurrence()
 
         def run():
             x.from_numpy(np.linspace(0.1, 1.0, N).astype(np.float32))
@@ -174,17 +181,7 @@ def test_reverse_mode_through_the_loop_with_an_adstack_row_per_lane() -> None:
 def test_a_failing_check_in_a_lane_is_raised() -> None:
     qd.init(arch=qd.cpu, jit="eager", offline_cache=False, log_level="warn", ad_stack_experimental_enabled=True,
             ad_stack_size=4)
-    x = qd.field(qd.f32, shape=N, needs_grad=True)
-    loss = qd.field(qd.f32, shape=(), needs_grad=True)
-
-    @qd.kernel
-    def k(n: qd.types.ndarray(qd.i32, 1)):
-        for i in x:
-            v = x[i]
-            for _ in range(n[i]):
-                v = 0.95 * v + 0.1 * qd.sin(v)
-            loss[None] += v
-
+    _, loss, k = _sin_recurrence()
     k(_counts())
     loss.grad[None] = 1.0
     with pytest.raises(QuadrantsAssertionError, match="ad_stack_size=4"):

@@ -238,32 +238,30 @@ class Tape:
 
 
 def _check_stale(launches: list) -> None:
-    """Refuses a Tape whose kernel reads (where its gradient needs the value) what a later kernel of the Tape
-    writes: that kernel's gradient would replay the read with the later value (a silently wrong gradient)."""
+    """Refuses a Tape whose kernel reads (where its gradient needs the value) what a later kernel of the Tape or the
+    host writes: that kernel's gradient would replay the read with the later value (a silently wrong gradient)."""
     from qd.ad.stale_reads import tape_outside_write, tape_stale_read
+    from qd.ad.validation import _where
     from qd.errors import QuadrantsCompilationError
 
-    def at(loc: Any) -> str:
-        return f" (at {loc.file}:{loc.line})" if loc is not None else ""
+    def reads(reader: Any, read: Any) -> str:
+        name = reader.buffer_names[read.buffer] or "a field or ndarray"
+        return f"Tape: kernel `{reader.name}` reads `{name}`{_where(read.loc)}"
+
     outside = tape_outside_write(launches)
     if outside is not None:
-        reader, read = outside
-        name = reader.buffer_names[read.buffer] or "a field or ndarray"
         raise QuadrantsCompilationError(
-            f"Tape: kernel `{reader.name}` reads `{name}`{at(read.loc)}, and `{name}` was written after that launch "
-            f"by something other than this Tape's kernels (from the host: from_numpy, fill, an element store; or a "
-            f"kernel the Tape did not record): `{reader.name}`'s gradient would replay that read with the new "
-            f"values. Write it before the Tape, or in a kernel of its own cells")
+            f"{reads(*outside)}, and it was written after that launch by something other than this Tape's kernels "
+            f"(from the host: from_numpy, fill, an element store; or a kernel the Tape did not record): the "
+            f"gradient would replay that read with the new values. Write it before the Tape, or in a kernel")
     hit = tape_stale_read(launches)
-    if hit is None:
-        return
-    reader, read, writer, write = hit
-    name = reader.buffer_names[read.buffer] or "a field or ndarray"
-    raise QuadrantsCompilationError(
-        f"Tape: kernel `{reader.name}` reads `{name}`{at(read.loc)} and kernel `{writer.name}`, launched after it "
-        f"in this Tape, writes it{at(write.loc)}: `{reader.name}`'s gradient would replay that read with the later "
-        f"value. Keep each step's state in its own cells (a time-indexed field, `x[t + 1, i] = f(x[t, i])`) or "
-        f"take the gradient before the overwrite")
+    if hit is not None:
+        reader, read, writer, write = hit
+        raise QuadrantsCompilationError(
+            f"{reads(reader, read)} and kernel `{writer.name}`, launched after it in this Tape, writes it"
+            f"{_where(write.loc)}: `{reader.name}`'s gradient would replay that read with the later value. Keep "
+            f"each step's state in its own cells (a time-indexed field, `x[t + 1, i] = f(x[t, i])`) or take the "
+            f"gradient before the overwrite")
 
 
 def _set_mode(func: Callable, mode: AutodiffMode) -> None:

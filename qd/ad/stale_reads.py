@@ -30,7 +30,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from qd import ir
-from qd.ad.reverse import _Activity
+from qd.ad.reverse import _Activity, _same_index
+from qd.ad.reverse import _depends_on as _depends_on_var
 from qd.ops import INFO, Op
 
 _WRITES = (ir.GlobalStore, ir.AtomicRMW, ir.AtomicSwap)
@@ -54,6 +55,18 @@ def _positions(k: ir.KernelIR) -> dict:
                 block(kid, inner)
     block(k.body, ())
     return out
+
+
+def _locals(k: ir.KernelIR) -> tuple[dict, dict]:
+    """(loads, stores) of every local of `k`, by Alloca."""
+    loads: dict = {}
+    stores: dict = {}
+    for s in ir.walk(k.body):
+        if isinstance(s, ir.LocalLoad):
+            loads.setdefault(s.var, []).append(s)
+        elif isinstance(s, ir.LocalStore):
+            stores.setdefault(s.var, []).append(s)
+    return loads, stores
 
 
 def _users(k: ir.KernelIR) -> dict:
@@ -102,19 +115,9 @@ def _needed(load: ir.GlobalLoad, users: dict, local_loads: dict, active: Any) ->
     return False
 
 
-def _same_cell(a: ir.GlobalPtr, b: ir.GlobalPtr) -> bool:
-    return len(a.indices) == len(b.indices) and all(
-        x is y or (isinstance(x, ir.Const) and isinstance(y, ir.Const) and x.value == y.value)
-        for x, y in zip(a.indices, b.indices))
-
-
-def _depends_on(v: ir.Value, var: ir.Value, memo: dict) -> bool:
-    if v is var:
-        return True
-    if v not in memo:
-        memo[v] = False  # (no cycles in SSA; guards the recursion)
-        memo[v] = isinstance(v, ir.Stmt) and any(_depends_on(a, var, memo) for a in v.operands())
-    return memo[v]
+def _depends_on(v: ir.Value, var: ir.LoopVar, memo: dict) -> bool:
+    """Whether `v` depends on loop variable `var` (`memo`: one cache per variable, for all the loops asked of)."""
+    return _depends_on_var(v, var, memo.setdefault(var, {}))
 
 
 def _once(loop: ir.Stmt) -> bool:
@@ -182,7 +185,7 @@ def _stale(load: ir.GlobalLoad, write: ir.Stmt, pos: dict, memo: dict) -> bool:
         return False  # an earlier loop or statement wrote it: the replay reads what the forward pass read
     # earlier in the same iteration: right only for the very cell it reads, a cell no other iteration of the
     # loops around both writes (its index follows each loop's variable)
-    return not (isinstance(write, ir.GlobalStore) and _same_cell(write.ptr, load.ptr) and all(
+    return not (isinstance(write, ir.GlobalStore) and _same_index(write.ptr.indices, load.ptr.indices) and all(
         isinstance(loop, ir.RangeFor) and any(_depends_on(i, loop.var, memo) for i in load.ptr.indices)
         for loop, _ in shared))
 
@@ -192,23 +195,14 @@ def stale_read(k: ir.KernelIR, grads: Sequence[int]) -> ir.GlobalLoad | None:
     forward pass did, where the gradient needs that value (`grads`: the buffers with a gradient, which make
     values active); None when there is none."""
     writes: dict = {}
-    local_loads: dict = {}
-    loads = []
     for s in ir.walk(k.body):
         if isinstance(s, _WRITES):
             writes.setdefault(s.ptr.buffer, []).append(s)
-        elif isinstance(s, ir.LocalLoad):
-            local_loads.setdefault(s.var, []).append(s)
-        elif isinstance(s, ir.GlobalLoad):
-            loads.append(s)
-    loads = [s for s in loads if s.ptr.buffer in writes]
+    loads = [s for s in ir.walk(k.body) if isinstance(s, ir.GlobalLoad) and s.ptr.buffer in writes]
     if not loads:
         return None
     pos, users, memo = _positions(k), _users(k), {}
-    stores: dict = {}
-    for s in ir.walk(k.body):
-        if isinstance(s, ir.LocalStore):
-            stores.setdefault(s.var, []).append(s)
+    local_loads, stores = _locals(k)
     active = _Activity(stores, set(grads))
     for load in loads:
         if any(_stale(load, w, pos, memo) for w in writes[load.ptr.buffer]) \
@@ -248,13 +242,7 @@ def _dim(v: ir.Value) -> tuple | None:
 def accesses(k: ir.KernelIR, grads: Sequence[int]) -> tuple[list[Access], list[Access]]:
     """(reads the gradient needs, writes) of kernel `k` (pre-offload body), for `tape_stale_read`."""
     users = _users(k)
-    local_loads: dict = {}
-    stores: dict = {}
-    for s in ir.walk(k.body):
-        if isinstance(s, ir.LocalLoad):
-            local_loads.setdefault(s.var, []).append(s)
-        elif isinstance(s, ir.LocalStore):
-            stores.setdefault(s.var, []).append(s)
+    local_loads, stores = _locals(k)
     active = _Activity(stores, set(grads))
     reads, writes = [], []
     for s in ir.walk(k.body):

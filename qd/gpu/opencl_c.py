@@ -48,6 +48,11 @@ _MEM = {**_REG, T.u1: "uchar", T.f16: "half"}
 _UNSIGNED = {8: "uchar", 16: "ushort", 32: "uint", 64: "ulong"}
 
 
+# the names of the atomic ops in OpenCL's builtins and the prelude's helpers (`qd_atomic_<name>_<type>`)
+_ATOMIC_NAMES = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul", Op.MIN: "min", Op.MAX: "max", Op.BIT_AND: "and",
+                 Op.BIT_OR: "or", Op.BIT_XOR: "xor"}
+
+
 def reg(dt: T.DataType) -> str:
     return _REG[dt]
 
@@ -538,40 +543,36 @@ class _Fn:
             self.emit("}")
             self.emit(f"if (lid == 0) {self.atomic(op, dt, ptr, f'{shared}[0]')};")
 
+    def need_64bit_atomics(self, dt: T.DataType, what: str) -> None:
+        """A 64-bit atomic on a device without them is an error naming the kernel (`build(int64_atomics=False)`)."""
+        if dt.bits == 64 and not self.g.int64_atomics:
+            from qd.errors import QuadrantsTypeError
+
+            raise QuadrantsTypeError(f"kernel {self.k.name}: {what} on {dt} needs 64-bit atomics, which this OpenCL "
+                                     f"device lacks (no cl_khr_int64_base_atomics/extended_atomics); use a 32-bit "
+                                     f"type")
+
     def atomic(self, op: Op, dt: T.DataType, p: str, v: str) -> str:
+        """`*p = op(*p, v)` atomically: the builtins for 32/64-bit ints (add, sub, bit ops, min, max), the prelude's
+        compare-and-swap helpers for the rest (floats, mul, 8/16-bit, f16 through its word)."""
         from qd.errors import QuadrantsTypeError
 
         if dt is T.u1 or (dt.is_float and op in (Op.BIT_AND, Op.BIT_OR, Op.BIT_XOR)):
             raise QuadrantsTypeError(f"atomic {op.value} is not supported on {dt}")
+        name = _ATOMIC_NAMES[op]
         if dt is T.f16:
-            name = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul", Op.MIN: "min", Op.MAX: "max"}[op]
             return f"qd_atomic_{name}_half((volatile __global half*){p}, {v})"
-        if dt.bits == 64 and not self.g.int64_atomics:
-            raise QuadrantsTypeError(f"kernel {self.k.name}: a {dt} atomic {op.value} needs 64-bit atomics, which "
-                                     f"this OpenCL device lacks (no cl_khr_int64_base_atomics/extended_atomics); "
-                                     f"use a 32-bit type")
+        self.need_64bit_atomics(dt, f"atomic {op.value}")
         t = reg(dt)
         vp = f"(volatile __global {t}*){p}"
-        if dt.bits < 32:
-            name = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul", Op.MIN: "min", Op.MAX: "max", Op.BIT_AND: "and",
-                    Op.BIT_OR: "or", Op.BIT_XOR: "xor"}[op]
+        if dt.bits < 32 or dt.is_float or op is Op.MUL:
             return f"qd_atomic_{name}_{t}({vp}, {v})"
-        if dt.is_float or op is Op.MUL:
-            name = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul", Op.MIN: "min", Op.MAX: "max"}[op]
-            return f"qd_atomic_{name}_{t}({vp}, {v})"
-        fn = {Op.ADD: "add", Op.SUB: "sub", Op.BIT_AND: "and", Op.BIT_OR: "or", Op.BIT_XOR: "xor", Op.MIN: "min",
-              Op.MAX: "max"}[op]
-        return f"{'atom' if dt.bits == 64 else 'atomic'}_{fn}({vp}, {v})"
+        return f"{'atom' if dt.bits == 64 else 'atomic'}_{name}({vp}, {v})"
 
     def s_AtomicSwap(self, s: ir.AtomicSwap) -> None:
         """`atomic_xchg`/`atomic_cmpxchg` (`atom_*` at 64 bits; a double exchanges its bits as a long)."""
-        from qd.errors import QuadrantsTypeError
-
         dt, p, v = s.dtype, self.names[s.ptr], self.v(s.value)
-        name = "cas" if s.expected is not None else "exchange"
-        if dt.bits == 64 and not self.g.int64_atomics:
-            raise QuadrantsTypeError(f"kernel {self.k.name}: qd.atomic_{name} on {dt} needs 64-bit atomics, which "
-                                     f"this OpenCL device lacks (no cl_khr_int64_base_atomics); use a 32-bit type")
+        self.need_64bit_atomics(dt, f"qd.atomic_{'cas' if s.expected is not None else 'exchange'}")
         fn = "atom" if dt.bits == 64 else "atomic"
         if s.expected is not None:
             expr = f"{fn}_cmpxchg((volatile __global {reg(dt)}*){p}, {self.v(s.expected)}, {v})"

@@ -54,7 +54,6 @@ def _machine() -> tuple[Any, CpuTarget]:
             vecmath.table()  # libmvec loaded before any code (cached objects too) calls into it
             target = CpuTarget()
             _state["tm"], _state["target"] = target.target_machine(), target
-            # Every module's engine is created on this empty module's engine's owner thread state.
         return _state["tm"], _state["target"]
 
 
