@@ -31,6 +31,8 @@ cdef extern from "_interp_support.h" nogil:
     uint16_t qd_f2h(float f)
     float qd_round_f16(float f)
     float qd_round_f16_d(double d)
+    float qd_bits_to_f16(uint16_t h)
+    uint16_t qd_f16_to_bits(float f)
     uint64_t qd_mix64(uint64_t z)
     uint64_t qd_rng_key(uint64_t seed, uint64_t launch, uint64_t task, uint64_t tid)
     int64_t __atomic_fetch_add(int64_t* p, int64_t v, int order)

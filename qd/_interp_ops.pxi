@@ -514,231 +514,238 @@ cdef int run(const int32_t* code, qd_reg* R, Ctx* ctx) noexcept nogil:
             R[d].u = R[a].u32
         elif op == 247:  # BITCAST_64
             R[d] = R[a]
-        elif op == 248:  # LD_U1
+        elif op == 248:  # BITCAST_F16_TO_I16
+            R[d].i = <int16_t>qd_f16_to_bits(R[a].f)
+        elif op == 249:  # BITCAST_F16_TO_U16
+            R[d].u = qd_f16_to_bits(R[a].f)
+        elif op == 250:  # BITCAST_16_TO_F16
+            R[d].u = 0
+            R[d].f = qd_bits_to_f16(<uint16_t>R[a].u)
+        elif op == 251:  # LD_U1
             R[d].u = (<uint8_t*>ctx.bufs[a])[R[b].i] != 0
-        elif op == 249:  # ST_U1
+        elif op == 252:  # ST_U1
             (<uint8_t*>ctx.bufs[a])[R[b].i] = R[c].u != 0
-        elif op == 250:  # LD_I8
+        elif op == 253:  # LD_I8
             R[d].i = (<int8_t*>ctx.bufs[a])[R[b].i]
-        elif op == 251:  # ST_I8
+        elif op == 254:  # ST_I8
             (<int8_t*>ctx.bufs[a])[R[b].i] = <int8_t>R[c].i
-        elif op == 252:  # AT_ADD_I8
+        elif op == 255:  # AT_ADD_I8
             R[d].i = qd_atomic_add_i8(&(<int8_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 253:  # AT_SUB_I8
+        elif op == 256:  # AT_SUB_I8
             R[d].i = qd_atomic_sub_i8(&(<int8_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 254:  # AT_MUL_I8
+        elif op == 257:  # AT_MUL_I8
             R[d].i = qd_atomic_mul_i8(&(<int8_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 255:  # AT_MIN_I8
+        elif op == 258:  # AT_MIN_I8
             R[d].i = qd_atomic_min_i8(&(<int8_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 256:  # AT_MAX_I8
+        elif op == 259:  # AT_MAX_I8
             R[d].i = qd_atomic_max_i8(&(<int8_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 257:  # AT_BIT_AND_I8
+        elif op == 260:  # AT_BIT_AND_I8
             R[d].i = qd_atomic_bit_and_i8(&(<int8_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 258:  # AT_BIT_OR_I8
+        elif op == 261:  # AT_BIT_OR_I8
             R[d].i = qd_atomic_bit_or_i8(&(<int8_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 259:  # AT_BIT_XOR_I8
+        elif op == 262:  # AT_BIT_XOR_I8
             R[d].i = qd_atomic_bit_xor_i8(&(<int8_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 260:  # LD_I16
+        elif op == 263:  # LD_I16
             R[d].i = (<int16_t*>ctx.bufs[a])[R[b].i]
-        elif op == 261:  # ST_I16
+        elif op == 264:  # ST_I16
             (<int16_t*>ctx.bufs[a])[R[b].i] = <int16_t>R[c].i
-        elif op == 262:  # AT_ADD_I16
+        elif op == 265:  # AT_ADD_I16
             R[d].i = qd_atomic_add_i16(&(<int16_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 263:  # AT_SUB_I16
+        elif op == 266:  # AT_SUB_I16
             R[d].i = qd_atomic_sub_i16(&(<int16_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 264:  # AT_MUL_I16
+        elif op == 267:  # AT_MUL_I16
             R[d].i = qd_atomic_mul_i16(&(<int16_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 265:  # AT_MIN_I16
+        elif op == 268:  # AT_MIN_I16
             R[d].i = qd_atomic_min_i16(&(<int16_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 266:  # AT_MAX_I16
+        elif op == 269:  # AT_MAX_I16
             R[d].i = qd_atomic_max_i16(&(<int16_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 267:  # AT_BIT_AND_I16
+        elif op == 270:  # AT_BIT_AND_I16
             R[d].i = qd_atomic_bit_and_i16(&(<int16_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 268:  # AT_BIT_OR_I16
+        elif op == 271:  # AT_BIT_OR_I16
             R[d].i = qd_atomic_bit_or_i16(&(<int16_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 269:  # AT_BIT_XOR_I16
+        elif op == 272:  # AT_BIT_XOR_I16
             R[d].i = qd_atomic_bit_xor_i16(&(<int16_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 270:  # LD_I32
+        elif op == 273:  # LD_I32
             R[d].i = (<int32_t*>ctx.bufs[a])[R[b].i]
-        elif op == 271:  # ST_I32
+        elif op == 274:  # ST_I32
             (<int32_t*>ctx.bufs[a])[R[b].i] = <int32_t>R[c].i
-        elif op == 272:  # AT_ADD_I32
+        elif op == 275:  # AT_ADD_I32
             R[d].i = qd_atomic_add_i32(&(<int32_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 273:  # AT_SUB_I32
+        elif op == 276:  # AT_SUB_I32
             R[d].i = qd_atomic_sub_i32(&(<int32_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 274:  # AT_MUL_I32
+        elif op == 277:  # AT_MUL_I32
             R[d].i = qd_atomic_mul_i32(&(<int32_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 275:  # AT_MIN_I32
+        elif op == 278:  # AT_MIN_I32
             R[d].i = qd_atomic_min_i32(&(<int32_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 276:  # AT_MAX_I32
+        elif op == 279:  # AT_MAX_I32
             R[d].i = qd_atomic_max_i32(&(<int32_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 277:  # AT_BIT_AND_I32
+        elif op == 280:  # AT_BIT_AND_I32
             R[d].i = qd_atomic_bit_and_i32(&(<int32_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 278:  # AT_BIT_OR_I32
+        elif op == 281:  # AT_BIT_OR_I32
             R[d].i = qd_atomic_bit_or_i32(&(<int32_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 279:  # AT_BIT_XOR_I32
+        elif op == 282:  # AT_BIT_XOR_I32
             R[d].i = qd_atomic_bit_xor_i32(&(<int32_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 280:  # XCHG_I32
+        elif op == 283:  # XCHG_I32
             R[d].i = qd_atomic_xchg_i32(&(<int32_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 281:  # CAS_I32
+        elif op == 284:  # CAS_I32
             R[d].i = qd_atomic_cas_i32(&(<int32_t*>ctx.bufs[a])[R[b].i], R[c].i, R[d].i)
-        elif op == 282:  # LD_I64
+        elif op == 285:  # LD_I64
             R[d].i = (<int64_t*>ctx.bufs[a])[R[b].i]
-        elif op == 283:  # ST_I64
+        elif op == 286:  # ST_I64
             (<int64_t*>ctx.bufs[a])[R[b].i] = <int64_t>R[c].i
-        elif op == 284:  # AT_ADD_I64
+        elif op == 287:  # AT_ADD_I64
             R[d].i = qd_atomic_add_i64(&(<int64_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 285:  # AT_SUB_I64
+        elif op == 288:  # AT_SUB_I64
             R[d].i = qd_atomic_sub_i64(&(<int64_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 286:  # AT_MUL_I64
+        elif op == 289:  # AT_MUL_I64
             R[d].i = qd_atomic_mul_i64(&(<int64_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 287:  # AT_MIN_I64
+        elif op == 290:  # AT_MIN_I64
             R[d].i = qd_atomic_min_i64(&(<int64_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 288:  # AT_MAX_I64
+        elif op == 291:  # AT_MAX_I64
             R[d].i = qd_atomic_max_i64(&(<int64_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 289:  # AT_BIT_AND_I64
+        elif op == 292:  # AT_BIT_AND_I64
             R[d].i = qd_atomic_bit_and_i64(&(<int64_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 290:  # AT_BIT_OR_I64
+        elif op == 293:  # AT_BIT_OR_I64
             R[d].i = qd_atomic_bit_or_i64(&(<int64_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 291:  # AT_BIT_XOR_I64
+        elif op == 294:  # AT_BIT_XOR_I64
             R[d].i = qd_atomic_bit_xor_i64(&(<int64_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 292:  # XCHG_I64
+        elif op == 295:  # XCHG_I64
             R[d].i = qd_atomic_xchg_i64(&(<int64_t*>ctx.bufs[a])[R[b].i], R[c].i)
-        elif op == 293:  # CAS_I64
+        elif op == 296:  # CAS_I64
             R[d].i = qd_atomic_cas_i64(&(<int64_t*>ctx.bufs[a])[R[b].i], R[c].i, R[d].i)
-        elif op == 294:  # LD_U8
+        elif op == 297:  # LD_U8
             R[d].u = (<uint8_t*>ctx.bufs[a])[R[b].i]
-        elif op == 295:  # ST_U8
+        elif op == 298:  # ST_U8
             (<uint8_t*>ctx.bufs[a])[R[b].i] = <uint8_t>R[c].u
-        elif op == 296:  # AT_ADD_U8
+        elif op == 299:  # AT_ADD_U8
             R[d].u = qd_atomic_add_u8(&(<uint8_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 297:  # AT_SUB_U8
+        elif op == 300:  # AT_SUB_U8
             R[d].u = qd_atomic_sub_u8(&(<uint8_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 298:  # AT_MUL_U8
+        elif op == 301:  # AT_MUL_U8
             R[d].u = qd_atomic_mul_u8(&(<uint8_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 299:  # AT_MIN_U8
+        elif op == 302:  # AT_MIN_U8
             R[d].u = qd_atomic_min_u8(&(<uint8_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 300:  # AT_MAX_U8
+        elif op == 303:  # AT_MAX_U8
             R[d].u = qd_atomic_max_u8(&(<uint8_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 301:  # AT_BIT_AND_U8
+        elif op == 304:  # AT_BIT_AND_U8
             R[d].u = qd_atomic_bit_and_u8(&(<uint8_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 302:  # AT_BIT_OR_U8
+        elif op == 305:  # AT_BIT_OR_U8
             R[d].u = qd_atomic_bit_or_u8(&(<uint8_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 303:  # AT_BIT_XOR_U8
+        elif op == 306:  # AT_BIT_XOR_U8
             R[d].u = qd_atomic_bit_xor_u8(&(<uint8_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 304:  # LD_U16
+        elif op == 307:  # LD_U16
             R[d].u = (<uint16_t*>ctx.bufs[a])[R[b].i]
-        elif op == 305:  # ST_U16
+        elif op == 308:  # ST_U16
             (<uint16_t*>ctx.bufs[a])[R[b].i] = <uint16_t>R[c].u
-        elif op == 306:  # AT_ADD_U16
+        elif op == 309:  # AT_ADD_U16
             R[d].u = qd_atomic_add_u16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 307:  # AT_SUB_U16
+        elif op == 310:  # AT_SUB_U16
             R[d].u = qd_atomic_sub_u16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 308:  # AT_MUL_U16
+        elif op == 311:  # AT_MUL_U16
             R[d].u = qd_atomic_mul_u16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 309:  # AT_MIN_U16
+        elif op == 312:  # AT_MIN_U16
             R[d].u = qd_atomic_min_u16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 310:  # AT_MAX_U16
+        elif op == 313:  # AT_MAX_U16
             R[d].u = qd_atomic_max_u16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 311:  # AT_BIT_AND_U16
+        elif op == 314:  # AT_BIT_AND_U16
             R[d].u = qd_atomic_bit_and_u16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 312:  # AT_BIT_OR_U16
+        elif op == 315:  # AT_BIT_OR_U16
             R[d].u = qd_atomic_bit_or_u16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 313:  # AT_BIT_XOR_U16
+        elif op == 316:  # AT_BIT_XOR_U16
             R[d].u = qd_atomic_bit_xor_u16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 314:  # LD_U32
+        elif op == 317:  # LD_U32
             R[d].u = (<uint32_t*>ctx.bufs[a])[R[b].i]
-        elif op == 315:  # ST_U32
+        elif op == 318:  # ST_U32
             (<uint32_t*>ctx.bufs[a])[R[b].i] = <uint32_t>R[c].u
-        elif op == 316:  # AT_ADD_U32
+        elif op == 319:  # AT_ADD_U32
             R[d].u = qd_atomic_add_u32(&(<uint32_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 317:  # AT_SUB_U32
+        elif op == 320:  # AT_SUB_U32
             R[d].u = qd_atomic_sub_u32(&(<uint32_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 318:  # AT_MUL_U32
+        elif op == 321:  # AT_MUL_U32
             R[d].u = qd_atomic_mul_u32(&(<uint32_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 319:  # AT_MIN_U32
+        elif op == 322:  # AT_MIN_U32
             R[d].u = qd_atomic_min_u32(&(<uint32_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 320:  # AT_MAX_U32
+        elif op == 323:  # AT_MAX_U32
             R[d].u = qd_atomic_max_u32(&(<uint32_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 321:  # AT_BIT_AND_U32
+        elif op == 324:  # AT_BIT_AND_U32
             R[d].u = qd_atomic_bit_and_u32(&(<uint32_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 322:  # AT_BIT_OR_U32
+        elif op == 325:  # AT_BIT_OR_U32
             R[d].u = qd_atomic_bit_or_u32(&(<uint32_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 323:  # AT_BIT_XOR_U32
+        elif op == 326:  # AT_BIT_XOR_U32
             R[d].u = qd_atomic_bit_xor_u32(&(<uint32_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 324:  # XCHG_U32
+        elif op == 327:  # XCHG_U32
             R[d].u = qd_atomic_xchg_u32(&(<uint32_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 325:  # CAS_U32
+        elif op == 328:  # CAS_U32
             R[d].u = qd_atomic_cas_u32(&(<uint32_t*>ctx.bufs[a])[R[b].i], R[c].u, R[d].u)
-        elif op == 326:  # LD_U64
+        elif op == 329:  # LD_U64
             R[d].u = (<uint64_t*>ctx.bufs[a])[R[b].i]
-        elif op == 327:  # ST_U64
+        elif op == 330:  # ST_U64
             (<uint64_t*>ctx.bufs[a])[R[b].i] = <uint64_t>R[c].u
-        elif op == 328:  # AT_ADD_U64
+        elif op == 331:  # AT_ADD_U64
             R[d].u = qd_atomic_add_u64(&(<uint64_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 329:  # AT_SUB_U64
+        elif op == 332:  # AT_SUB_U64
             R[d].u = qd_atomic_sub_u64(&(<uint64_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 330:  # AT_MUL_U64
+        elif op == 333:  # AT_MUL_U64
             R[d].u = qd_atomic_mul_u64(&(<uint64_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 331:  # AT_MIN_U64
+        elif op == 334:  # AT_MIN_U64
             R[d].u = qd_atomic_min_u64(&(<uint64_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 332:  # AT_MAX_U64
+        elif op == 335:  # AT_MAX_U64
             R[d].u = qd_atomic_max_u64(&(<uint64_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 333:  # AT_BIT_AND_U64
+        elif op == 336:  # AT_BIT_AND_U64
             R[d].u = qd_atomic_bit_and_u64(&(<uint64_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 334:  # AT_BIT_OR_U64
+        elif op == 337:  # AT_BIT_OR_U64
             R[d].u = qd_atomic_bit_or_u64(&(<uint64_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 335:  # AT_BIT_XOR_U64
+        elif op == 338:  # AT_BIT_XOR_U64
             R[d].u = qd_atomic_bit_xor_u64(&(<uint64_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 336:  # XCHG_U64
+        elif op == 339:  # XCHG_U64
             R[d].u = qd_atomic_xchg_u64(&(<uint64_t*>ctx.bufs[a])[R[b].i], R[c].u)
-        elif op == 337:  # CAS_U64
+        elif op == 340:  # CAS_U64
             R[d].u = qd_atomic_cas_u64(&(<uint64_t*>ctx.bufs[a])[R[b].i], R[c].u, R[d].u)
-        elif op == 338:  # LD_F16
+        elif op == 341:  # LD_F16
             R[d].f = qd_h2f((<uint16_t*>ctx.bufs[a])[R[b].i])
-        elif op == 339:  # ST_F16
+        elif op == 342:  # ST_F16
             (<uint16_t*>ctx.bufs[a])[R[b].i] = qd_f2h(R[c].f)
-        elif op == 340:  # AT_ADD_F16
+        elif op == 343:  # AT_ADD_F16
             R[d].f = qd_atomic_add_f16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].f)
-        elif op == 341:  # AT_SUB_F16
+        elif op == 344:  # AT_SUB_F16
             R[d].f = qd_atomic_sub_f16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].f)
-        elif op == 342:  # AT_MUL_F16
+        elif op == 345:  # AT_MUL_F16
             R[d].f = qd_atomic_mul_f16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].f)
-        elif op == 343:  # AT_MIN_F16
+        elif op == 346:  # AT_MIN_F16
             R[d].f = qd_atomic_min_f16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].f)
-        elif op == 344:  # AT_MAX_F16
+        elif op == 347:  # AT_MAX_F16
             R[d].f = qd_atomic_max_f16(&(<uint16_t*>ctx.bufs[a])[R[b].i], R[c].f)
-        elif op == 345:  # LD_F32
+        elif op == 348:  # LD_F32
             R[d].f = (<float*>ctx.bufs[a])[R[b].i]
-        elif op == 346:  # ST_F32
+        elif op == 349:  # ST_F32
             (<float*>ctx.bufs[a])[R[b].i] = <float>R[c].f
-        elif op == 347:  # AT_ADD_F32
+        elif op == 350:  # AT_ADD_F32
             R[d].f = qd_atomic_add_f32(&(<float*>ctx.bufs[a])[R[b].i], R[c].f)
-        elif op == 348:  # AT_SUB_F32
+        elif op == 351:  # AT_SUB_F32
             R[d].f = qd_atomic_sub_f32(&(<float*>ctx.bufs[a])[R[b].i], R[c].f)
-        elif op == 349:  # AT_MUL_F32
+        elif op == 352:  # AT_MUL_F32
             R[d].f = qd_atomic_mul_f32(&(<float*>ctx.bufs[a])[R[b].i], R[c].f)
-        elif op == 350:  # AT_MIN_F32
+        elif op == 353:  # AT_MIN_F32
             R[d].f = qd_atomic_min_f32(&(<float*>ctx.bufs[a])[R[b].i], R[c].f)
-        elif op == 351:  # AT_MAX_F32
+        elif op == 354:  # AT_MAX_F32
             R[d].f = qd_atomic_max_f32(&(<float*>ctx.bufs[a])[R[b].i], R[c].f)
-        elif op == 352:  # XCHG_F32
+        elif op == 355:  # XCHG_F32
             R[d].f = qd_atomic_xchg_f32(&(<float*>ctx.bufs[a])[R[b].i], R[c].f)
-        elif op == 353:  # LD_F64
+        elif op == 356:  # LD_F64
             R[d].d = (<double*>ctx.bufs[a])[R[b].i]
-        elif op == 354:  # ST_F64
+        elif op == 357:  # ST_F64
             (<double*>ctx.bufs[a])[R[b].i] = <double>R[c].d
-        elif op == 355:  # AT_ADD_F64
+        elif op == 358:  # AT_ADD_F64
             R[d].d = qd_atomic_add_f64(&(<double*>ctx.bufs[a])[R[b].i], R[c].d)
-        elif op == 356:  # AT_SUB_F64
+        elif op == 359:  # AT_SUB_F64
             R[d].d = qd_atomic_sub_f64(&(<double*>ctx.bufs[a])[R[b].i], R[c].d)
-        elif op == 357:  # AT_MUL_F64
+        elif op == 360:  # AT_MUL_F64
             R[d].d = qd_atomic_mul_f64(&(<double*>ctx.bufs[a])[R[b].i], R[c].d)
-        elif op == 358:  # AT_MIN_F64
+        elif op == 361:  # AT_MIN_F64
             R[d].d = qd_atomic_min_f64(&(<double*>ctx.bufs[a])[R[b].i], R[c].d)
-        elif op == 359:  # AT_MAX_F64
+        elif op == 362:  # AT_MAX_F64
             R[d].d = qd_atomic_max_f64(&(<double*>ctx.bufs[a])[R[b].i], R[c].d)
-        elif op == 360:  # XCHG_F64
+        elif op == 363:  # XCHG_F64
             R[d].d = qd_atomic_xchg_f64(&(<double*>ctx.bufs[a])[R[b].i], R[c].d)
         else:
             return -1

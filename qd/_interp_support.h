@@ -65,6 +65,20 @@ static inline float qd_h2f(uint16_t h) { _Float16 x; memcpy(&x, &h, 2); return (
 static inline uint16_t qd_f2h(float f) { _Float16 x = (_Float16)f; uint16_t h; memcpy(&h, &x, 2); return h; }
 static inline float qd_round_f16(float f) { return (float)(_Float16)f; }
 static inline float qd_round_f16_d(double d) { return (float)(_Float16)d; }
+/* bit_cast between f16 and its 16 bits: exact for every pattern. Non-NaN values convert exactly (a register
+   f16 holds a half value); a NaN keeps its sign and 10 payload bits as they are (a signaling NaN stays
+   signaling, unlike a load or store, which quiets it as the hardware conversion does). */
+static inline float qd_bits_to_f16(uint16_t h) {
+    if ((h & 0x7FFFu) <= 0x7C00u) return qd_h2f(h);
+    uint32_t u = ((uint32_t)(h & 0x8000u) << 16) | 0x7F800000u | ((uint32_t)(h & 0x3FFu) << 13);
+    float f; memcpy(&f, &u, 4); return f;
+}
+static inline uint16_t qd_f16_to_bits(float f) {
+    uint32_t u; memcpy(&u, &f, 4);
+    if ((u & 0x7FFFFFFFu) <= 0x7F800000u) return qd_f2h(f);
+    uint32_t m = (u >> 13) & 0x3FFu;
+    return (uint16_t)(((u >> 16) & 0x8000u) | 0x7C00u | (m ? m : 0x200u));
+}
 
 /* ---- atomics: integer add/sub/and/or/xor map to fetch-ops, everything else is a CAS loop ---- */
 #define QD_ATOMIC_FETCH(NAME, T, BUILTIN) \

@@ -235,7 +235,8 @@ def test_f64_to_f16_rounds_once() -> None:
     _compare_op(Op.CAST, [T.f64], T.f16, [a[-N:]])
 
 
-@pytest.mark.parametrize("pair", [(T.f32, T.i32), (T.i32, T.f32), (T.f64, T.u64), (T.u16, T.i16)],
+@pytest.mark.parametrize("pair", [(T.f32, T.i32), (T.i32, T.f32), (T.f64, T.u64), (T.u16, T.i16), (T.f16, T.i16),
+                                  (T.u16, T.f16)],
                          ids=lambda p: f"{p[0].name}-{p[1].name}")
 def test_bit_cast_bit_exact(pair) -> None:
     src, dst = pair

@@ -197,6 +197,9 @@ def _casts() -> list[tuple[str, str]]:
         ("BITCAST_F32_TO_I32", "R[d].i = R[a].i32"),
         ("BITCAST_F32_TO_U32", "R[d].u = R[a].u32"),
         ("BITCAST_64", "R[d] = R[a]"),
+        ("BITCAST_F16_TO_I16", "R[d].i = <int16_t>qd_f16_to_bits(R[a].f)"),
+        ("BITCAST_F16_TO_U16", "R[d].u = qd_f16_to_bits(R[a].f)"),
+        ("BITCAST_16_TO_F16", "R[d].u = 0\nR[d].f = qd_bits_to_f16(<uint16_t>R[a].u)"),
     ]
     return out
 

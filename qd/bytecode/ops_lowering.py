@@ -107,7 +107,13 @@ def _bit_cast(lw: "Lowerer", s: ir.OpStmt, d: int, a: int, src: T.DataType) -> N
         from qd.errors import QuadrantsTypeError
 
         raise QuadrantsTypeError(f"{s.loc}: bit_cast needs equal widths, got {src} -> {dst}")
-    if src.bits == 64:
+    if src is dst:
+        lw.out.emit("MOV", d, a, loc=s.loc)
+    elif src is T.f16:  # f16 lives as f32: its 16 bits come from converting back, not from the f32's bits
+        lw.out.emit("BITCAST_F16_TO_I16" if dst.is_signed else "BITCAST_F16_TO_U16", d, a, loc=s.loc)
+    elif dst is T.f16:
+        lw.out.emit("BITCAST_16_TO_F16", d, a, loc=s.loc)
+    elif src.bits == 64:
         lw.out.emit("BITCAST_64", d, a, loc=s.loc)
     elif dst is T.f32:
         lw.out.emit("BITCAST_32_TO_F32", d, a, loc=s.loc)

@@ -397,12 +397,41 @@ def host_cast(x: Any, dt: DataType) -> Any:
 
 
 def bit_cast(x: Any, dtype: Any) -> Any:
+    """`x`'s bits read as `dtype` (same width). A numpy scalar keeps its own dtype (`np.float16` is f16)."""
     dt = dtypes.to_dtype(dtype)
     if isinstance(x, Expr):
-        if x.dtype.bits != dt.bits:
-            raise QuadrantsTypeError(f"bit_cast needs types of the same width, got {x.dtype} and {dt}")
+        _same_width(x.dtype, dt, x.dtype)
         return emit(Op.BIT_CAST, (x,), dt)
     if _b.current() is not None:
-        return bit_cast(const(x), dt)
-    src = np.array(x, dtype=literal_dtype(x).np_dtype)
-    return src.view(dt.np_dtype)[()]
+        return bit_cast(const(x, x_dt) if (x_dt := _numpy_dtype(x)) else const(x), dt)
+    src_dt = _host_bit_cast_source(x)
+    _same_width(src_dt, dt, f"{x!r} ({src_dt})")
+    return np.array(x, dtype=src_dt.np_dtype).view(dt.np_dtype)[()]
+
+
+def _numpy_dtype(x: Any) -> DataType | None:
+    return dtypes.to_dtype(x.dtype) if isinstance(x, np.generic) else None
+
+
+def _host_bit_cast_source(x: Any) -> DataType:
+    """The dtype whose bits a Python-scope `qd.bit_cast` reads: a numpy scalar's own; a Python number's
+    literal dtype, where an int too large for default_ip but within its unsigned range takes that type."""
+    if not isinstance(x, _NUMBER):
+        raise QuadrantsTypeError(f"qd.bit_cast takes a scalar number outside a kernel, got {type(x).__name__}")
+    if (np_dt := _numpy_dtype(x)) is not None:
+        return np_dt
+    dt = literal_dtype(x)
+    if dt.is_int and dt.is_signed and isinstance(x, int) and not isinstance(x, bool):
+        if not -(1 << (dt.bits - 1)) <= x < (1 << dt.bits):
+            raise QuadrantsTypeError(f"qd.bit_cast: {x} does not fit in {dt.bits} bits (default_ip is {dt}); "
+                                     f"pass a numpy scalar of the width you mean")
+        if x >= 1 << (dt.bits - 1):
+            return dtypes.to_dtype(f"u{dt.bits}")
+    return dt
+
+
+def _same_width(src: DataType, dst: DataType, what: Any) -> None:
+    if src.bits != dst.bits:
+        raise QuadrantsTypeError(f"bit_cast needs types of the same width, got {what}: {src.bits} bits, and "
+                                 f"{dst}: {dst.bits} bits; bit_cast to a {src.bits}-bit type, or qd.cast to convert "
+                                 f"the value")

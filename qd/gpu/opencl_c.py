@@ -73,9 +73,31 @@ PRELUDE = r"""
 #ifdef cl_khr_fp64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #endif
-static inline float qd_rh(float x) { ushort h; vstore_half_rte(x, 0, (half*)&h); return vload_half(0, (half*)&h); }
+/* f16 <-> float. A NaN keeps its sign and the top 10 bits of its payload, quieted, on a store or rounding (as
+   the x86 conversions of the other tiers do; PoCL's vstore_half gives 0x7FFF for every NaN); bit_cast keeps a
+   NaN's bits as they are (a signaling NaN stays signaling). */
+static inline int qd_isnan_bits(uint u) { return (u & 0x7FFFFFFFu) > 0x7F800000u; }
+static inline ushort qd_f2hb(float x) {
+  uint u = as_uint(x); ushort h;
+  if (qd_isnan_bits(u)) return (ushort)(((u >> 16) & 0x8000u) | 0x7E00u | ((u >> 13) & 0x3FFu));
+  vstore_half_rte(x, 0, (__private half*)&h); return h;
+}
+static inline float qd_rh(float x) { ushort h = qd_f2hb(x); return vload_half(0, (__private half*)&h); }
+static inline short qd_f16_bits(float x) {
+  uint u = as_uint(x), m = (u >> 13) & 0x3FFu;
+  return qd_isnan_bits(u) ? (short)(((u >> 16) & 0x8000u) | 0x7C00u | (m ? m : 0x200u)) : (short)qd_f2hb(x);
+}
+static inline float qd_bits_f16(ushort h) {
+  if ((h & 0x7FFFu) <= 0x7C00u) return vload_half(0, (__private half*)&h);
+  return as_float((((uint)h & 0x8000u) << 16) | 0x7F800000u | (((uint)h & 0x3FFu) << 13));
+}
 #ifdef cl_khr_fp64
-static inline float qd_d2h(double x) { ushort h; vstore_half_rte(x, 0, (half*)&h); return vload_half(0, (half*)&h); }
+static inline float qd_d2h(double x) {
+  ulong u = as_ulong(x); ushort h;
+  if ((u & 0x7FFFFFFFFFFFFFFFUL) > 0x7FF0000000000000UL)
+    return as_float((uint)((u >> 32) & 0x80000000UL) | 0x7FC00000u | (uint)(((u >> 42) & 0x3FFUL) << 13));
+  vstore_half_rte(x, 0, (__private half*)&h); return vload_half(0, (__private half*)&h);
+}
 #endif
 static inline ulong qd_mix64(ulong z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9UL; z = (z ^ (z >> 27)) * 0x94D049BB133111EBUL; return z ^ (z >> 31);
@@ -137,7 +159,7 @@ static inline float NAME(volatile __global half* p, float v) {                  
   uint shift = (uint)(addr & 3UL) * 8u, mask = 0xFFFFu << shift;                             \
   uint old = *w;                                                                             \
   for (;;) { ushort ob = (ushort)((old & mask) >> shift); float o = vload_half(0, (const __private half*)&ob); \
-             float n = (EXPR); ushort nb; vstore_half_rte(n, 0, (__private half*)&nb);      \
+             float n = (EXPR); ushort nb = qd_f2hb(n);                                      \
              uint nw = (old & ~mask) | ((uint)nb << shift);                                  \
              uint seen = atomic_cmpxchg(w, old, nw); if (seen == old) return o; old = seen; }  \
 }
@@ -181,8 +203,10 @@ def const(dt: T.DataType, value: object) -> str:
 
         v = float(np.float16(value)) if dt is T.f16 else float(np.float32(value)) if dt is T.f32 else float(value)
         suffix = "" if dt.bits == 64 else "f"
-        if math.isnan(v):
-            return "((double)NAN)" if dt.bits == 64 else "NAN"
+        if math.isnan(v):  # its bits, sign and payload (NAN would drop both)
+            if dt.bits == 64:
+                return f"as_double({np.array(v, np.float64).view(np.uint64).item():#x}UL)"
+            return f"as_float({np.array(v, np.float32).view(np.uint32).item():#x}u)"
         if math.isinf(v):
             s = "-" if v < 0 else ""
             return f"({s}(double)INFINITY)" if dt.bits == 64 else f"({s}INFINITY)"
@@ -315,8 +339,12 @@ def bit_cast(src: T.DataType, dst: T.DataType, x: str) -> str:
         from qd.errors import QuadrantsTypeError
 
         raise QuadrantsTypeError(f"bit_cast needs equal widths, got {src} -> {dst}")
-    if src.bits == 16 and (src.is_float or dst.is_float):
-        return cast(src, dst, x)
+    if src is dst:
+        return x
+    if src is T.f16:  # f16 lives as float: its bits are the half it converts to (exact), NaN payloads as they are
+        return f"(({reg(dst)})qd_f16_bits({x}))"
+    if dst is T.f16:
+        return f"qd_bits_f16((ushort)({x}))"
     if src.bits <= 16:
         return f"(({reg(dst)})({x}))"
     return f"as_{reg(dst)}({x})"
@@ -488,7 +516,7 @@ class _Fn:
     def s_GlobalStore(self, s: ir.GlobalStore) -> None:
         p, dt, v = self.names[s.ptr], s.ptr.dtype, self.v(s.value)
         if dt is T.f16:
-            self.emit(f"vstore_half_rte({v}, 0, {p});")
+            self.emit(f"*((__global ushort*){p}) = qd_f2hb({v});")
         elif dt is T.u1:
             self.emit(f"*{p} = (uchar)(({v}) != 0);")
         else:

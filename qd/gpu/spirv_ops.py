@@ -66,8 +66,10 @@ def round_f16(e: Emit, x: int) -> int:
     return f16_bits_to_f32(e, f32_to_f16_bits(e, x))
 
 
-def f32_to_f16_bits(e: Emit, x: int) -> int:
-    """The f16 bits (in a u32) nearest to f32 `x`, ties to even; overflow gives inf, NaN stays NaN."""
+def f32_to_f16_bits(e: Emit, x: int, quiet: bool = True) -> int:
+    """The f16 bits (in a u32) nearest to f32 `x`, ties to even; overflow gives inf. A NaN keeps its sign and
+    the top 10 bits of its payload; `quiet` sets the quiet bit (a store, as x86's conversion does), else it is
+    set only where the kept bits are zero (bit_cast: a signaling NaN from a half stays signaling)."""
     u = e.ty(T.u32)
     k = e.u32c
     b = e.op(S.Bitcast, x, t=u)
@@ -83,12 +85,17 @@ def f32_to_f16_bits(e: Emit, x: int) -> int:
     sub = e.op(S.ISub, e.op(S.Bitcast, e.op(S.FAdd, af, e.c(T.f32, 0.5), t=e.ty(T.f32)), t=u), k(0x3F000000), t=u)
     r = select(e, u, e.op(S.ULessThan, a, k(0x38800000), t=bt), sub, normal)
     r = select(e, u, e.op(S.UGreaterThanEqual, a, k(0x477FF000), t=bt), k(0x7C00), r)  # rounds to inf
-    r = select(e, u, e.op(S.UGreaterThan, a, k(0x7F800000), t=bt), k(0x7E00), r)  # NaN
+    payload = e.op(S.BitwiseAnd, e.op(S.ShiftRightLogical, a, k(13), t=u), k(0x3FF), t=u)
+    if not quiet:
+        payload = select(e, u, e.op(S.IEqual, payload, k(0), t=bt), k(0x200), payload)
+    nan = e.op(S.BitwiseOr, payload, k(0x7E00 if quiet else 0x7C00), t=u)
+    r = select(e, u, e.op(S.UGreaterThan, a, k(0x7F800000), t=bt), nan, r)
     return e.op(S.BitwiseOr, r, sign, t=u)
 
 
-def f16_bits_to_f32(e: Emit, h: int) -> int:
-    """The f32 value of f16 bits `h` (a u32 holding 16 bits); exact."""
+def f16_bits_to_f32(e: Emit, h: int, quiet: bool = True) -> int:
+    """The f32 value of f16 bits `h` (a u32 holding 16 bits); exact. A NaN keeps sign and payload; `quiet` sets
+    its quiet bit (a load, as x86's conversion does), else a signaling NaN stays signaling (bit_cast)."""
     u, f = e.ty(T.u32), e.ty(T.f32)
     k = e.u32c
     bt = e.bool_t()
@@ -96,6 +103,9 @@ def f16_bits_to_f32(e: Emit, h: int) -> int:
     em = e.op(S.BitwiseAnd, h, k(0x7FFF), t=u)
     normal = e.op(S.IAdd, e.op(S.ShiftLeftLogical, em, k(13), t=u), k((127 - 15) << 23), t=u)
     infnan = e.op(S.BitwiseOr, e.op(S.ShiftLeftLogical, em, k(13), t=u), k(0x7F800000), t=u)
+    if quiet:
+        infnan = select(e, u, e.op(S.UGreaterThan, em, k(0x7C00), t=bt),
+                        e.op(S.BitwiseOr, infnan, k(0x00400000), t=u), infnan)
     # subnormal (and zero): mantissa * 2^-24, exact in f32
     subf = e.op(S.FMul, e.op(S.ConvertUToF, em, t=f), e.c(T.f32, 2.0 ** -24), t=f)
     r = select(e, u, e.op(S.UGreaterThanEqual, em, k(0x7C00), t=bt), infnan, normal)
@@ -502,10 +512,12 @@ def _f64_to_f32_odd(e: Emit, d: int) -> int:
 def bit_cast(e: Emit, src: T.DataType, dst: T.DataType, x: int) -> int:
     if src.bits != dst.bits:
         raise QuadrantsTypeError(f"bit_cast needs equal widths, got {src} -> {dst}")
-    if src.bits == 16 and (src.is_float or dst.is_float):
-        return cast(e, src, dst, x)
     if src is dst or (src.is_int and dst.is_int):
         return x
+    if src is T.f16:  # f16 lives as f32: its bits are the half it converts to (exact), NaN payloads as they are
+        return e.op(S.UConvert, f32_to_f16_bits(e, x, quiet=False), t=e.ty(dst))
+    if dst is T.f16:
+        return f16_bits_to_f32(e, e.op(S.UConvert, x, t=e.ty(T.u32)), quiet=False)
     return e.op(S.Bitcast, x, t=e.ty(dst))
 
 

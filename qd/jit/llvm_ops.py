@@ -292,15 +292,44 @@ def _to_float(b: ir.IRBuilder, src: T.DataType, x: ir.Value, ty: ir.Type) -> ir.
 
 
 def bit_cast(c: OpCtx, src: T.DataType, dst: T.DataType, x: ir.Value) -> ir.Value:
-    """Reinterpretation at one width; 16-bit float <-> int is a value cast, as in the interpreter."""
+    """Reinterpretation at one width. f16 lives as float, so its bits are the half the float converts to
+    (exact for a register f16) and back; NaNs keep sign and payload as they are (`qd_f16_to_bits`)."""
     if src.bits != dst.bits:
         from qd.errors import QuadrantsTypeError
 
         raise QuadrantsTypeError(f"bit_cast needs equal widths, got {src} -> {dst}")
-    if src.bits == 16 and (src.is_float or dst.is_float):
-        return cast(c, src, dst, x)
+    if src is dst:
+        return x
+    if src is T.f16:
+        return f16_to_bits(c.b, x)
+    if dst is T.f16:
+        return bits_to_f16(c.b, x)
     ty = reg_type(dst)
     return x if x.type == ty else c.b.bitcast(x, ty)
+
+
+def f16_to_bits(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """The i16 bits of register f16 `x` (a float): the half it converts to; a NaN keeps its sign and top 10
+    payload bits without being quieted (0x200 when those are zero, so that it stays a NaN)."""
+    i16, i32 = ir.IntType(16), ir.IntType(32)
+    hw = b.bitcast(b.fptrunc(x, F16), i16)
+    u = b.bitcast(x, i32)
+    m = b.and_(b.trunc(b.lshr(u, ir.Constant(i32, 13)), i16), ir.Constant(i16, 0x3FF))
+    m = b.select(b.icmp_unsigned("==", m, ir.Constant(i16, 0)), ir.Constant(i16, 0x200), m)
+    sign = b.and_(b.trunc(b.lshr(u, ir.Constant(i32, 16)), i16), ir.Constant(i16, 0x8000))
+    nan = b.or_(b.or_(sign, ir.Constant(i16, 0x7C00)), m)
+    return b.select(b.fcmp_unordered("uno", x, x), nan, hw)
+
+
+def bits_to_f16(b: ir.IRBuilder, h: ir.Value) -> ir.Value:
+    """The register f16 (a float) of the i16 bits `h`: exact, a NaN's sign and payload kept as they are."""
+    i16, i32 = ir.IntType(16), ir.IntType(32)
+    hw = b.fpext(b.bitcast(h, F16), F32)
+    is_nan = b.icmp_unsigned(">", b.and_(h, ir.Constant(i16, 0x7FFF)), ir.Constant(i16, 0x7C00))
+    sign = b.shl(b.zext(b.and_(h, ir.Constant(i16, 0x8000)), i32), ir.Constant(i32, 16))
+    m = b.shl(b.zext(b.and_(h, ir.Constant(i16, 0x3FF)), i32), ir.Constant(i32, 13))
+    nan = b.bitcast(b.or_(b.or_(sign, ir.Constant(i32, 0x7F800000)), m), F32)
+    return b.select(is_nan, nan, hw)
 
 
 def _select(c: OpCtx, dt: T.DataType, args: Sequence[ir.Value]) -> ir.Value:
