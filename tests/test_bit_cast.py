@@ -210,6 +210,19 @@ def test_wide_float_bit_casts_match_numpy_view(_on, fdt, fnp, idt, inp) -> None:
     np.testing.assert_array_equal(back, xi)
 
 
+def test_wide_nan_constants_keep_sign_and_payload(_on) -> None:
+    """A folded bit_cast gives a NaN constant; every tier emits its bits (OpenCL C wrote `NAN`: +, no payload)."""
+    @qd.kernel
+    def k(x: qd.types.ndarray(qd.f32, 1), y: qd.types.ndarray(qd.f32, 1), z: qd.types.ndarray(qd.f64, 1)):
+        for i in range(x.shape[0]):
+            y[i] = qd.select(x[i] > 0, qd.bit_cast(qd.u32(0xFFC00123), qd.f32), x[i])
+            z[i] = qd.select(x[i] > 0, qd.bit_cast(qd.u64(0xFFF8000000000123), qd.f64), 0.0)
+
+    y, z = np.zeros(1, np.float32), np.zeros(1, np.float64)
+    k(np.ones(1, np.float32), y, z)
+    assert y.view(np.uint32)[0] == 0xFFC00123 and z.view(np.uint64)[0] == 0xFFF8000000000123
+
+
 def test_kernel_bit_cast_between_widths_is_a_type_error(_on) -> None:
     @qd.kernel
     def k(x: qd.f16) -> qd.i32:
