@@ -25,7 +25,10 @@ reduction) and are compared bit for bit; only exact values reach comparisons, in
 
 Options (`GenOptions`): `shared_mul` (`*=` / `qd.atomic_mul` on kernel-scope locals), `shared_updates`
 (reductions into kernel-scope locals at all), `racy_store` (plain `s = s + e` stores to kernel-scope
-locals in a parallel loop: a race, for hunting, off by default), `max_n`.
+locals in a parallel loop: a race, for hunting, off by default), `bit_casts` (`qd.bit_cast` f32<->i32,
+f64<->i64, f32 -> f16 -> i16 and i16 -> f16 -> f32, see `BitCast`), `loop_reductions` (kernel-scope reductions
+favoured inside data-dependent inner loops, beside their atomics), `loop_shapes` (parallel loops also as
+`qd.ndrange(n, 1)` and over i64 bounds straddling 2^31), `max_n`.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ INPUTS = {"a": "i32", "b": "i64", "x": "f32", "y": "f64"}
 OUTPUTS = {"oa": "i32", "ob": "i64", "ox": "f32", "oy": "f64"}
 CELLS = {"acci": "i32", "accf": "f32"}
 N_CELLS = 4
+BIG_BASE = 2**31 - 3  # a "big" parallel loop's i64 bounds straddle 2^31
 N_KSO = 8
 ARG_ORDER = list(INPUTS) + list(OUTPUTS) + list(CELLS) + ["kso_i", "kso_f"]
 ARG_TYPES = {**INPUTS, **OUTPUTS, **CELLS, "kso_i": "i64", "kso_f": "f64"}
@@ -61,6 +65,9 @@ class GenOptions:
     shared_updates: bool = True  # reductions into kernel-scope locals inside parallel loops
     shared_mul: bool = True  # `*=` / qd.atomic_mul on kernel-scope locals (atomic since the LocalAtomic fix)
     racy_store: bool = False  # plain `s = s + e` to a kernel-scope local in a parallel loop (a race)
+    bit_casts: bool = True  # qd.bit_cast f32<->i32, f64<->i64 and through f16<->i16 (`BitCast`)
+    loop_reductions: bool = True  # reductions into kernel-scope locals favoured inside inner for/while loops
+    loop_shapes: bool = True  # parallel loops also as `qd.ndrange(n, 1)` and over i64 bounds near 2^31
     max_n: int = 300
 
 
@@ -237,6 +244,43 @@ class Cast(E):
         return f"{FT[self.ty]}({e})"
 
 
+# `BitCast` kinds: (result type, operand type). The operand is masked or the result canonicalised so that
+# every tier must agree bit for bit: NaN and zero bits are canonical (arithmetic NaN payloads and a min/max
+# reduction's zero sign are not part of the op table), and ints reinterpreted as floats land on finite,
+# normal values of moderate magnitude (2^-8..2^8: no denormal or overflow behaviour is tested through them).
+BITCASTS = {"f16_bits": ("i32", "f32"), "bits_f16": ("f32", "i32"), "f32_bits": ("i32", "f32"),
+            "bits_f32": ("f32", "i32"), "f64_bits": ("i64", "f64"), "bits_f64": ("f64", "i64")}
+_F32_SIGN_MANT, _F64_SIGN_MANT = -2139095041, -9218868437227405313  # 0x807FFFFF, 0x800FFFFFFFFFFFFF
+
+
+@dataclass
+class BitCast(E):
+    """`qd.bit_cast` of an exact operand (see `BITCASTS`); the reference reinterprets with numpy's `.view`."""
+
+    ty: str
+    kind: str
+    e: E
+    fuzzy: bool = False
+
+    def qd(self) -> str:
+        x = self.e.qd()
+        canon = {"f16_bits": "0x7E00", "f32_bits": "0x7FC00000", "f64_bits": "qd.i64(9221120237041090560)"}
+        if self.kind in canon:  # NaN -> the canonical quiet NaN's bits, zero -> +0's bits
+            zero = "0" if self.ty == "i32" else "qd.i64(0)"
+            to = {"f16_bits": f"qd.i32(qd.bit_cast(qd.f16({x}), qd.i16))",
+                  "f32_bits": f"qd.bit_cast({x}, qd.i32)", "f64_bits": f"qd.bit_cast({x}, qd.i64)"}[self.kind]
+            return f"qd.select(({x}) != ({x}), {canon[self.kind]}, qd.select(({x}) == 0.0, {zero}, {to}))"
+        if self.kind == "bits_f16":  # 16 bits with the exponent's low bit cleared: a finite half
+            return f"qd.f32(qd.bit_cast(qd.i16(({x}) & 0xFBFF), qd.f16))"
+        if self.kind == "bits_f32":
+            return f"qd.bit_cast((({x}) & ({_F32_SIGN_MANT})) | (((({x}) >> 23) & 15) + 119) << 23, qd.f32)"
+        return (f"qd.bit_cast((({x}) & qd.i64({_F64_SIGN_MANT})) | (((({x}) >> 52) & 15) + 1015) << 52, "
+                f"qd.f64)")
+
+    def ref(self) -> str:
+        return f"bitcast_{self.kind}({self.e.ref()})"
+
+
 @dataclass
 class Cmp:
     op: str
@@ -395,10 +439,16 @@ class For(S):
     count: E | None
     body: list[S]
     parallel: bool = False
+    shape: str = "range"  # of a parallel loop: "range", "ndrange" (`qd.ndrange(n, 1)`), "big" (i64 near 2^31)
 
     def qd(self, ind: str) -> list[str]:
-        rng = "a.shape[0]" if self.parallel else self.count.qd()
-        return [f"{ind}for {self.var} in range({rng}):"] + _body(self.body, ind + "    ", "qd")
+        if not self.parallel:
+            return [f"{ind}for {self.var} in range({self.count.qd()}):"] + _body(self.body, ind + "    ", "qd")
+        head = {"range": ["for i in range(a.shape[0]):"],
+                "ndrange": ["for i, i_one in qd.ndrange(a.shape[0], 1):"],
+                "big": [f"for i_big in range(qd.i64({BIG_BASE}), qd.i64({BIG_BASE}) + a.shape[0]):",
+                        f"    i = qd.i32(i_big - {BIG_BASE})"]}[self.shape]
+        return [ind + h for h in head] + _body(self.body, ind + "    ", "qd")
 
     def ref(self, ind: str) -> list[str]:
         rng = "n" if self.parallel else self.count.ref()
@@ -601,6 +651,9 @@ class Generator:
                 op = self.r.choice(["neg", "abs", "sqrt"] + ([] if exact else ["sin", "sin"]))
             e = self.expr(ty, depth - 1, exact)
             return Un(ty, op, e, e.fuzzy or op == "sin")
+        if self.opt.bit_casts and k > 0.95:
+            kind = self.r.choice([kd for kd, (res, _) in BITCASTS.items() if res == ty])
+            return BitCast(ty, kind, self.expr(BITCASTS[kind][1], depth - 1, exact=True))
         src = self.r.choice([t for t in TYPES if t != ty])
         e = self.expr(src, depth - 1, exact or ty in INTS)  # float -> int casts only of exact values
         return Cast(ty, e, e.fuzzy)
@@ -622,6 +675,8 @@ class Generator:
         self.budget -= 1
         r = self.r.random()
         compound = self.depth < 3 and self.budget > 0
+        if self.opt.loop_reductions and self.inner and self.reduced and r < 0.1:
+            return self.shared_update()  # a reduction beside the atomics of a data-dependent loop
         if compound and r < 0.12:
             return self.if_stmt()
         if compound and r < 0.22:
@@ -737,6 +792,7 @@ class Generator:
         if self.opt.racy_store and self.ks and self.r.random() < 0.5:
             self.reduced[self.r.choice(list(self.ks))] = "racy"
         self.budget = self.r.randint(4, 12)
+        shape = self.r.choice(["range", "range", "ndrange", "big"]) if self.opt.loop_shapes else "range"
         body = self.block(self.r.randint(2, 7))
         if self.reduced and not any(isinstance(s, Update) and s.target in self.reduced for s in body):
             s = self.shared_update()  # make sure the loop reduces into a kernel-scope local
@@ -744,7 +800,7 @@ class Generator:
                 body.append(s)
         self.in_par = False
         self.reduced = {}
-        return For("i", None, body, parallel=True)
+        return For("i", None, body, parallel=True, shape=shape)
 
     def program(self) -> Program:
         r = self.r

@@ -26,6 +26,9 @@ What it assumes about qd (DESIGN §4), which is what the fuzzer checks:
   value is not finite or is above 1e20 in magnitude are not checked). Fuzzy values never reach a comparison, a cast to int, an index
   or a trip count. Every other float is compared exactly (NaN equals NaN; -0 equals +0, because a min/max
   reduction keeps whichever zero comes first), and every integer exactly.
+- `qd.bit_cast` reinterprets bits as numpy's `.view` does; an f32 -> f16 cast rounds to nearest even (numpy's
+  `astype`). The generator gives it only exact operands and canonicalises what the op table leaves open
+  (`generator.BitCast`).
 """
 
 from __future__ import annotations
@@ -79,6 +82,42 @@ def fsqrt(x: Any, ft: Any) -> Any:
     return ft(np.sqrt(x))
 
 
+def _canonical_bits(x: Any, nan: int, view: Any) -> int:
+    """The bits of float `x` as the generator's bit casts give them: NaN's canonical, zero's +0's."""
+    if math.isnan(x):
+        return nan
+    return 0 if x == 0 else int(np.array(x).view(view))
+
+
+def bitcast_f16_bits(x: Any) -> int:
+    if math.isnan(x):
+        return 0x7E00
+    return 0 if x == 0 else int(np.array(F32(x)).astype(np.float16).view(np.int16))
+
+
+def bitcast_f32_bits(x: Any) -> int:
+    return _canonical_bits(F32(x), 0x7FC00000, np.int32)
+
+
+def bitcast_f64_bits(x: Any) -> int:
+    return _canonical_bits(F64(x), 0x7FF8000000000000, np.int64)
+
+
+def bitcast_bits_f16(x: int) -> Any:
+    return F32(np.array(w32(x) & 0xFBFF).astype(np.uint16).view(np.float16))
+
+
+def bitcast_bits_f32(x: int) -> Any:
+    x = w32(x)
+    return np.array(w32((x & -2139095041) | (((x >> 23) & 15) + 119) << 23), np.int32).view(np.float32)[()]
+
+
+def bitcast_bits_f64(x: int) -> Any:
+    x = w64(x)
+    return np.array(w64((x & -9218868437227405313) | (((x >> 52) & 15) + 1015) << 52), np.int64).view(
+        np.float64)[()]
+
+
 _MAGNITUDE = [0.0]  # of the current reference run (`facc`)
 
 
@@ -93,7 +132,9 @@ def facc(x: Any, y: Any, sym: str) -> Any:
 
 
 NAMESPACE = {name: globals()[name] for name in
-             ("F32", "F64", "w32", "w64", "fdiv", "mod", "fmin", "fmax", "i2f", "f2i", "fsin", "fsqrt", "facc")}
+             ("F32", "F64", "w32", "w64", "fdiv", "mod", "fmin", "fmax", "i2f", "f2i", "fsin", "fsqrt", "facc",
+              "bitcast_f16_bits", "bitcast_f32_bits", "bitcast_f64_bits", "bitcast_bits_f16", "bitcast_bits_f32",
+              "bitcast_bits_f64")}
 NAMESPACE["np"] = np
 
 
