@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import qd
-from qd.errors import QuadrantsSyntaxError
+from qd.errors import QuadrantsAssertionError, QuadrantsSyntaxError
 
 THREADS = 8
 
@@ -184,6 +184,42 @@ def test_forward_launches_of_one_instance_from_threads(arch: Any) -> None:
             np.testing.assert_array_equal(y, want)
 
     run_threads(work)
+
+
+def test_prints_and_failed_checks_stay_with_their_launch(arch: Any, capfd: Any) -> None:
+    """With `debug=True`, launches from several threads print and some fail a bounds check: every launch prints
+    its own line once, and exactly the failing launches raise, each naming its own index."""
+    from tests.conftest import init_arch
+
+    init_arch(arch, debug=True)
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(qd.i32, 1), t: qd.i32, j: qd.i32):
+        print("thread", t, "wrote", x[0] + 1000 * t)
+        x[j] = t
+
+    rounds = 6
+
+    def work(t: int) -> int:
+        x = np.zeros(4, np.int32)
+        failed = 0
+        for r in range(rounds):
+            j = 100 + 10 * t + r if (t + r) % 3 == 0 else r % 4
+            try:
+                k(x, t, j)
+            except QuadrantsAssertionError as e:
+                assert f"{j}" in str(e), str(e)
+                failed += 1
+            else:
+                assert (t + r) % 3 != 0 and x[j] == t
+        return failed
+
+    failed = run_threads(work)
+    assert failed == [sum((t + r) % 3 == 0 for r in range(rounds)) for t in range(THREADS)]
+    lines = [ln for ln in capfd.readouterr().out.splitlines() if ln.startswith("thread")]
+    for t in range(THREADS):
+        mine = [ln for ln in lines if ln.split()[1] == str(t)]
+        assert len(mine) == rounds and all(ln.split()[3] in (str(1000 * t), str(1000 * t + t)) for ln in mine), mine
 
 
 # ------------------------------------------------------------------ reverse launches with adstacks
