@@ -184,12 +184,13 @@ def _quadrants_info(benchmark, work: str, workload: str, phase: str, n: int = N,
 def heap_info(benchmark, plan) -> None:
     """qd's adstack heap for the last launch: sizes, threads, bytes used (threads x stride) and allocated."""
     stride: dict = {}
+    heap = plan.last_heap
     for k, st in enumerate(plan.k.stacks):
-        stride[np.dtype(st.dtype.np_dtype)] = int(plan.meta_words[k * META_WORDS + 2])
+        stride[np.dtype(st.dtype.np_dtype)] = int(heap.meta_words[k * META_WORDS + 2])
     benchmark.extra_info["adstack_sizes"] = [int(s) for s in plan.sizes]
     benchmark.extra_info["heap_threads"] = plan.nthreads
     benchmark.extra_info["heap_used_bytes"] = sum(plan.nthreads * s * dt.itemsize for dt, s in stride.items())
-    benchmark.extra_info["heap_allocated_bytes"] = sum(int(a.nbytes) for a in plan.arrays.values())
+    benchmark.extra_info["heap_allocated_bytes"] = sum(int(a.nbytes) for a in heap.arrays.values())
 
 
 def _setup(work: str, n: int = N):

@@ -6,8 +6,9 @@ A `Plan` belongs to one kernel instance (`qd/runtime/launch_plan.py` builds it f
 the call that armed it). A call goes through it when everything the Python path would decide is
 decided the same way again, which the plan checks itself at every call:
 
-- nothing the Python path reads changed: the config (`bump_epoch`, called on every option change), the
-  active `qd.ad.Tape` / `FwdMode`, a kernel being compiled, a debugger swapping the launch function
+- nothing the Python path reads changed: the config (`bump_epoch`, called on every option change), no
+  `qd.ad.Tape` / `FwdMode` is active and no kernel is being compiled in any thread, no debugger swapped the
+  launch function
   (the plan's guards: a dict entry that must still hold the same object), the fields and ndarrays the
   instance reached through its template arguments (`members_unchanged`, `qd/frontend/guards.py`);
 - every argument has the type and layout the instance was made for: a template argument is the same
@@ -175,7 +176,7 @@ cdef class Plan:
     cdef object on_prints        # () -> prints the records
     # guards
     cdef list guards             # (dict, key, expected object) triples
-    cdef list builder_stack      # the frontend's stack of kernels being compiled: empty
+    cdef list builder_stack      # the kernels being compiled, in every thread (`qd.frontend.builder.COMPILING`): empty
     cdef object nd_base          # the qd Ndarray class
     cdef object device_run       # a GPU tier: its launcher, (launch args) -> returns; None: the CPU tier
     cdef public object runner    # a GPU tier's launch in C (`CudaRunner`), tried before `device_run`; or None
@@ -187,7 +188,7 @@ cdef class Plan:
     cdef public long long launches
     # adstacks: the heap binding is kept while nothing its sizes read changed (`AdStackPlan.sizes_for`'s key)
     cdef object ad_hook          # (args) -> [(buffer, array)]: sizes the stacks, lays out the heaps
-    cdef object ad_plan          # the instance's `AdStackPlan`
+    cdef object ad_plan          # the plan's own `AdStackHeap` (its `layout` is part of what the hook saw)
     cdef list ad_reads           # per buffer the sizes read: its owner (a field) or the parameter it comes from
     cdef list ad_int_params      # the integer scalar parameters (the sizes may read them)
     cdef list ad_seen            # what the last hook call saw: owners, generations, scalars, layout
@@ -291,7 +292,6 @@ cdef class Plan:
             if not cnp.PyArray_CheckExact(arr) or not self._bind(b, arr):
                 return False
         return True
-        self.epoch = 0
 
     def arm(self, uint64_t seed, int nthreads):
         """Valid from now until the next `bump_epoch`, with this `qd.random` seed and thread count."""
@@ -349,12 +349,21 @@ cdef class Plan:
 
     def launch(self, tuple args):
         """Launches the instance with `args` (the kernel's positional arguments), or returns `MISS`
-        without side effects when the call must take the Python path."""
+        without side effects when the call must take the Python path. One launch at a time: the plan is
+        busy from its first write into its launch state to its returns (a call from another thread meanwhile,
+        or from the same thread's hooks, misses and takes the Python path, which has launch states of its own)."""
+        if not self._guarded() or len(args) != self.nparams:
+            return MISS
+        self.busy = True
+        try:
+            return self._launch(args)
+        finally:
+            self.busy = False
+
+    cdef object _launch(self, tuple args):
         cdef Py_ssize_t i, n = self.nparams
         cdef int kind, rc = 0
         cdef object v, e, a
-        if not self._guarded() or len(args) != n:
-            return MISS
         for i in range(n):
             v = args[i]
             kind = self.pkind[i]
@@ -390,7 +399,6 @@ cdef class Plan:
                 self._bind(i, a)
         if self.ad_hook is not None and not self._adstack(args):
             return MISS
-        self.busy = True
         self.st.reset(self.seed, _next_id(), self.nthreads)
         for i in range(self.ntasks):
             if self.tserial[i]:
@@ -399,7 +407,6 @@ cdef class Plan:
                 rc = self.st.native_range(self.tprologue[i], self.tfn[i], i, self.tminpar[i])
             if rc != 0:
                 break
-        self.busy = False
         self.launches += 1
         self._bump(args)
         if self.printlen[0] or self.status[8]:

@@ -1,7 +1,7 @@
 """Reverse mode on the host: `qd.ad.Tape` and the custom-gradient decorators.
 
-`with qd.ad.Tape(loss):` records every primal kernel launch made in its block (`Kernel._run` reads
-`qd.ad.tape._active_tape`, one global read per launch) as `(kernel, args)` in `tape.calls`; on exit it
+`with qd.ad.Tape(loss):` records every primal kernel launch its thread makes in its block (`Kernel._run` reads
+the thread's `qd.ad.tape.state().tape` at every launch) as `(kernel, args)` in `tape.calls`; on exit it
 seeds `loss.grad` with 1 and runs each recorded call's `.grad(*args)` in reverse order.
 `qd.ad.grad_replaced` wraps a Python function that launches kernels: inside a tape it is recorded as one
 call (its own launches are not) whose backward is the function registered with `qd.ad.grad_for`.
@@ -121,6 +121,7 @@ class Tape:
         self._kwargs: list[dict] = []
         self.launches: list = []  # `qd.ad.stale_reads.Launch` of every recorded kernel launch, in order
         self.entered = False
+        self.skipped: list = []  # gradients another thread had claimed on entry (`own`)
         self.gradient_evaluated = False
         self.clear_gradients = clear_gradients
         self.validation = validation
@@ -143,8 +144,9 @@ class Tape:
                 raise RuntimeError("The loss of `Tape` must be a 0-D field, i.e. scalar")
             if not loss.has_grad():
                 raise RuntimeError(_NO_ADJOINT_FIELD)
+            _t.claim([loss.grad])
             if self.clear_gradients:
-                _t.clear_all_gradients()
+                self.skipped = _t.clear_unclaimed_gradients(SNodeGradType.ADJOINT)
             loss.fill(0.0)
         elif isinstance(loss, Ndarray):
             if loss._get_nelement() != 1:
@@ -152,7 +154,7 @@ class Tape:
             if loss.grad is None:
                 raise RuntimeError(_NO_ADJOINT_NDARRAY)
             if self.clear_gradients:
-                _t.clear_all_gradients()
+                self.skipped = _t.clear_unclaimed_gradients(SNodeGradType.ADJOINT)
             loss.fill(0.0)
         elif loss is not None:
             if not hasattr(loss, "numel"):
@@ -167,17 +169,20 @@ class Tape:
             with torch.no_grad():
                 loss.fill_(0.0)
         elif self.clear_gradients:
-            _t.clear_all_gradients()
+            self.skipped = _t.clear_unclaimed_gradients(SNodeGradType.ADJOINT)
         if self.grad_checker is not None:
             self.grad_checker.snapshot()
-        _t._active_tape = self
+        _t.state().tape = self
+        _t.activate(self)
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         # Quadrants evaluates the gradients on exit whether or not the block raised; where they fail too, the
         # block's own exception is the one that propagates.
-        if _t._active_tape is self:
-            _t._active_tape = None
+        state = _t.state()
+        if state.tape is self:
+            state.tape = None
+        _t.deactivate(self)
         try:
             if self.eval_on_exit:
                 try:
@@ -204,6 +209,11 @@ class Tape:
     def launched(self, launch: Any) -> None:
         """A recorded kernel's launch: its accesses and the objects behind its buffers (`qd.ad.stale_reads`)."""
         self.launches.append(launch)
+
+    def own(self, bindings: list) -> None:
+        """A launch of this thread in the block binds `bindings`: their gradients are this Tape's
+        (`qd.ad.tape.adopt`: cleared now where another thread had claimed them when the Tape was entered)."""
+        _t.adopt(self.skipped, [getattr(b, "grad", None) for b in bindings if isinstance(b, Field)])
 
     # `Kernel._run` calls this name.
     record = insert
@@ -274,15 +284,16 @@ def _set_mode(func: Callable, mode: AutodiffMode) -> None:
 def _recorded(func: Callable, grad: Callable | None) -> Callable:
     @functools.wraps(func)
     def decorated(*args: Any, **kwargs: Any) -> Any:
-        tape = _t._active_tape
-        outer = _t._grad_replaced
+        state = _t.state()
+        tape = state.tape
+        outer = state.grad_replaced
         if tape is not None and not outer:
             tape.insert(decorated, args, kwargs)
-        _t._grad_replaced = True
+        state.grad_replaced = True
         try:
             return func(*args, **kwargs)
         finally:
-            _t._grad_replaced = outer
+            state.grad_replaced = outer
 
     decorated.grad = grad
     decorated.autodiff_mode = AutodiffMode.NONE

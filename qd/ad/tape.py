@@ -4,23 +4,115 @@ Inside `with qd.ad.FwdMode(loss, param, seed):` every kernel launch runs its for
 (`qd/ad/forward.py`, compiled by `qd/frontend/kernel.py` when `active_fwd()` is set): `param.dual`
 holds the seed, and fields with duals receive the directional derivatives, so `loss.dual` ends as
 the Jacobian-vector product J @ seed. Quadrants' argument checks and messages are kept.
+
+The active `qd.ad.Tape` / `FwdMode` is per thread (`state()`): a Tape records the launches of its own
+thread only, and a FwdMode changes only its own thread's launches. Entering one clears the gradients
+(duals) of every field except those another live thread's Tapes or FwdModes have claimed (the fields
+their launches bound: `claim`); those are cleared when a launch of this one binds them (`adopt`). So
+threads that differentiate their own fields do not zero each other's results, a field handed from one
+thread to another is cleared as ever, and in a program with one thread every field is cleared on entry,
+as in Quadrants.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+import threading
+import weakref
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 from qd.runtime.fields import Field, all_fields
 from qd.types.enums import SNodeGradType
 
-_active_fwd: "FwdMode | None" = None
-# The `qd.ad.Tape` whose block is running (read by `Kernel._run` on every primal launch) and whether a
-# `grad_replaced` / `no_grad` function is running (its inner launches are then not recorded).
-_active_tape: Any = None  # a qd.ad.custom.Tape, or None
-_grad_replaced: bool = False
+
+class _Token:
+    """A thread's identity for its claims on gradient fields (a weak reference dies with the thread)."""
+
+
+class _ThreadState(threading.local):
+    """The autodiff context of the calling thread (read by `Kernel._run` on every launch)."""
+
+    def __init__(self) -> None:
+        self.tape: Any = None  # the qd.ad.custom.Tape whose block is running in this thread, or None
+        self.fwd: "FwdMode | None" = None  # the FwdMode whose block is running in this thread, or None
+        self.grad_replaced = False  # a `grad_replaced` / `no_grad` function is running: its launches are not recorded
+        self.token = _Token()
+        self.claim = weakref.ref(self.token)
+
+
+_STATE = _ThreadState()
+_ACTIVE: list = []  # the Tapes and FwdModes whose blocks are running, in every thread
+_any_active: Any = None  # None while `_ACTIVE` is empty (the launch plans' guard: they stand aside otherwise)
+_lock = threading.Lock()
+
+
+def state() -> _ThreadState:
+    """The calling thread's autodiff context."""
+    return _STATE
+
+
+def active_tape() -> Any:
+    """The `qd.ad.Tape` whose block is running in this thread, if any."""
+    return _STATE.tape
+
+
+def activate(manager: Any) -> None:
+    """A Tape or FwdMode entered its block (in this thread)."""
+    global _any_active
+    with _lock:
+        _ACTIVE.append(manager)
+        _any_active = True
+
+
+def deactivate(manager: Any) -> None:
+    global _any_active
+    with _lock:
+        if any(m is manager for m in _ACTIVE):
+            _ACTIVE.remove(manager)
+        _any_active = True if _ACTIVE else None
+
+
+def claim(fields: Iterable[Any]) -> None:
+    """The gradient or dual fields `fields` belong to this thread's Tapes and FwdModes: another thread's do
+    not clear them on entry (until a launch of theirs uses them: `adopt`; or this thread ends)."""
+    ref = _STATE.claim
+    for f in fields:
+        if isinstance(f, Field):
+            f.__dict__["_qd_claim"] = ref
+
+
+def clear_unclaimed_gradients(gradient_type: SNodeGradType) -> list:
+    """What entering a Tape (gradients) or FwdMode (duals) clears: every placed field of `gradient_type` but
+    those another live thread claimed (`claim`), which are returned (`adopt` clears them when this thread's
+    launches use them)."""
+    me = _STATE.token
+    skipped = []
+    for f in all_fields():
+        if f._role is gradient_type and f._placed:
+            ref = f.__dict__.get("_qd_claim")
+            owner = ref() if ref is not None else None
+            if owner is None or owner is me:
+                f.fill(0)
+            else:
+                skipped.append(f)
+    return skipped
+
+
+def adopt(skipped: list, fields: Iterable[Any]) -> None:
+    """Before a launch under a Tape or FwdMode: the gradient (dual) fields `fields` it uses are this thread's;
+    those its entry left alone (`skipped`: another thread had claimed them) are cleared now."""
+    fields = [f for f in fields if isinstance(f, Field)]
+    for f in fields:
+        for k, g in enumerate(skipped):
+            if g is f:
+                del skipped[k]
+                f.fill(0)
+                break
+    claim(fields)
+
 
 _SEED_MESSAGE = (
     "`seed` is not set for non 0-D field, please specify. `seed` is a list to specify which parameters the "
@@ -32,8 +124,8 @@ _SEED_MESSAGE = (
 
 
 def active_fwd() -> "FwdMode | None":
-    """The forward-mode manager whose block is running, if any (kernels then launch their dual)."""
-    return _active_fwd
+    """The forward-mode manager whose block is running in this thread, if any (kernels then launch their dual)."""
+    return _STATE.fwd
 
 
 def clear_all_gradients(gradient_type: SNodeGradType = SNodeGradType.ADJOINT) -> None:
@@ -62,9 +154,9 @@ class FwdMode:
         self.seed = seed
         self.clear_gradients = clear_gradients
         self.entered = False
+        self.skipped: list = []  # duals another thread had claimed when this one was entered (`adopt`)
 
     def __enter__(self) -> "FwdMode":
-        global _active_fwd
         assert not self.entered, "Forward mode manager can be entered only once."
         self.entered = True
         if not isinstance(self.loss, list):
@@ -79,16 +171,22 @@ class FwdMode:
             self.seed = [1.0]
         else:
             assert n == len(self.seed)
-        if self.clear_gradients:
-            clear_all_gradients(SNodeGradType.DUAL)
+        claim([self.param.dual] + [ls.dual for ls in self.loss])
+        self.skipped = clear_unclaimed_gradients(SNodeGradType.DUAL) if self.clear_gradients else []
         self._write_seed(list(self.seed))
-        _active_fwd = self
+        _STATE.fwd = self
+        activate(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        global _active_fwd
-        _active_fwd = None
+        if _STATE.fwd is self:
+            _STATE.fwd = None
+        deactivate(self)
         self._write_seed([0.0] * len(self.seed))
+
+    def own(self, bindings: Sequence[Any]) -> None:
+        """A launch of this thread in the block binds `bindings`: their duals are this FwdMode's (`adopt`)."""
+        adopt(self.skipped, [b.dual for b in bindings if isinstance(b, Field)])
 
     def _write_seed(self, seed: list[float]) -> None:
         dual = self.param.dual
@@ -98,4 +196,5 @@ class FwdMode:
             dual.from_numpy(np.asarray(seed, dtype=dual.dtype.np_dtype).reshape(self.param.shape))
 
 
-__all__ = ["FwdMode", "clear_all_gradients", "active_fwd"]
+__all__ = ["FwdMode", "active_fwd", "active_tape", "activate", "adopt", "claim", "clear_all_gradients",
+           "clear_unclaimed_gradients", "deactivate", "state"]

@@ -29,7 +29,7 @@ def debug_launch(ck: L.CompiledKernel, bindings: Sequence[Any], args: Sequence[A
     """Runs one launch of `ck` with `policy` walking the threads it follows; returns like `launch`."""
     cfg = config.current()
     sc = L._Scratch(ck)
-    nthreads, owners, arrays = L.prepare(ck, bindings, args)
+    nthreads, owners, arrays = L.prepare(ck, bindings, args, sc.heap)
     seed, launch_id = int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, _clib.next_launch_id()
     st = sc.launch
     st.start(arrays, seed, launch_id, nthreads)

@@ -1,7 +1,10 @@
 """The IR builder: a stack of statement lists that the transformer appends frozen `qd.ir` statements to.
 
-One `Builder` exists per kernel instance being compiled; `current()` returns it (None outside a
-kernel compile), which is how `Expr` operators and `qd.frontend.builtins` know they are in kernel scope.
+One `Builder` exists per kernel instance being compiled; `current()` returns the calling thread's (None
+outside a kernel compile), which is how `Expr` operators and `qd.frontend.builtins` know they are in kernel
+scope. The stack of builders is per thread: a kernel compiled in one thread is not kernel scope in another
+(which may launch or compile kernels meanwhile); `COMPILING` lists the builders of every thread, so that
+the launch plans stand aside while any kernel is being compiled.
 Every emitted statement gets the builder's current `SrcLoc` (set by the transformer per AST node).
 """
 
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import threading
 from typing import Any, Iterator
 
 import numpy as np
@@ -19,12 +23,23 @@ from qd.types import dtypes
 from qd.types.dtypes import DataType
 from qd.runtime import config as _config
 
-_STACK: list["Builder"] = []
 
 
-def current() -> "Builder | None":
-    """The builder of the kernel being compiled, or None in Python scope."""
-    return _STACK[-1] if _STACK else None
+class _Scope(threading.local):
+    """The calling thread's stack of builders (kernels being compiled, innermost last)."""
+
+    def __init__(self) -> None:
+        self.stack: list[Builder] = []
+
+
+_SCOPE = _Scope()
+COMPILING: list[Builder] = []  # the active builders of all threads (a launch plan needs it empty)
+
+
+def current() -> Builder | None:
+    """The builder of the kernel this thread is compiling, or None in Python scope."""
+    stack = _SCOPE.stack
+    return stack[-1] if stack else None
 
 
 def cfg() -> Any:
@@ -80,11 +95,14 @@ class Builder:
     # -------------------------------------------------------------- scope management
     @contextlib.contextmanager
     def active(self) -> Iterator["Builder"]:
-        _STACK.append(self)
+        stack = _SCOPE.stack
+        stack.append(self)
+        COMPILING.append(self)
         try:
             yield self
         finally:
-            _STACK.pop()
+            COMPILING.remove(self)
+            stack.pop()
 
     def push(self) -> None:
         self.stack.append([])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 import weakref
 from typing import Any, Callable
 
@@ -76,6 +77,9 @@ class Kernel:
         self._plan: Any = None
         self._grad_plan: Any = None  # `kernel.grad`'s
         self._primal_launched = False  # a `kernel.grad` after it replays memory the primal wrote (`ck.stale`)
+        # key -> the lock of the thread compiling that instance (others wait for it: `_instance`)
+        self._compiling: dict[tuple, threading.Lock] = {}
+        self._compiling_lock = threading.Lock()
         functools.update_wrapper(self, fn)
         _KERNELS.add(self)
 
@@ -108,9 +112,10 @@ class Kernel:
         launch inside a `qd.ad.Tape(validation=True)` with debug on runs the "validate" instance."""
         if _bm.current() is not None:
             raise QuadrantsSyntaxError("Kernels cannot call other kernels; decorate the callee with @qd.func")
-        tape = _tape._active_tape
+        ad_state = _tape.state()  # this thread's Tape, FwdMode, grad_replaced
+        tape = ad_state.tape
         cfg = _bm.cfg()
-        if tape is not None and not mode and not _tape._grad_replaced:
+        if tape is not None and not mode and not ad_state.grad_replaced:
             tape.record(self, args, kwargs)
             if getattr(tape, "validation", False) and cfg.debug:
                 mode = "validate"
@@ -134,8 +139,12 @@ class Kernel:
             key = key + ("guards",) + _guards.current(self._guards[key], values)
             inst = self._instances.get(key)
         if inst is None:
-            inst = self._instances[key] = self._compile(values, mode, nd_grads, key)
+            inst = self._instance(key, values, mode, nd_grads)
         ck, bindings = inst
+        if mode == "fwd":  # the duals (gradients) this launch uses are this thread's (`qd.ad.tape.adopt`)
+            ad_state.fwd.own(bindings)
+        elif tape is not None and mode in ("", "validate") and hasattr(tape, "own"):
+            tape.own(bindings)
         if self._hidden and key in self._hidden:  # `x.grad` reads, lifted primitives: after the user's args
             launch_args = list(launch_args) + _args.hidden_args(sig, values, self._hidden[key])
         if grad_arrays:  # the reverse pass appends the grads' ArgDecls after all others
@@ -176,6 +185,22 @@ class Kernel:
             return {"launches": {"interp": 0, "cpu": 0}, "last_tier": None, "compile_ms": None,
                     "from_cache": None}
         return ck.tier.stats
+
+    def _instance(self, key: tuple, values: list, mode: str, nd_grads: tuple) -> tuple:
+        """The instance of `key`, compiled by the first thread that asks for it while the others wait for it
+        (an instance is in `_instances` only once it is complete)."""
+        with self._compiling_lock:
+            gate = self._compiling.setdefault(key, threading.Lock())
+        try:
+            with gate:
+                inst = self._instances.get(key)
+                if inst is None:
+                    inst = self._instances[key] = self._compile(values, mode, nd_grads, key)
+                return inst
+        finally:
+            with self._compiling_lock:
+                if self._compiling.get(key) is gate:
+                    del self._compiling[key]
 
     def _compile(self, values: list, mode: str = "", nd_grads: tuple = (), key: tuple | None = None) -> tuple:
         """(compiled kernel, bindings per buffer) of one instance. Its hidden args, the (launch arg index

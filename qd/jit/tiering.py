@@ -10,6 +10,10 @@ optimised code only). `jit="eager"` compiles before the first launch; `jit="inte
 compiles. `QD_JIT` overrides `qd.init(jit=...)` (read by the config). A background compile takes the
 options it depends on when it is asked for, never those of a later `qd.init`.
 Both tiers share the program's memory, so switching between launches changes nothing but speed.
+Launches of one instance may come from several Python threads: what a launch decides and changes in its
+`TierState` it does under the state's lock (one thread compiles quick or eager code while the others wait
+for it; one background compile is asked for), and a launch waiting for the background compiler waits
+outside it. A launch keeps the native code it chose even if a later one replaces it (quick by optimised).
 
 Each instance's `TierState.stats` says how many launches each tier ran, which tier ran last and how
 long compilation took; `Kernel.stats` (frontend) aggregates them.
@@ -48,6 +52,7 @@ def _pool() -> cf.ThreadPoolExecutor:
 
 @dataclass
 class TierState:
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     native: Any = None
     future: cf.Future | None = None
     failed: bool = False
@@ -116,38 +121,63 @@ def _predicted_work(st: TierState, ck: Any, arrays: Sequence[Any]) -> int:
 
 
 def _finish(st: TierState, fut: cf.Future) -> Any:
+    """The background compile's code in `st` (waiting for it, outside the state's lock); the native code now."""
     try:
-        st.native = fut.result()
+        native, error = fut.result(), None
     except Exception as e:  # noqa: BLE001  a codegen failure must not stop a working program
-        _failed(st, e)
-    return st.native
+        native, error = None, e
+    with st.lock:
+        if error is not None:
+            if not st.failed:  # (every waiting launch sees the failure: one warning)
+                _failed(st, error)
+        elif st.native is None or st.native.quick:
+            st.native = native
+        return st.native
+
+
+_STATES = threading.Lock()
+
+
+def _state(ck: Any) -> TierState:
+    st = ck.tier
+    if st is None:
+        with _STATES:
+            if ck.tier is None:
+                ck.tier = TierState()
+            st = ck.tier
+    return st
 
 
 def native_for(ck: Any, arrays: Sequence[Any]) -> Any:
     """The NativeKernel to run this launch with, or None for the interpreter."""
     cfg = config.current()
-    st = ck.tier if ck.tier is not None else TierState()
-    ck.tier = st
+    st = _state(ck)
     mode = str(cfg.jit)
-    if cfg.arch is not _arch.cpu or mode == "interp" or st.failed:
-        _record(st, "interp")
-        return None
-    if st.native is None and mode == "eager":
-        st.native = _compile(ck)
-    elif st.native is None or st.native.quick:
-        work = _predicted_work(st, ck, arrays)
-        quick_now = st.native is None and st.future is None and WAIT_FOR_COMPILER_WORK < work <= QUICK_WORK_LIMIT
-        if quick_now:
-            _quick(st, ck)  # this launch waits for native code: the quick kind (or the cached one)
-        # the optimised code is compiled in the background, from the next launch on after a quick compile (the
-        # compiler would share the cores with this launch)
-        if st.future is None and not st.failed and (st.native is None or (st.native.quick and not quick_now)):
-            st.future = _pool().submit(_compile, ck, False, _options())
-        if st.future is not None and (st.future.done() or (st.native is None and work > WAIT_FOR_COMPILER_WORK)):
-            _finish(st, st.future)
-    tier = "cpu" if st.native is not None else "interp"
-    _record(st, tier)
-    return st.native
+    wait = None
+    with st.lock:
+        if cfg.arch is not _arch.cpu or mode == "interp" or st.failed:
+            _record(st, "interp")
+            return None
+        if st.native is None and mode == "eager":
+            st.native = _compile(ck)  # (the other threads launching it wait for this one's code)
+        elif st.native is None or st.native.quick:
+            work = _predicted_work(st, ck, arrays)
+            quick_now = st.native is None and st.future is None and WAIT_FOR_COMPILER_WORK < work <= QUICK_WORK_LIMIT
+            if quick_now:
+                _quick(st, ck)  # this launch waits for native code: the quick kind (or the cached one)
+            # the optimised code is compiled in the background, from the next launch on after a quick compile (the
+            # compiler would share the cores with this launch)
+            if st.future is None and not st.failed and (st.native is None or (st.native.quick and not quick_now)):
+                st.future = _pool().submit(_compile, ck, False, _options())
+            if st.future is not None and (st.future.done() or (st.native is None and work > WAIT_FOR_COMPILER_WORK)):
+                wait = st.future
+        if wait is None:
+            _record(st, "cpu" if st.native is not None else "interp")
+            return st.native
+    native = _finish(st, wait)
+    with st.lock:
+        _record(st, "cpu" if native is not None else "interp")
+    return native
 
 
 def _warm_up() -> None:

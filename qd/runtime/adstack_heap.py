@@ -4,7 +4,9 @@ Before a reverse-mode kernel with adstacks runs, every stack's serialised `SizeE
 `qd/_sizer.pyx` against the bound buffers and scalar arguments (or `qd.init(ad_stack_size=N)` forces N
 slots). Stacks of one dtype share a heap: a thread's slice holds each stack's slots at its offset;
 `capacity`, `offset` and the per-thread `stride` go to the `adstack.meta` buffer that the lowered
-IR reads (`qd/ad/adstack.py`). Heaps are kept per kernel instance and grow on demand.
+IR reads (`qd/ad/adstack.py`). On the CPU tiers the heaps belong to a launch state (`AdStackHeap`, one per
+`qd.runtime.launch._Scratch`: launches of one instance from several Python threads never share rows) and
+grow on demand; the sizes and their cache belong to the instance and are computed under its `lock`.
 
 Sizes are reused while nothing they read has changed: the cache key holds the scalar arguments and,
 for each buffer a size reads, the identity and generation counter of its owner (bumped by every host
@@ -16,6 +18,7 @@ launch. An overflow drops the cached sizes.
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 from typing import Any, Sequence
 
@@ -30,8 +33,17 @@ from qd.jit.lanes import lanes_for
 from qd.errors import QuadrantsAssertionError
 
 
+class AdStackHeap:
+    """The heaps and meta words of one launch state: a launch has them to itself while it runs."""
+
+    def __init__(self) -> None:
+        self.layout: Any = None  # (sizes, heap rows) the meta words and heaps were laid out for
+        self.meta_words: np.ndarray | None = None
+        self.arrays: dict[int, np.ndarray] = {}  # buffer index -> heap
+
+
 class AdStackPlan:
-    """Per compiled kernel instance: its stacks, their buffers, the heap and the size cache."""
+    """Per compiled kernel instance: its stacks, their buffers and the size cache (the heaps: `AdStackHeap`)."""
 
     def __init__(self, k: ir.KernelIR) -> None:
         self.k = k
@@ -45,18 +57,18 @@ class AdStackPlan:
         self.counter: Any = None  # the counting kernel's CompiledKernel when a while loop has stacks
         self.counts: np.ndarray | None = None
         self.scalar_args = [i for i, a in enumerate(k.args) if a.kind == "scalar" and a.dtype.is_int]
+        # the sizes, their cache and the while-loop counts, shared by the instance's launches: read and written
+        # under this lock (re-entrant: sizing may launch the reducer kernels, and an overflow sizes again)
+        self.lock = threading.RLock()
         self.key: Any = None
         self.sizes: list[int] = []
-        self.arrays: dict[int, np.ndarray] = {}
         self.sizing_runs = 0  # how often the sizer ran (tests check that unchanged inputs reuse sizes)
         self.spec_cache: dict = {}  # (size code, node) -> (inputs key, value) of recognized MaxOverRanges
         self.first_round: dict[tuple, list[Spec]] = {}  # size code -> its recognized specs
         self.task_kernels: dict[tuple, Any] = {}  # spec code -> its compiled reducer kernel (QD_MAXREDUCER=task)
-        self.launch_args: Sequence[Any] = ()
         self.arrays_of: dict[tuple, np.ndarray] = {}  # code words as the int64 arrays the sizer reads
-        self.layout: Any = None  # (sizes, heap rows) the meta words and heaps were laid out for
-        self.meta_words: np.ndarray | None = None
-        self.nthreads = 1
+        self.nthreads = 1  # the CPU threads of the last launch (the parallel max-reducer runs on as many)
+        self.last_heap: AdStackHeap | None = None  # the heap of the last launch (the benchmarks report it)
         # heap rows per launch thread: the CPU tier may run the kernel's bodies in SIMD lanes, a row each
         self.lanes = lanes_for(k)
         # on a GPU arch: `bound` holds the buffers' owners (device-resident), recognized specs run as the
@@ -79,12 +91,13 @@ class AdStackPlan:
         for i in self.scalar_args:
             ints[i] = int(args[i])
         bound = [a if b in self.reads else None for b, a in enumerate(arrays)]
-        self.sizing_runs += 1
-        self.launch_args = args
-        value = {code: self.size_of(code, bound, ints, owners) for code in self.distinct}
+        with self.lock:
+            self.sizing_runs += 1
+            value = {code: self.size_of(code, bound, ints, owners, args) for code in self.distinct}
         return [value[code] for code in self.codes]
 
-    def size_of(self, code: tuple, bound: list, ints: np.ndarray, owners: Sequence[Any] | None) -> int:
+    def size_of(self, code: tuple, bound: list, ints: np.ndarray, owners: Sequence[Any] | None,
+                args: Sequence[Any] = ()) -> int:
         if code not in self.first_round:  # recognition depends on the code only: done once per plan
             self.first_round[code] = recognize(code)
         specs = self.first_round[code]
@@ -93,12 +106,12 @@ class AdStackPlan:
         words = list(code)
         while specs:  # rounds: a spec whose bounds held another spec is recognized once that one is a Const
             for sp in specs:
-                substitute(words, sp.node, self.spec_value(code, sp, bound, ints, owners))
+                substitute(words, sp.node, self.spec_value(code, sp, bound, ints, owners, args))
             specs = recognize(words)
         rest = _host(bound) if reads_data(tuple(words)) else [None] * len(bound)
         return int(_sizer.eval_size(np.array(words, dtype=np.int64), rest, ints, _sizer.GUARD, self.counts))
 
-    def task_value(self, sp: Spec, bound: list) -> int:
+    def task_value(self, sp: Spec, bound: list, args: Sequence[Any]) -> int:
         """The spec evaluated by its generated qd kernel (`qd/ad/reducer_task.py`) on the launch's tier:
         the GPU tiers' path, selectable on the CPU tiers with QD_MAXREDUCER=task (tests compare both)."""
         from qd.runtime.launch import compile_kernel, launch
@@ -109,7 +122,7 @@ class AdStackPlan:
             ck = self.task_kernels[(sp.code, wide)] = compile_kernel(spec_kernel(self.k, sp.code, wide=wide))
             ck.counts = np.zeros(2, dtype=np.int64 if wide else np.uint32)
         ck.counts[:] = 0
-        launch(ck, bound, self.launch_args)
+        launch(ck, bound, args)
         if int(ck.counts[1]):
             raise RuntimeError("adstack sizing: a trip count does not fit the 32-bit max-reducer; qd refuses to "
                                "truncate it")
@@ -121,7 +134,8 @@ class AdStackPlan:
             arr = self.arrays_of[code] = np.array(code, dtype=np.int64)
         return arr
 
-    def spec_value(self, code: tuple, sp: Spec, bound: list, ints: np.ndarray, owners: Sequence[Any] | None) -> int:
+    def spec_value(self, code: tuple, sp: Spec, bound: list, ints: np.ndarray, owners: Sequence[Any] | None,
+                   args: Sequence[Any] = ()) -> int:
         inputs = None if owners is None else _inputs_key(sorted(sp.buffers), owners)
         if inputs is not None:
             inputs = (inputs, tuple(int(ints[a]) for a in sorted(sp.args)))
@@ -131,7 +145,7 @@ class AdStackPlan:
         global _dispatches
         _dispatches += 1
         if MAXREDUCER_TASKS or self.device:
-            value = self.task_value(sp, bound)
+            value = self.task_value(sp, bound, args)
         else:
             value = int(_sizer.eval_max_parallel(self.array_of(sp.code), _host(bound), ints, self.nthreads))
         if inputs is not None:
@@ -142,36 +156,42 @@ class AdStackPlan:
         if forced > 0:
             return [forced] * len(self.codes)
         key = self.cache_key(owners, args, forced) if self.dynamic else ("const",)
-        if key is None or key != self.key:
-            self.sizes = self.evaluate(arrays, args, owners)
-            self.key = key
-        return self.sizes
+        with self.lock:
+            if key is None or key != self.key:
+                self.sizes = self.evaluate(arrays, args, owners)
+                self.key = key
+            return self.sizes
 
     # -------------------------------------------------------------- heap
 
-    def bind(self, arrays: list, owners: Sequence[Any], args: Sequence[Any], nthreads: int, forced: int) -> None:
-        """Fills `arrays` (by buffer index) with the meta buffer and the heaps for this launch (a slice per
-        thread and lane: `lanes`); the layout of the previous launch is reused as it is when the sizes and
-        threads are the same."""
-        self.nthreads = max(1, nthreads)
-        rows = self.nthreads * self.lanes
-        sizes = self.sizes_for(owners, arrays, args, forced)
+    def bind(self, arrays: list, owners: Sequence[Any], args: Sequence[Any], nthreads: int, forced: int,
+             heap: AdStackHeap | None = None) -> None:
+        """Fills `arrays` (by buffer index) with the meta buffer and the heaps of `heap` (the launch's own; a new
+        one if None) for this launch (a slice per thread and lane: `lanes`); the layout of the heap's previous
+        launch is reused as it is when the sizes and threads are the same."""
+        heap = AdStackHeap() if heap is None else heap
+        nthreads = max(1, nthreads)
+        rows = nthreads * self.lanes
+        with self.lock:
+            self.nthreads = nthreads
+            sizes = self.sizes_for(owners, arrays, args, forced)
         layout = (tuple(sizes), rows)
-        if layout != self.layout:
-            self.lay_out(sizes, rows)
-            self.layout = layout
-        arrays[self.meta] = self.meta_words
-        for b, heap in self.arrays.items():
-            arrays[b] = heap
+        if layout != heap.layout:
+            self.lay_out(heap, sizes, rows)
+            heap.layout = layout
+        arrays[self.meta] = heap.meta_words
+        for b, arr in heap.arrays.items():
+            arrays[b] = arr
+        self.last_heap = heap
 
-    def lay_out(self, sizes: Sequence[int], rows: int) -> None:
+    def lay_out(self, heap: AdStackHeap, sizes: Sequence[int], rows: int) -> None:
         """Meta words and heaps for `rows` contiguous slices (one per thread, or per lane of a thread)."""
-        self.meta_words, stride = self.meta_for(sizes)
+        heap.meta_words, stride = self.meta_for(sizes)
         for dt, b in self.heap_of.items():  # grown on demand, never shrunk
             need = rows * stride[dt]
-            heap = self.arrays.get(b)
-            if heap is None or heap.shape[0] < need:
-                self.arrays[b] = np.empty(max(need, 2 * (0 if heap is None else heap.shape[0])), dtype=dt.np_dtype)
+            arr = heap.arrays.get(b)
+            if arr is None or arr.shape[0] < need:
+                heap.arrays[b] = np.empty(max(need, 2 * (0 if arr is None else arr.shape[0])), dtype=dt.np_dtype)
 
     def meta_for(self, sizes: Sequence[int], rows: int = 0) -> tuple[np.ndarray, dict]:
         """The `adstack.meta` words (per stack: capacity, offset, stride, step; `qd/ad/adstack.py`) and the
@@ -195,11 +215,12 @@ class AdStackPlan:
                        arrays: Sequence[Any], args: Sequence[Any]) -> QuadrantsAssertionError:
         k = int(check.message.split()[1])
         st = self.k.stacks[k]
-        self.key = None  # size again at the next launch
-        try:
-            recomputed = str(self.evaluate(arrays, args)[k])
-        except RuntimeError as e:
-            recomputed = f"unknown ({e})"
+        with self.lock:
+            self.key = None  # size again at the next launch
+            try:
+                recomputed = str(self.evaluate(arrays, args)[k])
+            except RuntimeError as e:
+                recomputed = f"unknown ({e})"
         where = f"{st.loc.file}:{st.loc.line}" if st.loc else "?"
         why = (f"ad_stack_size={forced} forces {cap} slots" if forced > 0 else
                "the data its size was computed from changed during the launch")
@@ -251,4 +272,4 @@ def reset_dispatch_count() -> None:
     _dispatches = 0
 
 
-__all__ = ["AdStackPlan", "dispatch_count", "reset_dispatch_count"]
+__all__ = ["AdStackHeap", "AdStackPlan", "dispatch_count", "reset_dispatch_count"]

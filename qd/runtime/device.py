@@ -254,20 +254,28 @@ def register(arch_name: str, factory: Callable[[], Any]) -> None:
     _FACTORIES[arch_name] = factory
 
 
+_OPENING = threading.Lock()
+
+
 def runtime(arch_name: str) -> DeviceRuntime:
-    """The runtime of a GPU arch, its device opened on first use; RuntimeError saying why it cannot be."""
+    """The runtime of a GPU arch, its device opened on first use (once, whichever threads ask for it first);
+    RuntimeError saying why it cannot be."""
     rt = _RUNTIMES.get(arch_name)
     if rt is not None:
         return rt
-    if arch_name in _FAILED:
-        raise RuntimeError(_FAILED[arch_name])
-    try:
-        backend = _FACTORIES[arch_name]()
-    except Exception as e:
-        _FAILED[arch_name] = f"qd: the {arch_name} device could not be opened: {e}"
-        raise RuntimeError(_FAILED[arch_name]) from None
-    rt = _RUNTIMES[arch_name] = DeviceRuntime(backend)
-    import qd.runtime.device_launch  # noqa: F401  the launcher, loaded with the device, not at the first launch
+    with _OPENING:
+        rt = _RUNTIMES.get(arch_name)
+        if rt is not None:
+            return rt
+        if arch_name in _FAILED:
+            raise RuntimeError(_FAILED[arch_name])
+        try:
+            backend = _FACTORIES[arch_name]()
+        except Exception as e:
+            _FAILED[arch_name] = f"qd: the {arch_name} device could not be opened: {e}"
+            raise RuntimeError(_FAILED[arch_name]) from None
+        import qd.runtime.device_launch  # noqa: F401  the launcher, loaded with the device, not at the first launch
+        rt = _RUNTIMES[arch_name] = DeviceRuntime(backend)
     return rt
 
 

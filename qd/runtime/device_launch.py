@@ -181,10 +181,11 @@ def runner(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], params: list[int
     make = getattr(rt.backend, "runner", None)
     if make is None or cfg.debug or ck.adstack is not None or ck.counts is not None or ck.ir.rets:
         return None
-    st = _state(rt, ck)
-    if st.runner is None:
-        st.runner = _make_runner(rt, st, ck, bindings, params, make) or False
-    return st.runner or None
+    with rt.lock:  # (the instance's device state is made and changed under the runtime's lock)
+        st = _state(rt, ck)
+        if st.runner is None:
+            st.runner = _make_runner(rt, st, ck, bindings, params, make) or False
+        return st.runner or None
 
 
 def _make_runner(rt: DeviceRuntime, st: _State, ck: Any, bindings: Sequence[Any], params: list[int], make: Any) -> Any:

@@ -13,11 +13,18 @@ Contract used by the frontend (`qd/frontend/kernel.py`):
   numpy array whose shape is (outer axes..., *elem_shape), or an object with `.arr` like that (a
   qd Ndarray: its generation counter is bumped when the kernel writes it).
 - Returns None, one value, or a tuple, per `ir.rets`.
+
+Launches may come from several Python threads at once, also of one instance: each launch takes a launch
+state of its own (`_Scratch`: status, print and return buffers, argument words, registers, adstack heaps)
+from the instance's pool and gives it back after, so concurrent launches share nothing they write but the
+user's buffers. Stack sizes are computed under the instance's `AdStackPlan.lock` (the size cache and the
+while-loop counts are shared).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -29,7 +36,7 @@ from qd.jit import tiering
 from qd.errors import QuadrantsRuntimeError
 from qd.bytecode.lower import KernelCode, lower_kernel, register_bits
 from qd.runtime import config, program
-from qd.runtime.adstack_heap import AdStackPlan
+from qd.runtime.adstack_heap import AdStackHeap, AdStackPlan
 from qd.runtime.status import PRINT_WORDS, STATUS_WORDS, check_error, decode_returns, flush_prints
 
 # Launch numbers (a key of `qd.random`) count from 0 in every program, so that a program started with the
@@ -44,7 +51,7 @@ class CompiledKernel:
 
     ir: ir.KernelIR
     written: frozenset  # buffer indices the kernel may write (generation counters)
-    scratch: Any = None  # reusable launch buffers (`_Scratch`)
+    scratches: list = field(default_factory=list)  # idle launch states (`_Scratch`): one per concurrent launch
     tier: Any = None  # `qd.jit.tiering.TierState`: native code, background compile, launch counts
     adstack: AdStackPlan | None = None  # sizes and heap of a reverse-mode kernel's adstacks
     counts: np.ndarray | None = None  # a counting kernel's output (`qd/ad/counting.py`)
@@ -61,7 +68,9 @@ class CompiledKernel:
         """The interpreter's bytecode, lowered at its first use: an instance that runs on a GPU arch (or natively
         from its first launch) may never need it, and its first call does not pay for it."""
         if self._code is None:
-            self._code = lower_kernel(self.ir)
+            with _LOWERING:  # once: every launch state's registers must come from the same bytecode
+                if self._code is None:
+                    self._code = lower_kernel(self.ir)
         return self._code
 
     @property
@@ -70,6 +79,9 @@ class CompiledKernel:
         if self._consts is None:
             self._consts = np.array(self.code.consts, dtype=np.uint64).reshape(-1, 2)
         return self._consts
+
+
+_LOWERING = threading.Lock()
 
 
 def compile_kernel(k: ir.KernelIR) -> CompiledKernel:
@@ -109,30 +121,48 @@ _NO_CODE = _NoCode()
 
 
 class _Scratch:
-    """Per-instance launch state, reused by consecutive launches (made again when a launch of the
-    same instance is already running in another thread)."""
+    """The launch state of one running launch of an instance: argument words, status, print and return buffers,
+    the interpreter's registers and `Launch`, the adstack heaps. Launches take one from the instance's pool
+    (`_take`), so a launch from another thread never shares one, and give it back after."""
 
-    def __init__(self, ck: "CompiledKernel", interp: bool = True) -> None:
-        """`interp`: the interpreter runs launches with it (registers and operands from the bytecode). Native
-        code and GPU launches take the argument words and nothing of the bytecode, which a first launch that
-        waits for native code then need not lower."""
-        self.interp = interp
-        code = ck.code if interp else _NO_CODE
-        self.base = np.zeros(max(1, code.nregs), dtype=np.uint64)
-        if interp and len(ck.consts):
-            self.base[ck.consts[:, 0].astype(np.int64)] = ck.consts[:, 1]
-        self.tpl = self.base.copy()
-        self.shape_regs = np.array([(r, b, a) for (b, a), r in code.shape_regs], np.int64).reshape(-1, 3)
-        self.stride_regs = np.array([(r, b, a) for (b, a), r in code.stride_regs], np.int64).reshape(-1, 3)
+    def __init__(self, ck: CompiledKernel, interp: bool = True) -> None:
+        """`interp`: the interpreter runs launches with it (registers and operands from the bytecode; `use_interp`
+        adds them later). Native code and GPU launches take the argument words and nothing of the bytecode,
+        which a first launch that waits for native code then need not lower."""
         self.args = np.zeros(max(1, len(ck.ir.args)), dtype=np.uint64)
         self.scalars = [(i, a.dtype) for i, a in enumerate(ck.ir.args) if a.kind == "scalar"]
         self.status = np.zeros(STATUS_WORDS, dtype=np.int64)
         self.printbuf = np.empty(PRINT_WORDS, dtype=np.int64)
         self.printlen = np.zeros(1, dtype=np.int64)
         self.rets = np.zeros(max(1, len(ck.ir.rets)), dtype=np.uint64)
+        self.heap = AdStackHeap() if ck.adstack is not None else None
+        self.interp = False
+        self._registers(ck, ck.code if interp else _NO_CODE)
+        self.interp = interp
+
+    def _registers(self, ck: CompiledKernel, code: Any) -> None:
+        self.base = np.zeros(max(1, code.nregs), dtype=np.uint64)
+        if code is not _NO_CODE and len(ck.consts):
+            self.base[ck.consts[:, 0].astype(np.int64)] = ck.consts[:, 1]
+        self.tpl = self.base.copy()
+        self.shape_regs = np.array([(r, b, a) for (b, a), r in code.shape_regs], np.int64).reshape(-1, 3)
+        self.stride_regs = np.array([(r, b, a) for (b, a), r in code.stride_regs], np.int64).reshape(-1, 3)
         self.launch = _interp.Launch(len(ck.ir.buffers), code.operands, self.status, self.printbuf,
                                      self.printlen, self.rets, self.args)
-        self.busy = False
+
+    def use_interp(self, ck: CompiledKernel) -> None:
+        """Makes this state fit interpreter launches (the bytecode's registers and operands)."""
+        if not self.interp:
+            self._registers(ck, ck.code)
+            self.interp = True
+
+
+def _take(ck: CompiledKernel) -> _Scratch:
+    """An idle launch state of `ck`, or a new one when every one is in use (by launches in other threads)."""
+    try:
+        return ck.scratches.pop()  # (atomic: two threads never take the same one)
+    except IndexError:
+        return _Scratch(ck, interp=False)
 
 
 def _owners(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> list:
@@ -142,8 +172,9 @@ def _owners(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) ->
 
 
 def _arrays(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any], nthreads: int = 1,
-            owners: Sequence[Any] | None = None) -> list:
-    """The array behind every buffer of the kernel, by buffer index (adstack heaps for `nthreads`)."""
+            owners: Sequence[Any] | None = None, heap: Any = None) -> list:
+    """The array behind every buffer of the kernel, by buffer index (adstack heaps for `nthreads`, in `heap`:
+    the launch's `AdStackHeap`)."""
     if owners is None:
         owners = _owners(ck, bindings, args)
     out = []
@@ -159,7 +190,7 @@ def _arrays(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any], nt
         else:
             out.append(np.zeros(decl.shape, dtype=decl.dtype.np_dtype))
     if ck.adstack is not None:
-        ck.adstack.bind(out, owners, args, nthreads, int(config.current().ad_stack_size or 0))
+        ck.adstack.bind(out, owners, args, nthreads, int(config.current().ad_stack_size or 0), heap)
     return out
 
 
@@ -172,13 +203,12 @@ def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> 
         from qd.runtime import device, device_launch
 
         return device_launch.launch(device.runtime(cfg.arch.name), ck, bindings, args)
-    nthreads, owners, arrays = prepare(ck, bindings, args)
-    native = tiering.native_for(ck, arrays)
-    sc = ck.scratch
-    if sc is None or sc.busy or (native is None and not sc.interp):
-        sc = ck.scratch = _Scratch(ck, interp=native is None)
-    sc.busy = True
+    sc = _take(ck)
     try:
+        nthreads, owners, arrays = prepare(ck, bindings, args, sc.heap)
+        native = tiering.native_for(ck, arrays)
+        if native is None:
+            sc.use_interp(ck)
         st = sc.launch
         st.start(arrays, int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, _launch.next_launch_id(), nthreads)
         if native is not None:
@@ -191,21 +221,26 @@ def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> 
             prints, check_args = ck.code.prints, ck.code.check_args
         return finish(ck, sc, rc, owners, arrays, args, prints, check_args)
     finally:
-        sc.busy = False
+        ck.scratches.append(sc)
 
 
 LAUNCH = launch  # the launch function itself (a debugger swaps the module's `launch`; plans then stand aside)
 
 
-def prepare(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> tuple[int, list, list]:
+def prepare(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any],
+            heap: AdStackHeap | None = None) -> tuple[int, list, list]:
     """Before a launch runs (shared with the debugger's launch): (threads, buffer owners, buffer arrays),
-    with the while-loop counts and adstack heap in place."""
+    with the while-loop counts and the adstack heap (`heap`, the launch's own; a new one if None) in place."""
     cfg = config.current()
     nthreads = int(cfg.cpu_max_num_threads or 1)
-    if ck.adstack is not None and ck.adstack.counter is not None and not cfg.ad_stack_size:
-        _count_while_loops(ck.adstack, bindings, args)
     owners = _owners(ck, bindings, args)
-    return nthreads, owners, _arrays(ck, bindings, args, nthreads, owners)
+    ad = ck.adstack
+    if ad is None:
+        return nthreads, owners, _arrays(ck, bindings, args, nthreads, owners)
+    with ad.lock:  # the counting kernel's output and the size cache are the instance's, shared by its launches
+        if ad.counter is not None and not cfg.ad_stack_size:
+            _count_while_loops(ad, bindings, args)
+        return nthreads, owners, _arrays(ck, bindings, args, nthreads, owners, heap)
 
 
 def finish(ck: CompiledKernel, sc: _Scratch, rc: int, owners: list, arrays: list, args: Sequence[Any],

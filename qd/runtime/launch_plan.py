@@ -10,11 +10,16 @@ doing: instances with hidden/lifted arguments or `while`-loop counting kernels, 
 `qd.Tensor` parameters, f16 scalars, torch tensors, non-contiguous arrays, numpy scalar arguments,
 reverse mode with ndarray gradients, adstacks on GPU archs, the interpreter tier, forward and validation
 modes.
+
+Plans and threads: a plan runs one launch at a time (a call from another thread meanwhile takes the Python
+path, which has launch states of its own); it stands aside while any thread compiles a kernel or has a
+`qd.ad.Tape` / `FwdMode` open (the Python path then decides per thread); an instance's plan is built once.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Any, Sequence
 
 import numpy as np
@@ -65,13 +70,17 @@ def armed(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any], 
     if plan is None:
         if not _plain_arrays(sig, values):  # this call's arrays do not show the plan's; a later call's may
             return None
-        plan = ck.plan = _build(ck, sig, values, bindings, cfg.arch.name if device else None) or False
+        with _BUILDING:  # one plan per instance, however many threads arm it first
+            plan = ck.plan
+            if plan is None:
+                plan = _build(ck, sig, values, bindings, cfg.arch.name if device else None) or False
+                if plan is not False and guards:
+                    plan.members_unchanged = lambda args: not _guards.stale(guards, args)
+                if plan is not False and not device:
+                    tier.plan = plan
+                ck.plan = plan
         if plan is False:
             return None
-        if guards:
-            plan.members_unchanged = lambda args: not _guards.stale(guards, args)
-        if not device:
-            tier.plan = plan
     plan.arm(int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, int(cfg.cpu_max_num_threads or 1))
     if device:  # the tier's launch in C, where it has one for this instance under this config
         from qd.runtime import device as _device
@@ -80,6 +89,9 @@ def armed(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any], 
         params = [i for i, p in enumerate(sig.params) if p.kind != "template"]
         plan.runner = device_launch.runner(_device.runtime(cfg.arch.name), ck, bindings, params)
     return plan
+
+
+_BUILDING = threading.Lock()
 
 
 def _build(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any], gpu: str | None) -> Any:
@@ -96,15 +108,15 @@ def _build(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any],
     rt = sig.return_type
     restructure = None if rt is None or isinstance(rt, DataType) else sig.restructure_return
     sc = _launch_mod._Scratch(ck, interp=False)
-    guards = [(vars(_tape), "_active_tape", None), (vars(_tape), "_active_fwd", None),
-              (vars(_launch_mod), "launch", _launch_mod.LAUNCH), (vars(_config), "_current", _config.current())]
+    guards = [(vars(_tape), "_any_active", None), (vars(_launch_mod), "launch", _launch_mod.LAUNCH),
+              (vars(_config), "_current", _config.current())]
     common = (params, buffers)
     if gpu is not None:
         from qd.runtime import device, device_launch
 
         run = functools.partial(device_launch.launch, device.runtime(gpu), ck, list(bindings))
         return _launch.Plan(sc.launch, sc, sc.args, sc.status, sc.printlen, sc.rets, *common, [], rets, restructure,
-                            None, None, guards, _builder._STACK, Ndarray, run)
+                            None, None, guards, _builder.COMPILING, Ndarray, run)
     native = ck.tier.native
     tasks = [(t.kind == "serial", t.fn, t.prologue or 0, t.min_parallel) for t in native.tasks]
 
@@ -124,15 +136,15 @@ def _build(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any],
         flush_prints(k, native.prints, sc.printbuf, int(sc.printlen[0]), int(sc.status[8]))
 
     plan = _launch.Plan(sc.launch, sc, sc.args, sc.status, sc.printlen, sc.rets, *common, tasks, rets, restructure,
-                        on_failure, on_prints, guards, _builder._STACK, Ndarray)
-    if ck.adstack is not None and not _with_adstack(plan, ck, bindings, launch_params, call):
+                        on_failure, on_prints, guards, _builder.COMPILING, Ndarray)
+    if ck.adstack is not None and not _with_adstack(plan, ck, sc, bindings, launch_params, call):
         return None
     return plan
 
 
-def _with_adstack(plan: Any, ck: Any, bindings: Sequence[Any], launch_params: list, call: Any) -> bool:
-    """Gives `plan` its adstack heaps: `AdStackPlan.bind` through a hook, called again only when what the
-    sizes read (buffers' owners and generations, integer scalars) changed."""
+def _with_adstack(plan: Any, ck: Any, sc: Any, bindings: Sequence[Any], launch_params: list, call: Any) -> bool:
+    """Gives `plan` its adstack heaps (those of its launch state `sc`): `AdStackPlan.bind` through a hook, called
+    again only when what the sizes read (buffers' owners and generations, integer scalars) changed."""
     ad = ck.adstack
     param_of = {a: i for a, i in enumerate(launch_params)}  # launch arg -> parameter
     heaps = [ad.meta] + sorted(ad.heap_of.values())
@@ -140,7 +152,7 @@ def _with_adstack(plan: Any, ck: Any, bindings: Sequence[Any], launch_params: li
     def hook(args: tuple) -> list:
         launch_args, owners, arrays = call(args)
         cfg = _config.current()
-        ad.bind(arrays, owners, launch_args, int(cfg.cpu_max_num_threads or 1), int(cfg.ad_stack_size or 0))
+        ad.bind(arrays, owners, launch_args, int(cfg.cpu_max_num_threads or 1), int(cfg.ad_stack_size or 0), sc.heap)
         return [(b, arrays[b]) for b in heaps]
 
     reads = []
@@ -149,7 +161,7 @@ def _with_adstack(plan: Any, ck: Any, bindings: Sequence[Any], launch_params: li
         if d.kind not in ("field", "ndarray"):
             return False
         reads.append((bindings[b], -1) if d.kind == "field" else (None, param_of[d.arg]))
-    plan.with_adstack(hook, ad, reads, [param_of[a] for a in ad.scalar_args])
+    plan.with_adstack(hook, sc.heap, reads, [param_of[a] for a in ad.scalar_args])
     return True
 
 
