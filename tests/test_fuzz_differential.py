@@ -36,6 +36,17 @@ def test_fuzz_fixed_seeds():
     assert not failures, _fail_report(failures)
 
 
+def test_fuzz_threaded_launches(monkeypatch):
+    """Every program launched twice from 4 Python threads at once (its first call, so its compile, races too):
+    each launch must give the serial reference's result (concurrent first calls failed and concurrent
+    reverse launches shared adstack rows before; `QD_FUZZ_THREADS` / `--threads` for longer runs)."""
+    monkeypatch.setattr(runner, "THREADS", 4)
+    count, failures = runner.fuzz(seconds=1e9, seed=20_000, max_cases=40, repeat=2, do_shrink=True,
+                                  shrink_budget_s=30.0, log=lambda m: None)
+    assert count == 40
+    assert not failures, _fail_report(failures)
+
+
 GPU_SEEDS = int(os.environ.get("QD_FUZZ_GPU_SEEDS", "80"))
 
 

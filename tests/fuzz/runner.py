@@ -13,6 +13,7 @@ import itertools
 import os
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import warnings
@@ -29,6 +30,8 @@ from .reference import run_reference
 
 # the tiers compared with the reference: `QD_FUZZ_TIERS=interp,cpu,vulkan` (or `--tiers`) adds a GPU tier
 TIERS = tuple(t for t in os.environ.get("QD_FUZZ_TIERS", "interp,cpu").split(",") if t)
+# `QD_FUZZ_THREADS=4` (or `--threads`) launches every program from that many Python threads at once
+THREADS = int(os.environ.get("QD_FUZZ_THREADS", "1"))
 _DIR = tempfile.mkdtemp(prefix="qd_fuzz_")
 _counter = itertools.count()
 _current: str | None = None  # the tier qd is initialised on (one qd.init per tier switch)
@@ -73,14 +76,9 @@ class Outcome:
     magnitude: float = 0.0  # the reference's: the largest value a float reduction added (`reference.facc`)
 
 
-def run_tier(tier: str, src: str, arrays: dict[str, np.ndarray], repeat: int = 1) -> list[Outcome]:
-    """Launch the kernel of `src` `repeat` times on `tier` (fresh copies of `arrays` each time)."""
-    _init(tier)
+def _launch(kern: Callable, arrays: dict[str, np.ndarray], repeat: int) -> list[Outcome]:
+    """`repeat` launches of `kern`, each on fresh copies of `arrays`; stops at the first exception."""
     out = []
-    try:
-        kern = _load(src)
-    except Exception as e:  # noqa: BLE001
-        return [Outcome(error=f"{type(e).__name__}: {e}")]
     for _ in range(repeat):
         arrs = {k: v.copy() for k, v in arrays.items()}
         try:
@@ -93,6 +91,39 @@ def run_tier(tier: str, src: str, arrays: dict[str, np.ndarray], repeat: int = 1
             out.append(Outcome(error=msg.splitlines()[0] if msg else type(e).__name__))
             break
     return out
+
+
+def _launch_threaded(kern: Callable, arrays: dict[str, np.ndarray], repeat: int, threads: int) -> list[Outcome]:
+    """`_launch` in `threads` Python threads at once (released together; the kernel's first call too, so its
+    compile races), every outcome of every thread."""
+    start = threading.Barrier(threads)
+    results: list[list[Outcome]] = [[] for _ in range(threads)]
+
+    def work(k: int) -> None:
+        start.wait()
+        results[k] = _launch(kern, arrays, repeat)
+
+    pool = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return [o for r in results for o in r]
+
+
+def run_tier(tier: str, src: str, arrays: dict[str, np.ndarray], repeat: int = 1,
+             threads: int | None = None) -> list[Outcome]:
+    """Launch the kernel of `src` `repeat` times on `tier` (fresh copies of `arrays` each time), from
+    `threads` Python threads at once when it is above 1."""
+    _init(tier)
+    try:
+        kern = _load(src)
+    except Exception as e:  # noqa: BLE001
+        return [Outcome(error=f"{type(e).__name__}: {e}")]
+    threads = THREADS if threads is None else threads
+    if threads > 1:
+        return _launch_threaded(kern, arrays, repeat, threads)
+    return _launch(kern, arrays, repeat)
 
 
 # ------------------------------------------------------------------ comparison
@@ -382,10 +413,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--racy-store", action="store_true", help="also plain stores s = s + e (races)")
     ap.add_argument("--max-n", type=int, default=300)
     ap.add_argument("--repeat", type=int, default=1, help="launches per tier (races show up more often)")
+    ap.add_argument("--threads", type=int, default=None, help="launch from this many Python threads at once")
     ap.add_argument("--no-shrink", action="store_true")
     ap.add_argument("--tiers", default=",".join(TIERS), help="comma-separated qd archs (e.g. interp,cpu,vulkan)")
     ap.add_argument("--show", type=int, default=None, help="print the program of this seed and exit")
     a = ap.parse_args(argv)
+    if a.threads is not None:
+        global THREADS
+        THREADS = a.threads
     opt = GenOptions(shared_updates=not a.no_shared_updates, shared_mul=not a.no_shared_mul,
                      racy_store=a.racy_store, max_n=a.max_n)
     if a.show is not None:
