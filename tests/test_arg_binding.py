@@ -47,9 +47,9 @@ def _read_only(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _refused(call, name: str, kernel: str, line_text: str) -> None:
+def _refused(kernel_fn, args: tuple, name: str, kernel: str, line_text: str) -> None:
     with pytest.raises(QuadrantsRuntimeTypeError) as e:
-        call()
+        kernel_fn(*args)
     msg = str(e.value)
     assert f"Argument '{name}' of kernel {kernel}" in msg, msg
     assert f"{HERE}:{_line(line_text)}" in msg, msg
@@ -66,13 +66,13 @@ def test_read_only_array_the_kernel_writes_is_refused(arch):
     assert plan is not None or arch is not qd.cpu  # the CPU tier checks in its compiled plan too
     for _ in range(2):
         ro = _read_only(np.arange(8, dtype=np.float32))
-        _refused(lambda: _store(ro), "x", "_store", "the store of _store")
+        _refused(_store, (ro,), "x", "_store", "the store of _store")
         np.testing.assert_array_equal(ro, np.arange(8, dtype=np.float32))
         raw = bytes(np.arange(4, dtype=np.float32).tobytes())
-        _refused(lambda: _store(np.frombuffer(raw, np.float32)), "x", "_store", "the store of _store")
+        _refused(_store, (np.frombuffer(raw, np.float32),), "x", "_store", "the store of _store")
         assert raw == np.arange(4, dtype=np.float32).tobytes()
         strided = _read_only(np.arange(16, dtype=np.float32))[::2]  # non-contiguous: bound through a copy
-        _refused(lambda: _store(strided), "x", "_store", "the store of _store")
+        _refused(_store, (strided,), "x", "_store", "the store of _store")
         np.testing.assert_array_equal(strided, np.arange(0, 16, 2, dtype=np.float32))
     assert (plan.launches if plan is not None else 0) == launches
     qd.sync()
@@ -84,7 +84,7 @@ def test_read_only_array_an_atomic_writes_is_refused(arch):
     qd.sync()
     np.testing.assert_array_equal(x, [8, 9, 6, 7])
     ro = _read_only(np.zeros(4, np.int32))
-    _refused(lambda: _atomic(ro, 10), "x", "_atomic", "the atomic of _atomic")
+    _refused(_atomic, (ro, 10), "x", "_atomic", "the atomic of _atomic")
     np.testing.assert_array_equal(ro, np.zeros(4, np.int32))
 
 
@@ -173,6 +173,29 @@ def test_integer_arguments_outside_the_64_bit_range_are_refused(arch, dt):
             store(out, v)
         qd.sync()
         assert out[0] == -7
+
+
+@qd.data_oriented(template_primitives=False)
+class _Lifted:
+    """An int member read through `self`: a hidden scalar argument, read at every launch."""
+
+    def __init__(self) -> None:
+        self.k = 1
+
+    @qd.kernel
+    def put(self, out: qd.types.ndarray(qd.i64, 1)):
+        out[0] = qd.cast(self.k, qd.i64)
+
+
+def test_lifted_integer_members_outside_the_64_bit_range_are_refused(arch):
+    s, out = _Lifted(), np.zeros(1, np.int64)
+    s.k = 2 ** 31 + 3  # the member's i32 keeps the low bits, as an i32 argument does
+    s.put(out)
+    qd.sync()
+    assert out[0] == _kept(2 ** 31 + 3, qd.i32)
+    s.k = 2 ** 64 + 5
+    with pytest.raises(QuadrantsRuntimeTypeError, match=r"\(int 18446744073709551621\) is out of range"):
+        s.put(out)
 
 
 def test_float_argument_too_large_for_a_float_is_refused(arch):
