@@ -23,7 +23,7 @@ from qd.frontend.ranges import grouped, ndrange, static
 from qd.types import dtypes
 
 UNROLL_REFUSED = 256  # a static loop of more than this many times unrolling_limit iterations is refused
-_UNROLL_WARNINGS: dict = {}  # warnings' registry: one warning per loop, however often it is compiled
+_UNROLL_WARNINGS: dict = {}  # file -> warnings' registry: one warning per loop, however often it is compiled
 
 
 def _cfg() -> Any:
@@ -136,7 +136,7 @@ class LoopMixin:
             f"this qd.static loop unrolls more than {limit} iterations (unrolling_limit): each one is compiled, so "
             f"compiling may take long. A runtime loop (without qd.static) compiles once; qd.init(unrolling_limit=0) "
             f"silences this.", SyntaxWarning, self.src.file, getattr(node, "lineno", self.src.start),
-            registry=_UNROLL_WARNINGS)
+            registry=_UNROLL_WARNINGS.setdefault(self.src.file, {}))
 
     # -------------------------------------------------------------- range
     def _range_for(self, node: ast.For, args: list) -> None:

@@ -112,11 +112,10 @@ def read_only_error(ck: CompiledKernel, b: int) -> QuadrantsRuntimeTypeError:
     at = next((s.loc for s in ir.walk_kernel(ck.ir) if isinstance(s, (ir.GlobalStore, ir.AtomicRMW, ir.AtomicSwap))
                and s.ptr.buffer == b and s.loc is not None), None)
     where = f" at {at.file}:{at.line}" if at is not None else ""
-    base = name.split(".")[0]
     return QuadrantsRuntimeTypeError(
         f"Argument '{name}' of kernel {ck.ir.name} is a read-only numpy array (flags.writeable is False: memory of a "
-        f"bytes object, or a view made read-only), but the kernel writes it{where}. Pass a writeable array: "
-        f"{base}.copy(), or np.require({base}, requirements='W') (which copies only when needed)")
+        f"bytes object, a view made read-only), but the kernel writes it{where}. Pass a writeable array: "
+        f"{name}.copy(), or np.require({name}, requirements='W') (which copies only when needed)")
 
 
 def _array_of(obj: Any) -> np.ndarray:
