@@ -13,9 +13,10 @@ decided the same way again, which the plan checks itself at every call:
   instance reached through its template arguments (`members_unchanged`, `qd/frontend/guards.py`);
 - every argument has the type and layout the instance was made for: a template argument is the same
   object (or an equal int/float/bool/str, as the instantiation key compares them), a scalar is a
-  Python int/float/bool that converts to its parameter's dtype (ints in 64 bits), an ndarray argument
+  Python int/float/bool that converts to its parameter's dtype (an int in the 64-bit range of the
+  parameter's signedness: `qd.frontend.args._scalar`), an ndarray argument
   is a qd Ndarray with the same dtype, element shape and layout, or a C-contiguous, native-order
-  numpy array of the dtype and dimensions of the instance.
+  numpy array of the dtype and dimensions of the instance (writeable where the kernel writes it).
 
 Anything else returns `MISS`, and the caller takes the Python path, which raises the same errors as
 ever. A plan binds buffers (data pointers and extents into the interpreter's `Launch`), packs scalars
@@ -29,7 +30,8 @@ from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memcmp, memcpy, memset
 from cpython.dict cimport PyDict_GetItem
-from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_FromLongLong, PyLong_FromUnsignedLongLong
+from cpython.long cimport (PyLong_AsLongLongAndOverflow, PyLong_AsUnsignedLongLong, PyLong_FromLongLong,
+                         PyLong_FromUnsignedLongLong)
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_FromDouble
 from cpython.list cimport PyList_GET_SIZE
 from cpython.object cimport PyObject
@@ -82,6 +84,9 @@ def reset_launch_ids():
     _launch_id = 0
 
 
+_U64_MAX = (1 << 64) - 1
+
+
 cdef inline bint scalar_bits(object v, int code, uint64_t* out):
     """The register bits of scalar argument `v` for a parameter of value code `code` (`register_bits`);
     False where the Python path must convert it (or refuse it)."""
@@ -98,19 +103,26 @@ cdef inline bint scalar_bits(object v, int code, uint64_t* out):
         d = PyFloat_AS_DOUBLE(v)
     elif t is int or t is bool:
         ll = PyLong_AsLongLongAndOverflow(v, &overflow)
-        if overflow:
-            return False
         if not (code & V_FLOAT):
+            if overflow:  # past the i64 range: an unsigned parameter takes up to 2**64 - 1
+                if overflow < 0 or code & (V_SIGNED | V_BOOL) or v > _U64_MAX:
+                    return False
+                u = PyLong_AsUnsignedLongLong(v)
+            elif ll < 0 and not (code & V_SIGNED):  # unsigned parameters (u1 too) take no negative values
+                return False
+            else:
+                u = <uint64_t>ll
             if code & V_BOOL:
-                out[0] = 1 if ll != 0 else 0
+                out[0] = 1 if u != 0 else 0
                 return True
-            u = <uint64_t>ll
             if bits < 64:
                 u &= (<uint64_t>1 << bits) - 1
                 if (code & V_SIGNED) and (u >> (bits - 1)):
                     u |= ~((<uint64_t>1 << bits) - 1)
             out[0] = u
             return True
+        if overflow:
+            return False
         d = <double>ll
     else:
         return False
@@ -344,6 +356,8 @@ cdef class Plan:
         else:
             return None
         if cnp.PyArray_NDIM(<cnp.ndarray>a) != self.pndim[i]:
+            return None
+        if self.pwritten[i] and not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>a):  # the Python path refuses it
             return None
         return a
 

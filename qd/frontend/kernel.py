@@ -25,12 +25,12 @@ from qd.ad.reverse import reverse as _reverse
 from qd.ad.validation import check_reverse_supported as _check_reverse
 from qd.ad.validation import stale_read_error as _stale_read_error
 from qd.ad.validation import validate_global_access as _validate
-from qd.errors import QuadrantsRuntimeError, QuadrantsSyntaxError
+from qd.errors import QuadrantsCompilationError, QuadrantsRuntimeError, QuadrantsSyntaxError
 from qd.frontend import args as _args
 from qd.frontend import builder as _bm
 from qd.frontend import guards as _guards
 from qd.frontend.builder import Builder
-from qd.frontend.context import FuncContext, source_of
+from qd.frontend.context import TOO_DEEP, FuncContext, file_stamp, source_of
 from qd.frontend.transformer import Transformer, fence
 from qd.runtime import config as _config
 from qd.runtime import launch as _launch
@@ -80,6 +80,7 @@ class Kernel:
         # key -> the lock of the thread compiling that instance (others wait for it: `_instance`)
         self._compiling: dict[tuple, threading.Lock] = {}
         self._compiling_lock = threading.Lock()
+        self._stamp = file_stamp(fn)  # its file as it was defined (`qd.frontend.context.FuncSource`)
         functools.update_wrapper(self, fn)
         _KERNELS.add(self)
 
@@ -159,6 +160,8 @@ class Kernel:
 
         try:
             result = _launch.launch(ck, bindings, launch_args)
+        except RecursionError:  # compiling for a tier at its first launch (GPU code, native code)
+            raise self._too_deep() from None
         finally:
             for fn in post:
                 fn()
@@ -206,6 +209,17 @@ class Kernel:
         """(compiled kernel, bindings per buffer) of one instance. Its hidden args, the (launch arg index
         of x, "grad") entries of the `x.grad` arrays the kernel reads, go to `_hidden[key]`; `_run`
         launches them after the user's args."""
+        try:
+            return self._build(values, mode, nd_grads, key)
+        except RecursionError:  # in a pass or a code generator (the frontend positions its own)
+            raise self._too_deep() from None
+
+    def _too_deep(self) -> QuadrantsCompilationError:
+        code = getattr(self.fn, "__code__", None)
+        where = f"{code.co_filename}:{code.co_firstlineno}: " if code is not None else ""
+        return QuadrantsCompilationError(f"{where}kernel {self.fn.__name__}: {TOO_DEEP}")
+
+    def _build(self, values: list, mode: str, nd_grads: tuple, key: tuple | None) -> tuple:
         hidden: list[tuple[int, str]] = []
         k_ir, bindings = build_kernel_ir(self, values, hidden)
         if mode == "grad" and any(h[0] != "lifted" for h in hidden):
@@ -357,7 +371,7 @@ class _BoundKernel:
 def build_kernel_ir(kernel: Kernel, values: list, hidden: list | None = None) -> tuple[ir.KernelIR, list]:
     """Build the KernelIR of one instantiation; returns it with the per-buffer field bindings. `hidden`,
     when given, receives the builder's hidden args (`Builder.hidden_args`: `x.grad` of ndarray args)."""
-    src = source_of(kernel.fn)
+    src = source_of(kernel.fn, kernel._stamp)
     fence(src, is_kernel=True)
     sig = kernel.signature
     b = Builder(kernel.fn.__name__)
@@ -389,6 +403,7 @@ class Func:
         # Quadrants' `qd.func(requires_top_level=True)`: its loops must stay top-level (parallel) loops
         self.requires_top_level = requires_top_level
         self._sig: _args.Signature | None = None
+        self._stamp = file_stamp(fn)  # its file as it was defined (`qd.frontend.context.FuncSource`)
         functools.update_wrapper(self, fn)
 
     @property
@@ -416,7 +431,7 @@ class Func:
 
 
 def inline_func(func: Func, b: Builder, args: tuple, kwargs: dict) -> Any:
-    src = source_of(func.fn)
+    src = source_of(func.fn, func._stamp)
     fence(src)
     if b.func_depth > 64:
         raise QuadrantsSyntaxError(f"qd.func {func.fn.__name__} recursed more than 64 levels; recursion must end "

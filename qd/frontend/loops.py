@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import builtins
 import dataclasses
+import warnings
 from typing import Any, Callable, Sequence
 
 from qd import ir
@@ -20,6 +21,43 @@ from qd.frontend import values as _v
 from qd.frontend.expr import Expr
 from qd.frontend.ranges import grouped, ndrange, static
 from qd.types import dtypes
+
+UNROLL_REFUSED = 256  # a static loop of more than this many times unrolling_limit iterations is refused
+_UNROLL_WARNINGS: dict = {}  # file -> warnings' registry: one warning per loop, however often it is compiled
+
+
+def _cfg() -> Any:
+    from qd.frontend.builder import cfg
+
+    return cfg()
+
+
+def _static_count(iterable: Any) -> int | None:
+    """How many iterations a static loop over `iterable` unrolls, where known before unrolling it."""
+    if isinstance(iterable, grouped):
+        iterable = iterable.target
+    if isinstance(iterable, ndrange):
+        n = 1
+        for b, e in iterable.bounds:
+            if not (isinstance(b, int) and isinstance(e, int)):
+                return None
+            n *= max(0, e - b)
+        return n
+    try:
+        return len(iterable)
+    except OverflowError:  # a range past 2**63
+        return 1 << 63
+    except TypeError:
+        return None
+
+
+def _check_unroll(count: int | None, limit: int) -> None:
+    """Refuses a static loop of `count` iterations past `UNROLL_REFUSED * limit` (the visitor adds file:line)."""
+    if count is not None and count > UNROLL_REFUSED * limit:
+        raise QuadrantsSyntaxError(
+            f"this qd.static loop unrolls {count} iterations, more than {UNROLL_REFUSED} x unrolling_limit "
+            f"({UNROLL_REFUSED * limit}): compiling every iteration would take minutes. Use a runtime loop (drop "
+            f"qd.static), or raise qd.init(unrolling_limit=...) (0: no limit) if you need it unrolled")
 
 
 class LoopMixin:
@@ -65,6 +103,9 @@ class LoopMixin:
     def _static_for(self, node: ast.For, iterable: Any) -> None:
         if isinstance(iterable, (Expr, _v.GlobalTensor)):
             raise QuadrantsSyntaxError("qd.static(...) loops need a compile-time iterable")
+        limit = max(0, int(_cfg().unrolling_limit or 0))
+        if limit:
+            _check_unroll(_static_count(iterable), limit)
         if isinstance(iterable, grouped) and isinstance(iterable.target, ndrange):
             iterable = list(iterable)
         elif _e.is_matrix(iterable):
@@ -72,7 +113,11 @@ class LoopMixin:
         frame = {"kind": "static", "depth": self.b.depth, "status": None}
         self.ctx.loops.append(frame)
         try:
-            for item in iterable:
+            for k, item in enumerate(iterable):
+                if limit and k >= limit:  # (0: no limit)
+                    if k == limit:
+                        self._warn_unroll(node, limit)
+                    _check_unroll(k + 1, limit)  # an iterable of unknown length
                 frame["status"] = None
                 self.ctx.push_scope()
                 try:
@@ -84,6 +129,14 @@ class LoopMixin:
                     break
         finally:
             self.ctx.loops.pop()
+
+    def _warn_unroll(self, node: ast.For, limit: int) -> None:
+        """Quadrants' warning (a SyntaxWarning at the loop's line) when a static loop unrolls past `limit`."""
+        warnings.warn_explicit(
+            f"this qd.static loop unrolls more than {limit} iterations (unrolling_limit): each one is compiled, so "
+            f"compiling may take long. A runtime loop (without qd.static) compiles once; qd.init(unrolling_limit=0) "
+            f"silences this.", SyntaxWarning, self.src.file, getattr(node, "lineno", self.src.start),
+            registry=_UNROLL_WARNINGS.setdefault(self.src.file, {}))
 
     # -------------------------------------------------------------- range
     def _range_for(self, node: ast.For, args: list) -> None:

@@ -32,7 +32,8 @@ Options and what they do in qd. "no effect" options are accepted so that Quadran
 |                                  |                    | (`qd.init`)                                        |
 | print_full_traceback             | False              | frontend errors keep qd's own frames               |
 | short_circuit_operators          | True               | `and`/`or` in kernels short-circuit                |
-| unrolling_limit                  | 32                 | cap on `qd.static` loop unrolling                  |
+| unrolling_limit                  | 32                 | a `qd.static` loop past it warns (SyntaxWarning);  |
+|                                  |                    | past 256 x it is refused; 0: no limit              |
 | ad_stack_sparse_threshold_bytes  | 100 MiB            | no effect: qd sizes every adstack heap exactly     |
 | cfg_optimization                 | True               | no effect (qd's passes do not depend on it)        |
 | advanced_optimization, opt_level | True, 1            | no effect                                          |
