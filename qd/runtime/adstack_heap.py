@@ -100,8 +100,9 @@ class AdStackPlan:
         remedy = ("set qd.init(ad_stack_size=N) with N at least the loop's largest trip count (the sizer is then "
                   "skipped), or give the loops around it bounds that do not follow each other's indices"
                   if "guard" in why else "check the data the loop's bounds read")
-        return QuadrantsRuntimeError(f"Adstack sizing failed: kernel {self.k.name}, adstack {k} ({st.name}, loop at "
-                                     f"{where}): {why}. qd never truncates a size. Remedy: {remedy}.")
+        why = why.removeprefix("adstack sizing: ")
+        return QuadrantsRuntimeError(f"Adstack sizing failed: kernel {self.k.name}, adstack {k} ({st.name}) of the loop "
+                                     f"at {where}: {why}. qd never truncates a size. Remedy: {remedy}.")
 
     def size_of(self, code: tuple, bound: list, ints: np.ndarray, owners: Sequence[Any] | None) -> int:
         if code not in self.first_round:  # recognition depends on the code only: done once per plan
