@@ -70,6 +70,6 @@ cdef class Launch:
                        int64_t hi, int64_t min_parallel) noexcept
     cdef int _native_parallel(self, native_body_t f, int64_t lo, int64_t hi, int64_t min_parallel) noexcept
     cdef void _chunks(self, native_body_t f, const int32_t* body, qd_reg* R, int var, Ctx* ctx, int64_t* cursor,
-                      int64_t hi, int64_t c, int64_t cmax, bint poller) noexcept nogil
+                      int64_t hi, int64_t c, int64_t cmax, int nth, bint poller) noexcept nogil
     cdef void _poll(self) noexcept nogil
     cdef int _outcome(self) noexcept

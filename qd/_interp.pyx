@@ -259,7 +259,7 @@ cdef class Launch:
             ctx = self.ctx
             ctx.slot = 0
             with nogil:
-                self._chunks(NULL, body, R, var, &ctx, &cursor, hi, 16 if cmax > 16 else cmax, cmax, self.can_poll)
+                self._chunks(NULL, body, R, var, &ctx, &cursor, hi, 16 if cmax > 16 else cmax, cmax, 1, self.can_poll)
             free(R)
             return self._outcome()
         with nogil, parallel(num_threads=nth):
@@ -267,18 +267,18 @@ cdef class Launch:
             memcpy(R, R0, nregs * sizeof(qd_reg))
             ctx = self.ctx
             ctx.slot = threadid()
-            self._chunks(NULL, body, R, var, &ctx, &cursor, hi, 16 if cmax > 16 else cmax, cmax,
+            self._chunks(NULL, body, R, var, &ctx, &cursor, hi, 16 if cmax > 16 else cmax, cmax, nth,
                          self.can_poll and threadid() == 0)
             free(R)
         return self._outcome()
 
     cdef void _chunks(self, native_body_t f, const int32_t* body, qd_reg* R, int var, Ctx* ctx, int64_t* cursor,
-                      int64_t hi, int64_t c, int64_t cmax, bint poller) noexcept nogil:
-        """One thread's share of a range: chunks [s, s + c) taken from `cursor` until none is left or the launch
-        failed or stopped; run by `f` (native) or by the bytecode `body` index by index. Each next chunk is
-        scaled to run about CHUNK_NS (1 to `cmax` indices). The `poller` runs Python's signal handlers
-        every POLL_NS."""
-        cdef int64_t s, e, i, t0 = _now(), t1
+                      int64_t hi, int64_t c, int64_t cmax, int nth, bint poller) noexcept nogil:
+        """One of `nth` threads' share of a range: chunks [s, s + c) taken from `cursor` until none is left or the
+        launch failed or stopped; run by `f` (native) or by the bytecode `body` index by index. Each next chunk
+        is scaled to run about CHUNK_NS, and holds at most `cmax` indices and a 1/nth of those left (so the
+        threads finish together). The `poller` runs Python's signal handlers every POLL_NS."""
+        cdef int64_t s, e, i, t0 = _now(), t1, left
         cdef double want
         if poller:
             self.next_poll = t0 + POLL_NS
@@ -299,7 +299,12 @@ cdef class Launch:
                         break
             t1 = _now()
             want = <double>c * CHUNK_NS / <double>(t1 - t0 + 1)
-            c = cmax if want >= cmax else (<int64_t>want if want >= 1.0 else 1)
+            left = (hi - __atomic_load_n(cursor, __ATOMIC_RELAXED)) // nth + 1
+            if want > <double>cmax:
+                want = <double>cmax
+            if want > <double>left:
+                want = <double>left
+            c = <int64_t>want if want >= 1.0 else 1
             t0 = t1
             if poller and t1 >= self.next_poll:
                 self.next_poll = t1 + POLL_NS
@@ -372,10 +377,10 @@ cdef class Launch:
             c0 = 4096 if cmax > 4096 else cmax
         if nth == 1:
             with nogil:
-                self._chunks(f, NULL, NULL, 0, &self.ctx, &cursor, hi, c0, cmax, self.can_poll)
+                self._chunks(f, NULL, NULL, 0, &self.ctx, &cursor, hi, c0, cmax, 1, self.can_poll)
             return self._outcome()
         with nogil, parallel(num_threads=nth):
             ctx = self.ctx  # private: the slot differs per thread
             ctx.slot = threadid()
-            self._chunks(f, NULL, NULL, 0, &ctx, &cursor, hi, c0, cmax, self.can_poll and threadid() == 0)
+            self._chunks(f, NULL, NULL, 0, &ctx, &cursor, hi, c0, cmax, nth, self.can_poll and threadid() == 0)
         return self._outcome()
