@@ -39,7 +39,7 @@ from cpython.pythread cimport PyThread_get_thread_ident
 cimport numpy as cnp
 import numpy as np
 
-from qd._interp cimport Launch
+from qd._interp cimport RC_INTERRUPTED, Launch
 
 cnp.import_array()
 
@@ -427,6 +427,8 @@ cdef class Plan:
             self.on_prints()
         if rc == 1 or rc < 0 or self.status[0]:
             self.on_failure(rc, args)
+        if rc == RC_INTERRUPTED:  # a signal handler raised during the launch (Ctrl-C): the kernel stopped early
+            raise self.st.interruption()
         return self._returns()
 
     cdef object _device(self, tuple args):

@@ -280,6 +280,8 @@ def finish(ck: CompiledKernel, sc: _Scratch, rc: int, owners: list, arrays: list
         flush_prints(ck.ir, prints, sc.printbuf, int(sc.printlen[0]), int(sc.status[8]))
     if rc == 1 or sc.status[0]:
         raise _failure(ck, check_args, sc.status, arrays, args)
+    if rc == _interp.INTERRUPTED:  # a signal handler raised during the launch (Ctrl-C): the kernel stopped early
+        raise sc.launch.interruption()
     if rc < 0:
         raise QuadrantsRuntimeError(f"kernel {ck.ir.name}: interpreter hit an invalid opcode")
     return decode_returns(ck.ir.rets, sc.rets) if ck.ir.rets else None
