@@ -432,6 +432,8 @@ class FnEmitter(Atomics):
         self.op(S.Store, counter, self.op(S.IAdd, cur, step, t=self.u64))
         self.branch(header)
         self.label(merge)
+        self.tick()  # the header's last visit (its test ends the loop) counts towards the driver's limit too:
+        # lavapipe cut a nest of short inner loops at 2^15 outer iterations, silently, when only bodies counted
 
     def s_RangeFor(self, s: ir.RangeFor) -> None:
         counter = self.fn.local(self.m.pointer(StorageClass.Function, self.u64))

@@ -143,6 +143,7 @@ class Atomics:
         done_var = self.fn.local(self.m.pointer(StorageClass.Function, self.bool_t()))
         self.op(S.Store, seen_var, self.op(S.AtomicLoad, ptr, scope, sem, t=ity))
         header, cont, merge = self.open_loop()
+        self.tick()  # a driver's loop limit counts these iterations too
         bits = self.op(S.Load, seen_var, t=ity)
         old = bits if dt.is_int else self.op(S.Bitcast, bits, t=t)
         new = update(old)
