@@ -12,26 +12,30 @@ an index, a loop bound.
 
 Within one kernel (`stale_read`, raised by `kernel.grad` once the primal kernel ran: `validation.stale_read_error`)
 a needed load is stale when the kernel writes its buffer later in program order, or earlier inside a loop around
-both, except: a store of the very cell earlier in the same iteration whose index follows every such loop's variable
-(`y[i] = f(x[i]); z[i] = y[i] * w[i]`); writes that run ahead of the reads along one serial loop (`x[t + 1, i] =
-f(x[t, i])`); cells an index dimension fixes apart (different constants, or the same scalar argument plus different
-constants); loops of one constant iteration.
+both, except: a store of the very cell earlier in the same iteration, in cells each loop around both gives its
+iteration alone (`y[i] = f(x[i]); z[i] = y[i] * w[i]`); writes that run ahead of the reads along one serial loop
+(`x[t + 1, i] = f(x[t, i])`, `T[s + 1] = f(T[s])` with `s = start[r] + t`), in cells each parallel loop around both
+gives its iteration alone; cells an index dimension fixes apart for the launch (the same sum of scalar arguments
+plus different constants); loops of one constant iteration. Indices are compared in affine form
+(`qd.ad.index_forms`), through locals assigned once (a `qd.func` parameter, `s = k`).
 
 Across the launches of one Tape (`tape_stale_read`, run by `Tape.grad`): a needed read of an object that a later
 launch may write, unless an index dimension fixes the two apart with the launches' argument values (time-indexed
-fields: step t reads `x[t, i]` and writes `x[t + 1, i]`).
+fields: step t reads `x[t, i]` and writes `x[t + 1, i]`, in the kernel or in a `qd.func` given t). A launch inside a
+`grad_replaced` function is kept for its writes only: the Tape never replays its gradient.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from qd import ir
-from qd.ad.reverse import _Activity, _same_index
-from qd.ad.reverse import _depends_on as _depends_on_var
+from qd.ad.index_forms import Forms
+from qd.ad.reverse import _Activity
 from qd.ops import INFO, Op
 
 _WRITES = (ir.GlobalStore, ir.AtomicRMW, ir.AtomicSwap)
@@ -115,79 +119,61 @@ def _needed(load: ir.GlobalLoad, users: dict, local_loads: dict, active: Any) ->
     return False
 
 
-def _depends_on(v: ir.Value, var: ir.LoopVar, memo: dict) -> bool:
-    """Whether `v` depends on loop variable `var` (`memo`: one cache per variable, for all the loops asked of)."""
-    return _depends_on_var(v, var, memo.setdefault(var, {}))
-
-
 def _once(loop: ir.Stmt) -> bool:
     """A loop of constant trip count 1 at most: nothing in it runs again, and no other iteration runs beside."""
     return (isinstance(loop, ir.RangeFor) and isinstance(loop.begin, ir.Const)
             and isinstance(loop.end, ir.Const) and int(loop.end.value) - int(loop.begin.value) <= 1)
 
 
-def _form(v: ir.Value) -> tuple | None:
-    """(loop variable, constant) of an index `var + c` (casts and `c + var`, `var - c` included), else None."""
-    if isinstance(v, ir.LoopVar):
-        return v, 0
-    if isinstance(v, ir.OpStmt) and v.op is Op.CAST:
-        return _form(v.args[0])
-    if isinstance(v, ir.OpStmt) and v.op in (Op.ADD, Op.SUB) and len(v.args) == 2:
-        a, b = v.args
-        if isinstance(b, ir.Const) and (f := _form(a)) is not None:
-            return f[0], f[1] + (int(b.value) if v.op is Op.ADD else -int(b.value))
-        if v.op is Op.ADD and isinstance(a, ir.Const) and (f := _form(b)) is not None:
-            return f[0], f[1] + int(a.value)
-    return None
-
-
-def _ahead(load: ir.GlobalLoad, write: ir.Stmt, loop: ir.RangeFor) -> bool:
-    """Along serial `loop`, the write's cell runs ahead of the read's in some dimension (`x[t + 1] = f(x[t])`):
-    each cell is written in an earlier iteration than the one that reads it, and never after."""
+def _ahead(load: ir.GlobalLoad, write: ir.Stmt, loop: ir.RangeFor, f: Forms) -> bool:
+    """Along serial `loop`, the write's cell runs ahead of the read's in some dimension: both index it by
+    `base + c·var + k` with the same base, invariant in the loop, and the same c, the write's k past the read's in
+    c's direction (`x[t + 1] = f(x[t])`, `T[s + 1] = f(T[s])` with `s = start[r] + t`). Each such cell is written in
+    an earlier iteration than the one that reads it, and never after."""
     for a, b in zip(write.ptr.indices, load.ptr.indices):
-        fa, fb = _form(a), _form(b)
-        if fa is not None and fb is not None and fa[0] is loop.var and fb[0] is loop.var and fa[1] > fb[1]:
+        fa, fb = f.form(a), f.form(b)
+        if fa is None or fb is None or fa.terms != fb.terms:
+            continue
+        c, k = fa.coef(loop.var), fa.const - fb.const
+        if c and k and (k > 0) == (c > 0) and all(f.invariant(x, loop) for x in fa.atoms() if x is not loop.var):
             return True
     return False
 
 
-def _follows(load: ir.GlobalLoad, write: ir.Stmt, loop: ir.RangeFor, memo: dict) -> bool:
-    """Both index some dimension by the same value of parallel `loop`'s variable (`i`, `i + 1`, an ndrange index
-    computed from it): no other iteration of it reaches the cell this one reads."""
-    return any((a is b and _depends_on(a, loop.var, memo))
-               or ((fa := _form(a)) is not None and fa[0] is loop.var and fa == _form(b))
-               for a, b in zip(write.ptr.indices, load.ptr.indices))
+def _owned(load: ir.GlobalLoad, write: ir.Stmt, loop: ir.RangeFor, f: Forms) -> bool:
+    """Some index dimension gives each iteration of `loop` cells no other iteration reaches (`Forms.owned`)."""
+    return any(f.owned(a, b, loop) for a, b in zip(write.ptr.indices, load.ptr.indices))
 
 
-def _apart(load: ir.GlobalLoad, write: ir.Stmt) -> bool:
-    """Some index dimension fixes the two to different cells: different constants, or the same scalar argument
-    plus different constants (`x[t, i]` read, `x[t + 1, i]` written)."""
+def _apart(load: ir.GlobalLoad, write: ir.Stmt, f: Forms) -> bool:
+    """Some index dimension fixes the two to different cells for the whole launch: the same sum of scalar
+    arguments plus different constants (`x[t, i]` read, `x[t + 1, i]` written; `t` maybe a `qd.func` parameter)."""
     for a, b in zip(write.ptr.indices, load.ptr.indices):
-        da, db = _dim(a), _dim(b)
-        if da is not None and db is not None and da[:-1] == db[:-1] and da[-1] != db[-1]:
+        fa, fb = f.launch_form(a), f.launch_form(b)
+        if fa is not None and fb is not None and fa.terms == fb.terms and fa.const != fb.const:
             return True
     return False
 
 
-def _stale(load: ir.GlobalLoad, write: ir.Stmt, pos: dict, memo: dict) -> bool:
-    if _apart(load, write):
+def _stale(load: ir.GlobalLoad, write: ir.Stmt, pos: dict, f: Forms) -> bool:
+    if _apart(load, write, f):
         return False
     lp, wp = pos[load], pos[write]
     shared = [(loop, par) for loop, par in lp.loops if any(loop is w for w, _ in wp.loops) and not _once(loop)]
     serial = [loop for loop, par in shared if not par]
     parallel = [loop for loop, par in shared if par]
-    if len(serial) == 1 and isinstance(serial[0], ir.RangeFor) and _ahead(load, write, serial[0]) \
-            and all(isinstance(p, ir.RangeFor) and _follows(load, write, p, memo) for p in parallel):
+    if len(serial) == 1 and isinstance(serial[0], ir.RangeFor) and _ahead(load, write, serial[0], f) \
+            and all(isinstance(p, ir.RangeFor) and _owned(load, write, p, f) for p in parallel):
         return False  # the writes run ahead of the reads along the serial loop (time steps)
     if wp.order > lp.order:
         return True  # written after it was read
     if not shared:
         return False  # an earlier loop or statement wrote it: the replay reads what the forward pass read
     # earlier in the same iteration: right only for the very cell it reads, a cell no other iteration of the
-    # loops around both writes (its index follows each loop's variable)
-    return not (isinstance(write, ir.GlobalStore) and _same_index(write.ptr.indices, load.ptr.indices) and all(
-        isinstance(loop, ir.RangeFor) and any(_depends_on(i, loop.var, memo) for i in load.ptr.indices)
-        for loop, _ in shared))
+    # loops around both writes
+    return not (isinstance(write, ir.GlobalStore) and len(write.ptr.indices) == len(load.ptr.indices)
+                and all(f.same(a, b) for a, b in zip(write.ptr.indices, load.ptr.indices))
+                and all(isinstance(loop, ir.RangeFor) and _owned(load, write, loop, f) for loop, _ in shared))
 
 
 def stale_read(k: ir.KernelIR, grads: Sequence[int]) -> ir.GlobalLoad | None:
@@ -201,11 +187,11 @@ def stale_read(k: ir.KernelIR, grads: Sequence[int]) -> ir.GlobalLoad | None:
     loads = [s for s in ir.walk(k.body) if isinstance(s, ir.GlobalLoad) and s.ptr.buffer in writes]
     if not loads:
         return None
-    pos, users, memo = _positions(k), _users(k), {}
+    pos, users, forms = _positions(k), _users(k), Forms(k.body)
     local_loads, stores = _locals(k)
     active = _Activity(stores, set(grads))
     for load in loads:
-        if any(_stale(load, w, pos, memo) for w in writes[load.ptr.buffer]) \
+        if any(_stale(load, w, pos, forms) for w in writes[load.ptr.buffer]) \
                 and _needed(load, users, local_loads, active):
             return load
     return None
@@ -215,41 +201,30 @@ def stale_read(k: ir.KernelIR, grads: Sequence[int]) -> ir.GlobalLoad | None:
 
 @dataclass(frozen=True)
 class Access:
-    """A read the gradient needs, or a write, of buffer `buffer`; per index dimension `("const", c)`,
-    `("arg", i, c)` (scalar argument i plus c) or None (decided at run time)."""
+    """A read the gradient needs, or a write, of buffer `buffer`; per index dimension `(terms, c)`: constant c plus
+    the sum of coef times scalar argument i over `terms` ((i, coef), ...), or None (decided at run time)."""
 
     buffer: int
     dims: tuple
     loc: Any
 
 
-def _dim(v: ir.Value) -> tuple | None:
-    if isinstance(v, ir.Const) and not v.dtype.is_float:
-        return "const", int(v.value)
-    if isinstance(v, ir.ArgLoad) and v.dtype.is_int:
-        return "arg", v.index, 0
-    if isinstance(v, ir.OpStmt) and v.op is Op.CAST:
-        return _dim(v.args[0])
-    if isinstance(v, ir.OpStmt) and v.op in (Op.ADD, Op.SUB) and len(v.args) == 2:
-        a, b = v.args
-        if isinstance(b, ir.Const) and (d := _dim(a)) is not None and d[0] == "arg":
-            return "arg", d[1], d[2] + (int(b.value) if v.op is Op.ADD else -int(b.value))
-        if v.op is Op.ADD and isinstance(a, ir.Const) and (d := _dim(b)) is not None and d[0] == "arg":
-            return "arg", d[1], d[2] + int(a.value)
-    return None
+def _dim(v: ir.Value, f: Forms) -> tuple | None:
+    a = f.launch_form(v)
+    return None if a is None else (tuple(sorted((atom[1], c) for atom, c in a.terms)), a.const)
 
 
 def accesses(k: ir.KernelIR, grads: Sequence[int]) -> tuple[list[Access], list[Access]]:
     """(reads the gradient needs, writes) of kernel `k` (pre-offload body), for `tape_stale_read`."""
-    users = _users(k)
+    users, forms = _users(k), Forms(k.body)
     local_loads, stores = _locals(k)
     active = _Activity(stores, set(grads))
     reads, writes = [], []
     for s in ir.walk(k.body):
         if isinstance(s, ir.GlobalLoad) and _needed(s, users, local_loads, active):
-            reads.append(Access(s.ptr.buffer, tuple(_dim(i) for i in s.ptr.indices), s.loc))
+            reads.append(Access(s.ptr.buffer, tuple(_dim(i, forms) for i in s.ptr.indices), s.loc))
         elif isinstance(s, _WRITES):
-            writes.append(Access(s.ptr.buffer, tuple(_dim(i) for i in s.ptr.indices), s.loc))
+            writes.append(Access(s.ptr.buffer, tuple(_dim(i, forms) for i in s.ptr.indices), s.loc))
     return reads, writes
 
 
@@ -270,11 +245,15 @@ class Launch:
 def _values(a: Access, args: list) -> tuple:
     out = []
     for d in a.dims:
-        if d is not None and d[0] == "arg":
-            v = args[d[1]] if d[1] < len(args) else None
-            d = None if isinstance(v, (bool, float)) or not isinstance(v, (int, np.integer)) else int(v) + d[2]
-        elif d is not None:
-            d = d[1]
+        if d is not None:
+            terms, value = d
+            for i, c in terms:
+                v = args[i] if i < len(args) else None
+                if isinstance(v, (bool, float)) or not isinstance(v, (int, np.integer)):
+                    value = None
+                    break
+                value += c * int(v)
+            d = value
         out.append(d)
     return tuple(out)
 

@@ -13,7 +13,8 @@ import dataclasses
 import functools
 import threading
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +38,7 @@ from qd.runtime import launch as _launch
 from qd.runtime import launch_plan as _launch_plan
 from qd.types.enums import AutodiffMode
 
-_KERNELS: "weakref.WeakSet[Kernel]" = weakref.WeakSet()
+_KERNELS: weakref.WeakSet[Kernel] = weakref.WeakSet()
 _MISS = _clib.MISS
 
 
@@ -85,7 +86,7 @@ class Kernel:
         _KERNELS.add(self)
 
     @property
-    def grad(self) -> "_GradKernel":
+    def grad(self) -> _GradKernel:
         """`kernel.grad(*same_args)`: runs the reverse-mode instance, accumulating into `.grad`."""
         return _GradKernel(self)
 
@@ -166,7 +167,9 @@ class Kernel:
             for fn in post:
                 fn()
         if tape is not None and mode in ("", "validate") and hasattr(tape, "launched"):
-            tape.launched(_tape_launch(self, ck, bindings, launch_args))
+            # a launch inside a `grad_replaced` function: the Tape never replays its gradient (the function's
+            # `grad_for` does), so only its writes matter (to the recorded launches before it)
+            tape.launched(_tape_launch(self, ck, bindings, launch_args, not ad_state.grad_replaced))
         if mode in ("", "grad"):  # the plan later calls of this shape launch through (primal, or kernel.grad)
             plan = None if tape is not None or nd_grads or ck.stale is not None else \
                 _launch_plan.armed(ck, sig, values, bindings, key not in self._hidden, self._guards.get(key, ()))
@@ -295,8 +298,9 @@ def _reverse_instance(k_ir: ir.KernelIR, bindings: list, nd_grads: tuple = ()) -
     return k_ir, bindings + [bindings[b].grad if k_ir.buffers[b].kind == "field" else None for b in grads], stale
 
 
-def _tape_launch(kernel: Kernel, ck: Any, bindings: list, launch_args: list) -> Any:
-    """What a Tape keeps of a launch to find reads a later launch overwrites (`qd.ad.stale_reads`)."""
+def _tape_launch(kernel: Kernel, ck: Any, bindings: list, launch_args: list, replayed: bool) -> Any:
+    """What a Tape keeps of a launch to find reads a later launch overwrites (`qd.ad.stale_reads`): its writes, and
+    the reads its gradient needs where the Tape replays that gradient (`replayed`: the launch was recorded)."""
     from qd.ad.stale_reads import Launch, accesses
 
     if ck.tape_accesses is None:
@@ -305,6 +309,8 @@ def _tape_launch(kernel: Kernel, ck: Any, bindings: list, launch_args: list) -> 
                  or (decl.kind == "ndarray" and getattr(launch_args[decl.arg], "grad", None) is not None)]
         ck.tape_accesses = accesses(ck.ir, grads)
     reads, writes = ck.tape_accesses
+    if not replayed:
+        reads = []
     owners = _launch._owners(ck, bindings, launch_args)
     generations = {r.buffer: getattr(owners[r.buffer], "generation", None) for r in reads}
     return Launch(kernel.fn.__name__, reads, writes, owners, list(launch_args), [decl.name for decl in ck.ir.buffers],
@@ -508,4 +514,4 @@ def is_data_oriented(obj: Any) -> bool:
     return bool(getattr(obj, "_data_oriented", False))
 
 
-__all__ = ["Kernel", "Func", "kernel", "func", "real_func", "pyfunc", "data_oriented", "is_data_oriented"]
+__all__ = ["Func", "Kernel", "data_oriented", "func", "is_data_oriented", "kernel", "pyfunc", "real_func"]

@@ -248,8 +248,29 @@ def describe_object(obj: Any) -> tuple[DataType, tuple, tuple]:
     return dtypes.to_dtype(dt), shape, es
 
 
+class ComponentTensor(GlobalTensor):
+    """`v.get_scalar_field(i)` in a kernel: the buffer of vector/matrix field `v`, its elements' component `component`
+    as a scalar tensor (`qd.runtime.field_component`). `obj` is the component view (its `.grad` is the grad's)."""
+
+    def __init__(self, parent: GlobalTensor, component: tuple, obj: Any) -> None:
+        super().__init__(parent.buffer, parent.decl, obj, parent.offset or (), parent.layout)
+        self.component = component
+
+    @property
+    def elem_shape(self) -> tuple:
+        return ()
+
+    def ptrs(self, indices: list) -> list:
+        idx = tuple(i.value for i in self._index_values(indices))
+        b = _e.bld()
+        extra = tuple(b.const(dtypes.i32, k) for k in self.component)
+        return [b.emit(ir.GlobalPtr, buffer=self.buffer, indices=idx + extra, dtype=self.dtype)]
+
+
 def bind_global_object(obj: Any, name: str = "") -> GlobalTensor:
     """Register a field (or captured Ndarray) as a buffer of the kernel being built."""
+    if getattr(type(obj), "_qd_component_view", False):
+        return ComponentTensor(bind_global_object(obj._field, name), tuple(obj.component), obj)
     b = _e.bld()
     dt, shape, es = describe_object(obj)
     layout = getattr(obj, "_layout", None)
