@@ -25,7 +25,9 @@ What it assumes about qd (DESIGN §4), which is what the fuzzer checks:
   that cancel leave another order's rounding above the result), at least 1e-3; elements whose reference
   value is not finite or is above 1e20 in magnitude are not checked). Fuzzy values never reach a comparison, a cast to int, an index
   or a trip count. Every other float is compared exactly (NaN equals NaN; -0 equals +0, because a min/max
-  reduction keeps whichever zero comes first), and every integer exactly.
+  reduction keeps whichever zero comes first; with `GenOptions.specials` the signs of zeros must agree too,
+  min/max reductions then adding 0.0 to their values), and every integer exactly.
+- Float `%` is `a - b * floor(a / b)` at the operands' width (`ffmod`).
 """
 
 from __future__ import annotations
@@ -79,6 +81,11 @@ def fsqrt(x: Any, ft: Any) -> Any:
     return ft(np.sqrt(x))
 
 
+def ffmod(a: Any, b: Any) -> Any:
+    """qd's float `%` (Quadrants'): `a - b * floor(a / b)`, each step rounded at the operands' width."""
+    return a - b * np.floor(a / b)
+
+
 _MAGNITUDE = [0.0]  # of the current reference run (`facc`)
 
 
@@ -93,7 +100,8 @@ def facc(x: Any, y: Any, sym: str) -> Any:
 
 
 NAMESPACE = {name: globals()[name] for name in
-             ("F32", "F64", "w32", "w64", "fdiv", "mod", "fmin", "fmax", "i2f", "f2i", "fsin", "fsqrt", "facc")}
+             ("F32", "F64", "w32", "w64", "fdiv", "mod", "fmin", "fmax", "i2f", "f2i", "fsin", "fsqrt", "ffmod",
+              "facc")}
 NAMESPACE["np"] = np
 
 
