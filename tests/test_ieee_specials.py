@@ -1,7 +1,8 @@
 """IEEE special values (inf, NaN, -0.0, subnormals) through `+ - * / %` next to constant zeros under `fast_math=False`,
 on every tier, bit for bit against numpy (any NaN equals any NaN): issue 27 item 3, where lavapipe folded `x * 0.0`
 to 0, `x / 0.0` to 0 and `x % 0.0` to x. Zeros reach the operation as literals, through locals, through an int cast
-and through an unrolled loop, as a driver's constant propagation would see them. Then the SPIR-V side without a
+and through an unrolled loop, as a driver's constant propagation would see them, and as constants qd's own
+simplify pass folds (it keeps only exact identities: `x * 1`, `x - 0.0`, `x + -0.0`). Then the SPIR-V side without a
 device: the float-controls execution modes a module declares, and the hidden zeros (`qd/gpu/spirv_float.py`)."""
 
 from typing import Any
@@ -14,7 +15,7 @@ from qd.types import dtypes as T
 
 X = [np.inf, -np.inf, np.nan, 1.0, -1.0, -0.0, 0.0, 2.5, -3.0e-39, 1.0e-45, 3.0e38]
 DTYPES = {"f32": (qd.f32, np.float32), "f64": (qd.f64, np.float64), "f16": (qd.f16, np.float16)}
-K = 17
+K = 19
 
 
 def _reference(x: np.ndarray) -> np.ndarray:
@@ -29,7 +30,8 @@ def _reference(x: np.ndarray) -> np.ndarray:
         v = x.astype(ft)
         mod0 = r(v - r(z * r(np.floor(r(v / z)))))
         cols = [v * z, v * nz, v / z, v / nz, z / v, mod0, v + z, z - v, z * v, v * z, v * z, r(r(z + r(v * z)) + v),
-                r(np.inf * v), v - v, v * one, r(v * z) + z, r(nz - r(z * v))]
+                r(np.inf * v), v - v, v * one, r(v * z) + z, r(nz - r(z * v)), np.full_like(v, np.nan),
+                np.full_like(v, 0.0)]
         return np.stack([r(c) for c in cols], axis=1).astype(x.dtype)
 
 
@@ -60,6 +62,8 @@ def _kernel(dt: Any) -> Any:
             out[i, 14] = v * 1.0
             out[i, 15] = (v * z) + 0.0
             out[i, 16] = -0.0 - z * v
+            out[i, 17] = qd.cast(qd.math.inf, dt) * 0.0  # folded by qd's simplify pass: numpy at dt's width
+            out[i, 18] = qd.cast(-0.0, dt) + 0.0
     return k
 
 

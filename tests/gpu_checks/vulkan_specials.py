@@ -10,7 +10,7 @@ It prints the device's float controls, then runs twice, each time in a fresh pro
    there too (`qd/gpu/vulkan_tier._hide_zeros`).
 2. qd's default for the device (`QD_VULKAN_HIDE_ZEROS` unset): this must pass.
 
-Each run compares 17 expressions over inf, NaN, +-0, subnormals and ordinary values in f16, f32 and f64 with numpy,
+Each run compares 19 expressions over inf, NaN, +-0, subnormals and ordinary values in f16, f32 and f64 with numpy,
 bit for bit (any NaN equals any NaN; `tests/test_ieee_specials.py`), and counts through 90 nested `if`s
 (`tests/test_deep_nesting.py`). Exit status 0 when the default run passes.
 """
