@@ -58,15 +58,15 @@ DEF V_BOOL = 0x400
 DEF MAX_DIMS = 8
 
 cdef inline int size_class(cnp.npy_intp* dims, int nd) noexcept:
-    """`qd.ir.size_class` of the `nd` outer axes `dims`: 0 fewer than 2^31 cells, 1 more with every axis
-    below 2^31, 2 an axis of 2^31 or more (the instance's `BufferDecl.large` must match it)."""
+    """`qd.ir.size_class` of the `nd` outer axes `dims`: 0 fewer than 2^31 cells (an empty axis counted as 1), 1
+    more with every axis below 2^31, 2 an axis of 2^31 or more (the instance's `BufferDecl.large` must match)."""
     cdef int k
     cdef int64_t cells = 1
     cdef int cls = 0
     for k in range(nd):
         if dims[k] > INT32_MAX:
             return 2
-        if cls == 0:
+        if cls == 0 and dims[k] > 1:
             cells *= dims[k]
             if cells > INT32_MAX:
                 cls = 1

@@ -373,12 +373,13 @@ SMALL, LARGE_CELLS, LARGE_AXIS = 0, 1, 2
 
 
 def size_class(shape: tuple[int, ...]) -> int:
-    """`SMALL`, `LARGE_CELLS` or `LARGE_AXIS` for outer axes `shape` (`qd/_launch.pyx` has a C twin)."""
+    """`SMALL`, `LARGE_CELLS` or `LARGE_AXIS` for outer axes `shape` (`qd/_launch.pyx` has a C twin). Cells are
+    counted with an empty axis as 1: SMALL promises that the product of any of the axes fits in i32."""
     if any(n > I32_MAX for n in shape):
         return LARGE_AXIS
     cells = 1
     for n in shape:
-        cells *= n
+        cells *= max(n, 1)
     return LARGE_CELLS if cells > I32_MAX else SMALL
 
 

@@ -217,7 +217,9 @@ class LoopMixin:
             raise QuadrantsSyntaxError(f"{what} for loop with number of the loop variables not equal to the dimension "
                                        f"of the {what.lower()} is not supported ({len(names)} loop variable(s), "
                                        f"{nd} dimension(s))")
-        axis_t = _loop_dtype(*begins, *extents)  # every axis index's (Quadrants': the bounds' promoted type)
+        # every axis index's type (Quadrants': the bounds' promoted type; a constant end counts too)
+        axis_t = _loop_dtype(*begins, *extents, *(b + e for b, e in zip(begins, extents)
+                                                 if not isinstance(b, Expr) and not isinstance(e, Expr)))
 
         def bind(k: Expr) -> None:
             idx = self._unflatten(k, begins, extents, axis_t, [] if grouped_ else names, axes)
@@ -250,10 +252,10 @@ class LoopMixin:
     def _unflatten(self, k: Expr, begins: list, extents: list, t: DataType, names: Sequence[str] = (),
                    axes: tuple | None = None) -> list:
         """The indices (of type `t`) of flat index `k` (axis `axes[p]` at nesting level p, outermost first;
-        default the axes in order): one division per level but the innermost, `q = r // stride` then
-        `r -= q * stride`, unsigned at `k`'s width (every value is non-negative: a plain unsigned division, where
-        a signed floor division needs a remainder and sign fixes on every tier). `names` (the loop targets) are
-        recorded for the debugger on the statements computing them (`SrcLoc.var`)."""
+        default the axes in order): one division and remainder per level but the innermost, `q = r // stride`
+        then `r = r % stride`, unsigned at `k`'s width (every value is non-negative: plain unsigned divisions, where
+        signed floor divisions need sign fixes on every tier; LLVM makes one `div` of the pair). `names` (the loop
+        targets) are recorded for the debugger on the statements computing them (`SrcLoc.var`)."""
         order = tuple(axes) if axes is not None else tuple(range(len(extents)))
         ft = dtypes.unsigned_of(k.dtype)
 
@@ -274,13 +276,12 @@ class LoopMixin:
             loc = self.b.loc
             named = loc is not None and a < len(names)
             with self.b.at(dataclasses.replace(loc, var=names[a]) if named else None):
-                if above is not None:  # what the levels above left
-                    r = _e.emit(Op.MOD, (r, _e.cast_expr(above[1], ft)), ft)
-                if level == len(order) - 1:
-                    q = r
-                else:
-                    q = _e.emit(Op.FLOORDIV, (r, _e.cast_expr(strides[a], ft)), ft)
-                    above = (q, strides[a])
+                if above is not None:  # what the levels above leave
+                    r = _e.emit(Op.MOD, (r, above), ft)
+                q = r
+                if level < len(order) - 1:
+                    above = _e.cast_expr(strides[a], ft)
+                    q = _e.emit(Op.FLOORDIV, (r, above), ft)
                 v = _e.cast_expr(q, t)
                 b0 = begins[a]
                 out[a] = _e.binary("add", v, b0) if not (isinstance(b0, int) and b0 == 0) else v
