@@ -86,6 +86,13 @@ def test_a_flat_index_is_i64_only_where_the_product_of_the_extents_may_not_fit(q
     assert _types(nd_runtime_i64, 3, 4) == (i64, [i64, i64])  # (Quadrants': the bounds' promoted type)
 
 
+def test_a_field_axis_of_2_31_elements_is_refused_as_in_quadrants(qd_program):
+    """Fields (and qd ndarrays) keep Quadrants' limit of 2^31 - 1 elements per axis, with its error; only numpy and
+    torch arrays passed as ndarray arguments reach the i64 shapes of `LARGE_AXIS` instances."""
+    with pytest.raises(qd.QuadrantsRuntimeError, match="below 2\\*\\*31"):
+        qd.field(qd.u8, shape=(BIG, 2))
+
+
 def test_ndarray_instances_by_size_class(qd_program):
     """An ndarray argument's instance knows whether its arrays have fewer than 2^31 cells (then its loops stay
     i32), 2^31 cells or more, or an axis of 2^31 elements or more (then its shape and indices are i64). Arrays
@@ -320,6 +327,21 @@ def test_an_ndarray_axis_of_2_31_elements(arch):
         assert shape(x) == n
         assert positive(x) == 1
         assert tail(x) == 3 * n - 6
+
+
+def test_a_bounds_check_names_an_index_beyond_2_31_whole(arch):
+    """`debug=True` checks an index into an axis of 2^31 elements or more against its i64 extent."""
+    from conftest import init_arch
+
+    init_arch(arch, debug=True)
+
+    @qd.kernel
+    def past_the_end(x: qd.types.ndarray(qd.u8, ndim=2)) -> qd.i32:
+        return qd.i32(x[x.shape[0], 0])
+
+    with pytest.raises(qd.QuadrantsAssertionError, match=f"index {BIG} of axis 0 is out of \\[0, {BIG}\\)"):
+        past_the_end(np.zeros((BIG, 0), np.uint8))
+        qd.sync()
 
 
 # ------------------------------------------------------------------ 2^31 iterations and more (slow)
