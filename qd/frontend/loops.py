@@ -8,7 +8,7 @@ top of the body (so `break` in a serial ndrange leaves the whole nest, as in Pyt
 Index types (DESIGN §3): a loop variable has its bounds' promoted type (a Python int bound: i32, or i64
 when it does not fit); the flat index of a multi-axis loop is i32 where the product of the extents is
 known to fit (constant extents, a struct-for over a field or over an ndarray of fewer than 2^31 cells),
-else i64; every axis index has its own axis's type whatever the flat index's.
+else i64; the axis indices have the bounds' promoted type whatever the flat index's (i32 for i32 bounds).
 """
 
 from __future__ import annotations
