@@ -26,7 +26,7 @@ the kernel writes, and hands failures, prints and returns to the host code that 
 Launch numbers (a key of `qd.random`) are counted here, for every tier: `next_launch_id`.
 """
 
-from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdint cimport INT32_MAX, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memcmp, memcpy, memset
 from cpython.dict cimport PyDict_GetItem
@@ -59,6 +59,33 @@ DEF V_FLOAT = 0x100
 DEF V_SIGNED = 0x200
 DEF V_BOOL = 0x400
 DEF MAX_DIMS = 8
+
+cdef inline int size_class(cnp.npy_intp* dims, int nd) noexcept:
+    """`qd.ir.size_class` of the `nd` outer axes `dims`: 0 fewer than 2^31 cells (an empty axis counted as 1), 1
+    more with every axis below 2^31, 2 an axis of 2^31 or more (the instance's `BufferDecl.large` must match)."""
+    cdef int k
+    cdef int64_t cells = 1
+    cdef int cls = 0
+    for k in range(nd):
+        if dims[k] > INT32_MAX:
+            return 2
+        if cls == 0 and dims[k] > 1:
+            cells *= dims[k]
+            if cells > INT32_MAX:
+                cls = 1
+    return cls
+
+
+def size_class_of(tuple shape):
+    """`size_class` of `shape` (for tests: it must agree with `qd.ir.size_class`)."""
+    cdef cnp.npy_intp dims[MAX_DIMS]
+    cdef int k
+    if len(shape) > MAX_DIMS:
+        raise ValueError("too many axes")
+    for k in range(len(shape)):
+        dims[k] = shape[k]
+    return size_class(dims, len(shape))
+
 
 cdef uint64_t _epoch = 1
 cdef uint64_t _launch_id = 0
@@ -167,7 +194,7 @@ cdef class Plan:
     cdef int* pcode              # scalar: value code; ndarray: numpy type number (-1: numpy arrays refused)
     cdef int* pndim              # ndarray: dimensions of the storage (outer + element)
     cdef int* pwritten           # ndarray: the kernel writes it (bump its generation)
-    cdef list pexpect            # template: the value; ndarray: (qd spec, layout, element shape)
+    cdef list pexpect            # template: the value; ndarray: (qd spec, layout, element shape, size class)
     # buffers
     cdef Py_ssize_t nbuf
     cdef int* bkind
@@ -355,7 +382,8 @@ cdef class Plan:
                 return None
         else:
             return None
-        if cnp.PyArray_NDIM(<cnp.ndarray>a) != self.pndim[i]:
+        if cnp.PyArray_NDIM(<cnp.ndarray>a) != self.pndim[i] or \
+                size_class(cnp.PyArray_DIMS(<cnp.ndarray>a), self.pndim[i] - len(exp[2])) != exp[3]:
             return None
         if self.pwritten[i] and not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>a):  # the Python path refuses it
             return None

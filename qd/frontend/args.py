@@ -420,6 +420,11 @@ def ndarray_spec(p: Param, v: Any) -> tuple[DataType, int, tuple, Any, Callable 
     return dt, ndim, tuple(es), obj, post
 
 
+def size_class(obj: Any, ndim: int) -> int:
+    """`ir.size_class` of the outer axes of launch object `obj` (from `ndarray_spec`, `ndim` outer axes)."""
+    return ir.size_class(tuple(int(n) for n in obj.shape[:ndim]))
+
+
 def view_spec(p: Param, v: Any) -> tuple[DataType, int, tuple, Any, Callable | None]:
     """`ndarray_spec` of the ndarray behind BufferView argument `v` (QuadrantsRuntimeTypeError when `v` is no
     BufferView: a plain ndarray where a view is declared is refused)."""
@@ -634,14 +639,15 @@ def convert(sig: Signature, values: list) -> tuple[tuple, list, list]:
             args.extend(_matrix_args(p, v))
         elif p.kind == "view":
             dt, ndim, es, obj, cb = view_spec(p, v)
-            key.append((dt, ndim, es))
+            key.append((dt, ndim, es, size_class(obj, ndim)))
             args.extend((obj, v.offset, v.size))
             if cb is not None:
                 post.append(cb)
         else:
             dt, ndim, es, obj, cb = ndarray_spec(p, v)
             lay = getattr(obj, "_layout", None)
-            key.append((dt, ndim, es) if lay is None else (dt, ndim, es, lay))
+            large = size_class(obj, ndim)
+            key.append((dt, ndim, es, large) if lay is None else (dt, ndim, es, large, lay))
             args.append(obj)
             if cb is not None:
                 post.append(cb)
@@ -669,8 +675,9 @@ def bind_kernel_params(t: Any, sig: Signature, values: list, assigned: set) -> N
             t.ctx.bind(p.name, t.init_var(_v.read(ref), name=p.name) if p.name in assigned else ref)
         else:
             spec = view_spec(p, v) if p.kind == "view" else ndarray_spec(p, v)
+            large = size_class(spec[3], spec[1])
             tensor = _bind_ndarray(b, p.name, *spec[:3], getattr(spec[3], "_layout", None),
-                                   clamp=getattr(p.ann, "boundary", "unsafe") == "clamp")
+                                   clamp=getattr(p.ann, "boundary", "unsafe") == "clamp", large=large)
             t.ctx.bind(p.name, _view_param(b, p.name, tensor) if p.kind == "view" else tensor)
     for p in sig.user_params:
         if p.kind == "struct":
@@ -693,12 +700,13 @@ def _struct_ref(t: Any, p: Param) -> _v.StructRef:
 
 
 def _bind_ndarray(b: Any, name: str, dt: DataType, ndim: int, es: tuple,
-                  layout: tuple | None = None, clamp: bool = False) -> _v.GlobalTensor:
-    """Declares an ndarray launch arg and its buffer (physical axes); its GlobalTensor (canonical axes)."""
+                  layout: tuple | None = None, clamp: bool = False, large: int = ir.SMALL) -> _v.GlobalTensor:
+    """Declares an ndarray launch arg and its buffer (physical axes); its GlobalTensor (canonical axes).
+    `large`: the argument's `ir.size_class` (part of the instantiation key)."""
     ai = len(b.args)
     bi = len(b.buffers)
     b.add_arg(ir.ArgDecl(name=name, kind="ndarray", dtype=dt, buffer=bi))
-    decl = ir.BufferDecl(kind="ndarray", dtype=dt, ndim=ndim, elem_shape=es, arg=ai, name=name)
+    decl = ir.BufferDecl(kind="ndarray", dtype=dt, ndim=ndim, elem_shape=es, arg=ai, name=name, large=large)
     b.add_buffer(("arg", ai), decl, None)
     if clamp:
         b.clamped.add(bi)
