@@ -22,7 +22,9 @@ plus different constants); loops of one constant iteration. Indices are compared
 Across the launches of one Tape (`tape_stale_read`, run by `Tape.grad`): a needed read of an object that a later
 launch may write, unless an index dimension fixes the two apart with the launches' argument values (time-indexed
 fields: step t reads `x[t, i]` and writes `x[t + 1, i]`, in the kernel or in a `qd.func` given t). A launch inside a
-`grad_replaced` function is kept for its writes only: the Tape never replays its gradient.
+`grad_replaced` function is kept for its writes only: the Tape never replays its gradient. The Tape saves a copy
+before such an overwrite (`qd.ad.snapshots`, matching writes against pending reads with `overlap`), and before a
+launch whose own stale reads a copy from before it serves (`before_launch_buffers`); what is left is refused.
 """
 
 from __future__ import annotations
