@@ -89,7 +89,7 @@ def main() -> None:
     print(f"arch={arch} steps={steps}")
     print(f"{'n':>8} {'copies':>7} {'copied MB':>10} {'indexed MB':>11} {'in-place ms':>12} {'indexed ms':>11}")
     for n in sizes:
-        in_place, time_indexed, x, xs, w = _programs(n, steps)
+        in_place, time_indexed, _, xs, w = _programs(n, steps)
         tape = in_place()
         g = w.grad.to_numpy()
         time_indexed()
