@@ -6,7 +6,7 @@ The programs are small models of difftaichi's examples (github.com/taichi-dev/di
 launched inside a `grad_replaced` function with scratch fields reused every step (`diffmpm.py`), a time-indexed read
 inside a `qd.func` that receives the step as a parameter (`billiards.py`), scans along a serial loop indexed through
 a copy of the loop variable or a per-ray base (volume rendering, NeRF-style), and the read-before-overwrite of
-`electric.py`, which stays refused."""
+`electric.py`, which the Tape makes right by saving the values read before they are overwritten."""
 
 from __future__ import annotations
 
@@ -136,9 +136,10 @@ def test_kernels_of_a_grad_replaced_step_reuse_scratch_fields(arch: object) -> N
     np.testing.assert_allclose(got_k, want_k, rtol=1e-6)
 
 
-def test_a_grad_replaced_launch_overwriting_a_recorded_read_is_refused(arch: object) -> None:
+def test_a_grad_replaced_launch_overwriting_a_recorded_read_gets_the_read_values(arch: object) -> None:
     """The writes of a grad_replaced function's kernels still count: a recorded kernel whose read one of them
-    overwrites would replay it with the new value."""
+    overwrites gets that read back from the copy the Tape saved before the overwrite (`qd.ad.snapshots`), so its
+    gradient is taken at the values it read (d sum x^2 / dx = 2 x0, not 2 (x0 + 1)); x ends as the forward left it."""
     x = qd.field(qd.f64, shape=4, needs_grad=True)
     loss = qd.field(qd.f64, shape=(), needs_grad=True)
     x.from_numpy(X0)
@@ -161,10 +162,12 @@ def test_a_grad_replaced_launch_overwriting_a_recorded_read_is_refused(arch: obj
     def step_grad():
         pass
 
-    refusal = r"kernel `square` reads `x` .*`shift`, launched after"
-    with pytest.raises(qd.QuadrantsCompilationError, match=refusal), qd.ad.Tape(loss):
+    with qd.ad.Tape(loss) as tape:
         square()
         step()
+    np.testing.assert_allclose(x.grad.to_numpy(), 2 * X0, rtol=1e-12)
+    np.testing.assert_array_equal(x.to_numpy(), X0 + 1.0)
+    assert tape.saved["copies"] == 1
 
 
 # ---------------------------------------------------------------- billiards.py: a step read inside a qd.func
@@ -275,7 +278,7 @@ def _electric(through_func: bool) -> tuple:
     @qd.kernel
     def advance(t: qd.i32):
         for _ in range(1):
-            force = 0.0
+            force = qd.f64(0.0)  # f64 throughout: the test takes finite differences
             for i in qd.static(range(n)):
                 force += hidden[t, i]
             v[t] = v[t - 1] + 0.1 * force
@@ -291,18 +294,39 @@ def _electric(through_func: bool) -> tuple:
             advance(t)
             compute_loss(t)
 
-    return loss, forward
+    def reset() -> None:  # what a previous iteration left in x[t], v[t] is what nn1(t) reads (not zero)
+        x.from_numpy(np.linspace(0.4, 0.7, steps))
+        v.from_numpy(np.linspace(0.1, -0.2, steps))
+        hidden.fill(0.0)
+
+    forward.reset = reset
+    return loss, forward, w
 
 
 @pytest.mark.parametrize("through_func", [False, True], ids=["direct", "through-func"])
-def test_a_read_the_same_step_overwrites_is_still_refused(arch: object, through_func: bool) -> None:
+def test_a_read_the_same_step_overwrites_gets_the_true_gradient(arch: object, through_func: bool) -> None:
     """difftaichi `electric.py`: `nn1(t)` reads `x[t]` before `advance(t)` writes `x[t]`; Quadrants and Taichi
-    differentiate a replay that does not match the forward pass. qd refuses it, whether the read is in the kernel
-    or in a `qd.func` that receives t."""
-    loss, forward = _electric(through_func)
-    refusal = r"kernel `nn1` reads `x` .*`advance`, launched after it"
-    with pytest.raises(qd.QuadrantsCompilationError, match=refusal), qd.ad.Tape(loss):
-        forward()
+    differentiate a replay that does not match the forward pass. qd's Tape saves `x`, `v` before `advance(t)`
+    overwrites them and replays nn1's gradient with the values it read, whether the read is in the kernel or in a
+    `qd.func` that receives t: d loss / d w equals central finite differences of the forward pass."""
+    loss, forward, w = _electric(through_func)
+    w0 = w.to_numpy().copy()
+
+    def run(wv: np.ndarray, tape: bool) -> float:
+        w.from_numpy(wv)
+        _reset()
+        if tape:
+            with qd.ad.Tape(loss):
+                forward()
+        else:
+            loss[None] = 0.0
+            forward()
+        return loss[None]
+
+    _reset = forward.reset
+    run(w0, tape=True)
+    got = w.grad.to_numpy()
+    np.testing.assert_allclose(got, _central(lambda a: run(a, False), w0), rtol=1e-6, atol=1e-9)
 
 
 # ---------------------------------------------------------------- scans in one kernel: kernel.grad

@@ -22,13 +22,15 @@ plus different constants); loops of one constant iteration. Indices are compared
 Across the launches of one Tape (`tape_stale_read`, run by `Tape.grad`): a needed read of an object that a later
 launch may write, unless an index dimension fixes the two apart with the launches' argument values (time-indexed
 fields: step t reads `x[t, i]` and writes `x[t + 1, i]`, in the kernel or in a `qd.func` given t). A launch inside a
-`grad_replaced` function is kept for its writes only: the Tape never replays its gradient.
+`grad_replaced` function is kept for its writes only: the Tape never replays its gradient. The Tape saves a copy
+before such an overwrite (`qd.ad.snapshots`, matching writes against pending reads with `overlap`), and before a
+launch whose own stale reads a copy from before it serves (`before_launch_buffers`); what is left is refused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -176,25 +178,61 @@ def _stale(load: ir.GlobalLoad, write: ir.Stmt, pos: dict, f: Forms) -> bool:
                 and all(isinstance(loop, ir.RangeFor) and _owned(load, write, loop, f) for loop, _ in shared))
 
 
-def stale_read(k: ir.KernelIR, grads: Sequence[int]) -> ir.GlobalLoad | None:
-    """The first load of `k` (pre-offload) whose replay in reverse mode would read another value than the
-    forward pass did, where the gradient needs that value (`grads`: the buffers with a gradient, which make
-    values active); None when there is none."""
+def _before_launch_serves(load: ir.GlobalLoad, write: ir.Stmt, pos: dict, f: Forms) -> bool:
+    """Whether the forward pass read, at `load`, the cell as it was before the launch whatever `write` does: the
+    two are fixed apart, or the write comes after the read in program order and no loop around both runs it before
+    the read (shared loops are parallel ones giving each iteration its own cells)."""
+    if _apart(load, write, f):
+        return True
+    lp, wp = pos[load], pos[write]
+    if wp.order <= lp.order:
+        return False
+    shared = [(loop, par) for loop, par in lp.loops if any(loop is w for w, _ in wp.loops) and not _once(loop)]
+    return all(par and isinstance(loop, ir.RangeFor) and _owned(load, write, loop, f) for loop, par in shared)
+
+
+def _needed_stale(k: ir.KernelIR, grads: Sequence[int]) -> tuple[list, list, dict]:
+    """(needed loads of buffers `k` writes, those of them whose replay is stale, the writes by buffer)."""
     writes: dict = {}
     for s in ir.walk(k.body):
         if isinstance(s, _WRITES):
             writes.setdefault(s.ptr.buffer, []).append(s)
     loads = [s for s in ir.walk(k.body) if isinstance(s, ir.GlobalLoad) and s.ptr.buffer in writes]
     if not loads:
-        return None
+        return [], [], writes
     pos, users, forms = _positions(k), _users(k), Forms(k.body)
     local_loads, stores = _locals(k)
     active = _Activity(stores, set(grads))
-    for load in loads:
-        if any(_stale(load, w, pos, forms) for w in writes[load.ptr.buffer]) \
-                and _needed(load, users, local_loads, active):
-            return load
-    return None
+    needed = [s for s in loads if _needed(s, users, local_loads, active)]
+    stale = [s for s in needed if any(_stale(s, w, pos, forms) for w in writes[s.ptr.buffer])]
+    return needed, stale, writes
+
+
+def stale_loads(k: ir.KernelIR, grads: Sequence[int]) -> list[ir.GlobalLoad]:
+    """The loads of `k` (pre-offload) whose replay in reverse mode would read another value than the forward pass
+    did, where the gradient needs that value (`grads`: the buffers with a gradient, which make values active)."""
+    return _needed_stale(k, grads)[1]
+
+
+def stale_read(k: ir.KernelIR, grads: Sequence[int]) -> ir.GlobalLoad | None:
+    """The first of `stale_loads`, or None when there is none."""
+    loads = stale_loads(k, grads)
+    return loads[0] if loads else None
+
+
+def before_launch_buffers(k: ir.KernelIR, grads: Sequence[int]) -> frozenset:
+    """The buffers of `k` with a stale needed load whose every needed load reads the buffer as it was before the
+    launch (`_before_launch_serves` for each of its writes): a replay given the buffer's values from before the
+    launch (the Tape's saved copy, `qd.ad.snapshots`) reads what the forward pass read (`y[i] = y[i] * x[i]`)."""
+    needed, stale, writes = _needed_stale(k, grads)
+    if not stale:
+        return frozenset()
+    pos, forms = _positions(k), Forms(k.body)
+    out = set()
+    for b in {s.ptr.buffer for s in stale}:
+        if all(_before_launch_serves(s, w, pos, forms) for s in needed if s.ptr.buffer == b for w in writes[b]):
+            out.add(b)
+    return frozenset(out)
 
 
 # ---------------------------------------------------------------- across the kernels of one Tape
@@ -240,6 +278,10 @@ class Launch:
     args: list
     buffer_names: list
     generations: dict  # buffer -> its owner's generation counter after the launch, for the buffers it reads
+    before: frozenset = frozenset()  # buffers its gradient reads as they were before it (`before_launch_buffers`)
+    # buffers whose reads its replay gets from a copy the Tape saved (`qd.ad.snapshots`), not from the live object
+    saved: set = field(default_factory=set)
+    call: int = -1  # its index in the Tape's calls (a replayed launch), else -1
 
 
 def _values(a: Access, args: list) -> tuple:
@@ -265,6 +307,8 @@ def tape_outside_write(launches: Sequence[Launch]) -> tuple | None:
     after: dict = {}  # id(owner) -> generation bumps of the launches after the current one (each bumps once a buffer)
     for launch in reversed(launches):
         for r in launch.reads:
+            if r.buffer in launch.saved:
+                continue  # its replay reads a saved copy
             owner, gen = launch.owners[r.buffer], launch.generations.get(r.buffer)
             if gen is not None and getattr(owner, "generation", None) is not None \
                     and owner.generation - gen > after.get(id(owner), 0):
@@ -276,10 +320,15 @@ def tape_outside_write(launches: Sequence[Launch]) -> tuple | None:
 
 
 def tape_stale_read(launches: Sequence[Launch]) -> tuple | None:
-    """(reading launch, its read, writing launch, its write) for the first read of a Tape's launch that a later
-    launch of the same Tape may overwrite, or None. The gradient of the reading kernel replays its reads after
-    every forward launch: a cell written since holds another value. Cells are told apart by the index dimensions
-    both fix to constants or scalar arguments (`x[t, i]` read by step t, `x[t + 1, i]` written by it)."""
+    """The first of `tape_stale_reads`, or None."""
+    return next(tape_stale_reads(launches), None)
+
+
+def tape_stale_reads(launches: Sequence[Launch]) -> Iterator[tuple]:
+    """(reading launch, its read, writing launch, its write) for every read of a Tape's launch that a later launch
+    of the same Tape may overwrite (one write each, latest reads first). The gradient of the reading kernel replays
+    its reads after every forward launch: a cell written since holds another value. Cells are told apart by the
+    index dimensions both fix to constants or scalar arguments (`x[t, i]` read by step t, `x[t + 1, i]` written)."""
     # id(owner) -> {positions a write fixes: {those values: (launch, write)}}: one lookup per read and kind of write
     later: dict = {}
     for launch in reversed(launches):
@@ -295,7 +344,8 @@ def tape_stale_read(launches: Sequence[Launch]) -> tuple | None:
                     hit = next((lw for vals, lw in cells.items() if all(
                         rv[p] is None or rv[p] == v for p, v in zip(fixed, vals))), None)
                 if hit is not None:
-                    return (launch, r) + hit
+                    yield (launch, r) + hit
+                    break
         for w in launch.writes:
             owner = launch.owners[w.buffer]
             if owner is not None:
@@ -303,5 +353,18 @@ def tape_stale_read(launches: Sequence[Launch]) -> tuple | None:
                 fixed = tuple(p for p, v in enumerate(wv) if v is not None)
                 later.setdefault(id(owner), {}).setdefault(fixed, {}).setdefault(
                     tuple(wv[p] for p in fixed), (launch, w))
-    return None
-__all__ = ["Access", "Launch", "accesses", "stale_read", "tape_outside_write", "tape_stale_read"]
+
+
+def overlap(read: tuple, write: tuple) -> bool:
+    """Whether a read and a write of one object (their `access_values`) may reach the same cell: they agree in
+    every dimension both fix (dimensions of different counts: may)."""
+    if len(read) != len(write):
+        return True
+    return all(r is None or w is None or r == w for r, w in zip(read, write))
+
+
+access_values = _values
+
+
+__all__ = ["Access", "Launch", "access_values", "accesses", "before_launch_buffers", "overlap", "stale_loads",
+           "stale_read", "tape_outside_write", "tape_stale_read", "tape_stale_reads"]

@@ -24,7 +24,7 @@ from qd.ad import tape as _tape
 from qd.ad.forward import forward as _forward
 from qd.ad.reverse import reverse as _reverse
 from qd.ad.validation import check_reverse_supported as _check_reverse
-from qd.ad.validation import stale_read_error as _stale_read_error
+from qd.ad.validation import stale_read_errors as _stale_read_errors
 from qd.ad.validation import validate_global_access as _validate
 from qd.errors import QuadrantsCompilationError, QuadrantsRuntimeError, QuadrantsSyntaxError
 from qd.frontend import args as _args
@@ -153,12 +153,22 @@ class Kernel:
             launch_args = list(launch_args) + grad_arrays
         self._last_ck = ck
         if mode == "grad" and ck.stale is not None and self._primal_launched:
-            raise type(ck.stale)(str(ck.stale))  # the forward kernel ran: its replay would read what it wrote
+            # the forward kernel ran: its replay would read what it wrote, unless a Tape put those buffers back
+            err = _stale_unserved(ck, bindings, launch_args, ad_state.before)
+            if err is not None:
+                raise type(err)(str(err))
         if mode in ("", "validate"):
             self._primal_launched = True
         if mode == "validate":  # fresh zeroed checkbits for every validated launch
             bindings = [b.zeros() if isinstance(b, _Checkbits) else b for b in bindings]
 
+        taped = None
+        if tape is not None and mode in ("", "validate") and hasattr(tape, "launched"):
+            # a launch inside a `grad_replaced` function: the Tape never replays its gradient (the function's
+            # `grad_for` does), so only its writes matter (to the recorded launches before it)
+            taped = _tape_launch(self, ck, bindings, launch_args, not ad_state.grad_replaced)
+            if hasattr(tape, "launching"):  # before the launch: the Tape saves what it overwrites (`qd.ad.snapshots`)
+                tape.launching(taped)
         try:
             result = _launch.launch(ck, bindings, launch_args)
         except RecursionError:  # compiling for a tier at its first launch (GPU code, native code)
@@ -166,10 +176,9 @@ class Kernel:
         finally:
             for fn in post:
                 fn()
-        if tape is not None and mode in ("", "validate") and hasattr(tape, "launched"):
-            # a launch inside a `grad_replaced` function: the Tape never replays its gradient (the function's
-            # `grad_for` does), so only its writes matter (to the recorded launches before it)
-            tape.launched(_tape_launch(self, ck, bindings, launch_args, not ad_state.grad_replaced))
+        if taped is not None:
+            taped.generations = {r.buffer: getattr(taped.owners[r.buffer], "generation", None) for r in taped.reads}
+            tape.launched(taped)
         if mode in ("", "grad"):  # the plan later calls of this shape launch through (primal, or kernel.grad)
             plan = None if tape is not None or nd_grads or ck.stale is not None else \
                 _launch_plan.armed(ck, sig, values, bindings, key not in self._hidden, self._guards.get(key, ()))
@@ -237,7 +246,7 @@ class Kernel:
 
         ck = _launch.compile_kernel(k_ir)
         if mode == "grad":
-            ck.stale = stale
+            ck.stale, ck.stale_by_buffer = next(iter(stale.values()), None), stale
         if hidden:
             self._hidden[key] = tuple(hidden)
         sig = self.signature
@@ -268,7 +277,7 @@ def _reverse_instance(k_ir: ir.KernelIR, bindings: list, nd_grads: tuple = ()) -
     gets a grad buffer, bound to that grad field; every ndarray argument listed in `nd_grads` (indices
     of its ArgDecl, whose launch value has a `.grad`) gets a grad buffer behind a new ndarray ArgDecl
     `<name>.grad`, appended after the kernel's own args (the frontend appends the grads' launch args). Third:
-    the error of a read its replay would see stale, or None (raised by a launch after the primal ran)."""
+    the errors of the reads its replay would see stale, by buffer (raised by a launch after the primal ran)."""
     if any(decl.kind != "field" and getattr(b, "grad", None) is not None for decl, b in zip(k_ir.buffers, bindings)):
         raise NotImplementedError("kernel.grad: gradients of ndarrays bound as globals are not supported yet "
                                   "(only fields with needs_grad=True and ndarray arguments)")
@@ -276,7 +285,7 @@ def _reverse_instance(k_ir: ir.KernelIR, bindings: list, nd_grads: tuple = ()) -
              if decl.kind == "field" and getattr(bindings[b], "has_grad", lambda: False)()]
     grads += [b for b, decl in enumerate(k_ir.buffers) if decl.kind == "ndarray" and decl.arg in nd_grads]
     _check_reverse(k_ir, grads)
-    stale = _stale_read_error(k_ir, grads)
+    stale = _stale_read_errors(k_ir, grads)
     from qd.passes.runner import run_passes
 
     def rev(k: ir.KernelIR) -> ir.KernelIR:
@@ -300,21 +309,37 @@ def _reverse_instance(k_ir: ir.KernelIR, bindings: list, nd_grads: tuple = ()) -
 
 def _tape_launch(kernel: Kernel, ck: Any, bindings: list, launch_args: list, replayed: bool) -> Any:
     """What a Tape keeps of a launch to find reads a later launch overwrites (`qd.ad.stale_reads`): its writes, and
-    the reads its gradient needs where the Tape replays that gradient (`replayed`: the launch was recorded)."""
-    from qd.ad.stale_reads import Launch, accesses
+    where the Tape replays its gradient (`replayed`: the launch was recorded) the reads that gradient needs and the
+    buffers it needs as they were before the launch (`before_launch_buffers`: their reads are served by the copy
+    the Tape saves before the launch, so they are not kept as reads). Its `generations` are set after the launch."""
+    from qd.ad.stale_reads import Launch, accesses, before_launch_buffers
 
     if ck.tape_accesses is None:
         grads = [b for b, decl in enumerate(ck.ir.buffers)
                  if (decl.kind == "field" and getattr(bindings[b], "has_grad", lambda: False)())
                  or (decl.kind == "ndarray" and getattr(launch_args[decl.arg], "grad", None) is not None)]
-        ck.tape_accesses = accesses(ck.ir, grads)
-    reads, writes = ck.tape_accesses
+        reads, writes = accesses(ck.ir, grads)
+        before = before_launch_buffers(ck.ir, grads)
+        ck.tape_accesses = ([r for r in reads if r.buffer not in before], writes, before)
+    reads, writes, before = ck.tape_accesses
     if not replayed:
-        reads = []
+        reads, before = [], frozenset()
     owners = _launch._owners(ck, bindings, launch_args)
-    generations = {r.buffer: getattr(owners[r.buffer], "generation", None) for r in reads}
     return Launch(kernel.fn.__name__, reads, writes, owners, list(launch_args), [decl.name for decl in ck.ir.buffers],
-                  generations)
+                  {}, before)
+
+
+def _stale_unserved(ck: Any, bindings: list, launch_args: list, before: frozenset) -> Exception | None:
+    """The error of the first stale read of a `kernel.grad` launch (`ck.stale_by_buffer`) whose object a Tape did
+    not put back as it was before the forward launch (`before`: their ids), or None."""
+    from qd.ad.snapshots import storage
+
+    owners = _launch._owners(ck, bindings, launch_args) if before else ()
+    for b, err in ck.stale_by_buffer.items():
+        obj = storage(owners[b]) if before else None
+        if obj is None or id(obj) not in before:
+            return err
+    return None
 
 
 class _Checkbits:

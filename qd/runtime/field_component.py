@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from qd.errors import QuadrantsRuntimeError
-from qd.runtime._hostdata import cast_scalar, import_torch, to_python
+from qd.runtime._hostdata import before_host_write, cast_scalar, import_torch, to_python
 
 if TYPE_CHECKING:
     from qd.runtime.fields import Field
@@ -101,10 +101,12 @@ class FieldComponent:
 
     def __setitem__(self, key: Any, value: Any) -> None:
         idx = self._field._normalize_key(key)
+        before_host_write(self._field)
         self._view()[idx] = cast_scalar(value, self.dtype)
         self._field._bump()
 
     def fill(self, val: Any) -> None:
+        before_host_write(self._field)
         self._view()[...] = cast_scalar(val, self.dtype)
         self._field._bump()
 
@@ -115,6 +117,7 @@ class FieldComponent:
         a = np.asarray(arr)
         if tuple(a.shape) != tuple(self.shape):
             raise ValueError(f"Mismatch shape: {tuple(self.shape)} expected, but {tuple(a.shape)} provided")
+        before_host_write(self._field)
         np.copyto(self._view(), a, casting="unsafe")
         self._field._bump()
 

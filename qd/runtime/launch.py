@@ -60,7 +60,9 @@ class CompiledKernel:
     tier_stats: Any = None  # on a GPU arch: the callable behind `kernel.stats`
     plan: Any = None  # the compiled launch plan (`qd/runtime/launch_plan.py`); False: this instance has none
     stale: Exception | None = None  # a reverse instance's stale read (`qd.ad.validation.stale_read_error`)
-    tape_accesses: Any = None  # (reads, writes) a Tape compares across launches (`qd.ad.stale_reads.accesses`)
+    stale_by_buffer: dict = field(default_factory=dict)  # the first stale read's error of each buffer
+    # (reads, writes, buffers read as before the launch) a Tape compares across launches (`qd.ad.stale_reads`)
+    tape_accesses: Any = None
     _code: KernelCode | None = None
     _consts: np.ndarray | None = None
 
