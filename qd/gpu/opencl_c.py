@@ -82,7 +82,11 @@ static inline ushort qd_f2hb(float x) {
   if (qd_isnan_bits(u)) return (ushort)(((u >> 16) & 0x8000u) | 0x7E00u | ((u >> 13) & 0x3FFu));
   vstore_half_rte(x, 0, (__private half*)&h); return h;
 }
-static inline float qd_rh(float x) { ushort h = qd_f2hb(x); return vload_half(0, (__private half*)&h); }
+static inline float qd_h2f(ushort h) {  /* a load: NaNs keep sign and payload, quieted (NVIDIA's vload_half doesn't) */
+  if ((h & 0x7FFFu) <= 0x7C00u) return vload_half(0, (__private half*)&h);
+  return as_float((((uint)h & 0x8000u) << 16) | 0x7FC00000u | (((uint)h & 0x3FFu) << 13));
+}
+static inline float qd_rh(float x) { return qd_h2f(qd_f2hb(x)); }
 static inline short qd_f16_bits(float x) {
   uint u = as_uint(x), m = (u >> 13) & 0x3FFu;
   return qd_isnan_bits(u) ? (short)(((u >> 16) & 0x8000u) | 0x7C00u | (m ? m : 0x200u)) : (short)qd_f2hb(x);
@@ -158,7 +162,7 @@ static inline float NAME(volatile __global half* p, float v) {                  
   ulong addr = (ulong)p; volatile __global uint* w = (volatile __global uint*)(addr & ~3UL);  \
   uint shift = (uint)(addr & 3UL) * 8u, mask = 0xFFFFu << shift;                             \
   uint old = *w;                                                                             \
-  for (;;) { ushort ob = (ushort)((old & mask) >> shift); float o = vload_half(0, (const __private half*)&ob); \
+  for (;;) { ushort ob = (ushort)((old & mask) >> shift); float o = qd_h2f(ob); \
              float n = (EXPR); ushort nb = qd_f2hb(n);                                      \
              uint nw = (old & ~mask) | ((uint)nb << shift);                                  \
              uint seen = atomic_cmpxchg(w, old, nw); if (seen == old) return o; old = seen; }  \
@@ -506,11 +510,11 @@ class _Fn:
         if s.volatile and dt is T.f16:  # the bits through a volatile pointer (vload_half takes no volatile one)
             bits = self.fresh("hb")
             self.emit(f"ushort {bits} = *((volatile __global ushort*){p});")
-            self.define(s, reg(dt), f"vload_half(0, (const __private half*)&{bits})")
+            self.define(s, reg(dt), f"qd_h2f({bits})")
             return
         if s.volatile:  # read through a volatile pointer: never cached or hoisted
             p = f"((volatile __global {_MEM[dt]}*){p})"
-        expr = f"vload_half(0, {p})" if dt is T.f16 else f"((int)(*{p} != 0))" if dt is T.u1 else f"*{p}"
+        expr = f"qd_h2f(*((__global ushort*){p}))" if dt is T.f16 else f"((int)(*{p} != 0))" if dt is T.u1 else f"*{p}"
         self.define(s, reg(dt), expr)
 
     def s_GlobalStore(self, s: ir.GlobalStore) -> None:
