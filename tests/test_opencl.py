@@ -89,3 +89,59 @@ def test_without_64_bit_atomics_the_adstack_is_sized_by_the_32_bit_max_reducer(n
     assert plan is not None and plan.sizes == [int(n.max())]
     assert [key[1] for key in plan.task_kernels] == [False]  # the u32 variant of the device's reducer kernel
     np.testing.assert_allclose(x.grad.to_numpy(), 0.5 ** n, rtol=1e-6)
+
+
+def _sources(kernel: Any) -> str:
+    return "".join(st.prog.kernel.source for st in kernel._last_ck.device.values())
+
+
+def _sum_and_count(arch: Any) -> Any:
+    @qd.kernel
+    def k(x: qd.types.ndarray(qd.f32, 1), a: qd.types.ndarray(qd.i32, 1)) -> qd.f32:
+        s = 0.0
+        for i in x:
+            d = 0
+            while d < a[i] % 3:
+                x[i] += 1.0  # an atomic in a data-dependent loop
+                d += 1
+            s += x[i]
+        return s
+
+    return k
+
+
+def test_a_cpu_device_gets_no_barrier(arch: Any) -> None:
+    """PoCL 3.1 miscompiled the work group's barrier after a data-dependent loop (issue 27 item 10): on a CPU
+    device a reduction ends with one atomic per work item, and no kernel has a barrier."""
+    from qd.runtime import device
+
+    backend = device.current().backend
+    if not backend.blocked:
+        pytest.skip(f"OpenCL device {backend.device_name} is no CPU")
+    assert backend.group_reduce is False
+    k = _sum_and_count(arch)
+    a = np.arange(1000, dtype=np.int32)
+    x = np.zeros(1000, np.float32)
+    assert k(x, a) == float((a % 3).sum())
+    assert "barrier(" not in _sources(k) and "atom" in _sources(k)
+
+
+def test_the_group_tree_reduction(arch: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local-memory tree a GPU gets (`group_reduce`), run on whatever device is here (a body without the
+    loops PoCL miscompiles before a barrier)."""
+    from qd.runtime import device
+
+    monkeypatch.setattr(device.current().backend, "group_reduce", True)
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(qd.f32, 1), a: qd.types.ndarray(qd.i32, 1)) -> qd.f32:
+        s = 0.0
+        for i in x:
+            s += x[i]
+            qd.atomic_max(a[0], qd.cast(x[i], qd.i32))
+        return s
+
+    x = np.arange(5000, dtype=np.float32) % 7
+    a = np.zeros(1, np.int32)
+    assert k(x, a) == float(x.sum()) and a[0] == 6
+    assert "barrier(CLK_LOCAL_MEM_FENCE)" in _sources(k)

@@ -117,6 +117,10 @@ class OpenCLBackend:
         # atomics): on a GPU fewer, longer groups contend less (W2 2^24 on the H200's OpenCL: 0.37 ms of device
         # time at 8 groups per compute unit, 0.16 at 4, 0.098 at 2, 0.095 at 1)
         self.reduce_groups = self.max_groups if self.blocked else units * 2
+        # the group's local-memory tree (barriers) only on a GPU: on a CPU device the work items of a group run
+        # in turn on one core (the tree gains nothing), and PoCL 3.1 miscompiles a barrier after a data-dependent
+        # loop holding a compare-and-swap loop (a wild read; issue 27 item 10)
+        self.group_reduce = not self.blocked
         self._dummy = cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, 8)
 
     @property
@@ -160,7 +164,8 @@ class OpenCLBackend:
     # ------------------------------------------------------------ code
     def compile(self, k: ir.KernelIR, fast_math: bool, print_words: int, cache_dir: str | None = None) -> Program:
         t0 = time.perf_counter()
-        ck = opencl_c.build(k, fast_math, print_words, LOCAL_SIZE, self.blocked, self.caps.int64_atomics)
+        ck = opencl_c.build(k, fast_math, print_words, LOCAL_SIZE, self.blocked, self.caps.int64_atomics,
+                            self.group_reduce)
         if ck.uses_fp64 and not self.caps.float64:
             from qd.errors import QuadrantsTypeError
 
