@@ -11,14 +11,22 @@ A launch: the slot (status, print length, returns, context words; a host array w
 copied in, temporaries are zero-filled, each task's kernel runs with (slot, its random key, the print buffer,
 every buffer), and the header (and the print buffer, where the kernel prints) is copied back; the last
 copy's event is the launch's completion. Everything is on the one in-order queue.
+
+A driver call that fails with anything but an OpenCL error status (`cl.Error`) threw through the driver: PoCL's
+compiler, out of memory under a memory limit, throws `std::bad_alloc` through its C code and leaves its compiler
+lock held, after which building a program or releasing one blocks forever (also at `qd.reset` and at exit).
+The backend is then *broken*: every program it made is kept (never released), and a later compile raises at
+once instead of blocking; kernels already built still launch.
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import itertools
 import os
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +58,19 @@ class Program:
     from_cache: bool = False
     serial: int = field(default_factory=lambda: next(_serials))
     events: Any = None  # (first, last) kernel events of the last launch (`elapsed_ms`)
+
+
+class CompilerRefused(RuntimeError):
+    """The driver's compiler refused a program (an OpenCL status: a bug in the generated source)."""
+
+
+_kept: list = []  # driver objects never to be released (a broken driver blocks in their release)
+
+
+def _keep_forever(obj: Any) -> None:
+    """`obj` is never freed, not even at interpreter exit (its finaliser would call into a broken driver)."""
+    _kept.append(obj)
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
 
 
 class Buffer:
@@ -101,6 +122,7 @@ class OpenCLBackend:
         self.cl = cl
         self.device = _choose_device(cl)
         self.ctx = cl.Context([self.device])
+        self._platform = str(self.device.platform.name).strip()  # (no driver call once it is broken)
         self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
         ext = self.device.extensions
         self.caps = Caps(int64_atomics="cl_khr_int64_extended_atomics" in ext, float64="cl_khr_fp64" in ext)
@@ -117,6 +139,9 @@ class OpenCLBackend:
         # atomics): on a GPU fewer, longer groups contend less (W2 2^24 on the H200's OpenCL: 0.37 ms of device
         # time at 8 groups per compute unit, 0.16 at 4, 0.098 at 2, 0.095 at 1)
         self.reduce_groups = self.max_groups if self.blocked else units * 2
+        self.broken: str | None = None  # why the driver can no longer build or release programs (`_driver_threw`)
+        # every program made, by serial (kept for ever once the driver is broken)
+        self._programs: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         # the group's local-memory tree (barriers) only on a GPU: on a CPU device the work items of a group run
         # in turn on one core (the tree gains nothing), and PoCL 3.1 miscompiles a barrier after a data-dependent
         # loop holding a compare-and-swap loop (a wild read; issue 27 item 10)
@@ -142,7 +167,12 @@ class OpenCLBackend:
 
     # ------------------------------------------------------------ memory
     def alloc(self, nbytes: int, host: bool = False) -> Buffer:
-        return Buffer(self.cl, self.ctx, nbytes, host)
+        try:
+            return Buffer(self.cl, self.ctx, nbytes, host)
+        except self.cl.Error as e:
+            raise MemoryError(f"qd: OpenCL device {self.device_name} could not allocate a buffer of {int(nbytes)} "
+                              f"bytes ({e}; its largest buffer is {int(self.device.max_mem_alloc_size)} bytes, its "
+                              f"memory {int(self.device.global_mem_size)}): use smaller fields or ndarrays") from None
 
     def free(self, buf: Buffer) -> None:
         buf.dev.release()
@@ -171,12 +201,39 @@ class OpenCLBackend:
 
             raise QuadrantsTypeError(f"kernel {k.name} uses f64, which OpenCL device {self.device_name} lacks "
                                      f"(no cl_khr_fp64)")
-        program, from_cache = self._program(k.name, ck.source, cache_dir)
-        kernels = [getattr(program, t.name) for t in ck.tasks]
+        if self.broken is not None:
+            from qd.errors import QuadrantsRuntimeError
+
+            raise QuadrantsRuntimeError(f"qd: cannot compile kernel {k.name} on OpenCL: {self.broken}")
+        try:
+            program, from_cache = self._program(k.name, ck.source, cache_dir)
+            kernels = [getattr(program, t.name) for t in ck.tasks]
+        except (self.cl.Error, CompilerRefused):
+            raise
+        except Exception as e:  # noqa: BLE001  thrown through the driver: see the module docstring
+            raise self._driver_threw(e, f"building kernel {k.name}") from None
         base = HEADER_WORDS + ck.nrets + len(ck.ctx)
         ck.ctx = list(ck.ctx) + [("rng", n) for n in range(len(ck.tasks))]
         return Program(ck, program, kernels, [base + n for n in range(len(ck.tasks))],
                        compile_ms=(time.perf_counter() - t0) * 1e3, from_cache=from_cache)
+
+    def _driver_threw(self, e: BaseException, what: str) -> BaseException:
+        """The driver threw `e` (no OpenCL status) while `what`: it is broken from now on (the module docstring);
+        every program it made is kept for ever. Returns the error to raise (a MemoryError stays one)."""
+        if self.broken is None:
+            self.broken = (f"the OpenCL driver ({self._platform}) failed with "
+                           f"{type(e).__name__}: {e} while {what}; it cannot build or release programs in this process "
+                           f"any more (PoCL leaves its compiler locked): restart the process to compile new kernels; "
+                           f"the kernels built before still run")
+            for program in list(self._programs.values()):
+                _keep_forever(program)
+        return (MemoryError if isinstance(e, MemoryError) else RuntimeError)(f"qd: {self.broken}")
+
+    def _new_program(self, *args: Any) -> Any:
+        """`cl.Program(*args)`, recorded (`_driver_threw` keeps it for ever once the driver is broken)."""
+        program = self.cl.Program(*args)
+        self._programs[next(_serials)] = program
+        return program
 
     def _program(self, name: str, source: str, cache_dir: str | None) -> tuple[Any, bool]:
         """The built program of OpenCL C `source`, and whether its binary came from the on-disk cache. The cache
@@ -192,13 +249,13 @@ class OpenCLBackend:
             hit = cache.load(cache_dir, key)
             if hit is not None:
                 try:
-                    return self.cl.Program(self.ctx, [d], [hit[0]]).build(options=list(opts)), True
+                    return self._new_program(self.ctx, [d], [hit[0]]).build(options=list(opts)), True
                 except self.cl.Error:  # a binary the driver no longer takes: built again from the source
                     pass
         try:
-            program = self.cl.Program(self.ctx, source).build(options=list(opts))
+            program = self._new_program(self.ctx, source).build(options=list(opts))
         except self.cl.RuntimeError as e:
-            raise RuntimeError(f"qd: the OpenCL compiler refused kernel {name}: {e}") from None
+            raise CompilerRefused(f"qd: the OpenCL compiler refused kernel {name}: {e}") from None
         if key is not None:
             binary = program.get_info(self.cl.program_info.BINARIES)[0]
             if binary:
@@ -213,6 +270,15 @@ class OpenCLBackend:
 
     def enqueue(self, prog: Program, slot: Buffer, groups: list[int], zero: list[tuple[Buffer, int]],
                 streams: list | None = None, bufs: dict | None = None, printbuf: Buffer | None = None) -> Any:
+        try:
+            return self._enqueue(prog, slot, groups, zero, bufs, printbuf)
+        except self.cl.Error:
+            raise
+        except Exception as e:  # noqa: BLE001  thrown through the driver (PoCL compiles at a first launch)
+            raise self._driver_threw(e, "launching a kernel") from None
+
+    def _enqueue(self, prog: Program, slot: Buffer, groups: list[int], zero: list[tuple[Buffer, int]],
+                 bufs: dict | None, printbuf: Buffer | None) -> Any:
         cl, q, ck = self.cl, self.queue, prog.kernel
         nslot = 8 * ck.slot_words
         cl.enqueue_copy(q, slot.dev, slot.arr[:nslot], is_blocking=False)
