@@ -58,6 +58,9 @@ class Program:
     from_cache: bool = False
     serial: int = field(default_factory=lambda: next(_serials))
     events: Any = None  # (first, last) kernel events of the last launch (`elapsed_ms`)
+    # (cache dir, key) of the binary this program came from until its first launch was enqueued (PoCL compiles
+    # the binary's kernels there): `cache.load_with(until_confirmed=True)`
+    unconfirmed: tuple | None = None
 
 
 class CompilerRefused(RuntimeError):
@@ -206,7 +209,7 @@ class OpenCLBackend:
 
             raise QuadrantsRuntimeError(f"qd: cannot compile kernel {k.name} on OpenCL: {self.broken}")
         try:
-            program, from_cache = self._program(k.name, ck.source, cache_dir)
+            program, unconfirmed = self._program(k.name, ck.source, cache_dir)
             kernels = [getattr(program, t.name) for t in ck.tasks]
         except (self.cl.Error, CompilerRefused):
             raise
@@ -215,7 +218,8 @@ class OpenCLBackend:
         base = HEADER_WORDS + ck.nrets + len(ck.ctx)
         ck.ctx = list(ck.ctx) + [("rng", n) for n in range(len(ck.tasks))]
         return Program(ck, program, kernels, [base + n for n in range(len(ck.tasks))],
-                       compile_ms=(time.perf_counter() - t0) * 1e3, from_cache=from_cache)
+                       compile_ms=(time.perf_counter() - t0) * 1e3, from_cache=unconfirmed is not None,
+                       unconfirmed=unconfirmed)
 
     def _driver_threw(self, e: BaseException, what: str) -> BaseException:
         """The driver threw `e` (no OpenCL status) while `what`: it is broken from now on (the module docstring);
@@ -235,10 +239,13 @@ class OpenCLBackend:
         self._programs[next(_serials)] = program
         return program
 
-    def _program(self, name: str, source: str, cache_dir: str | None) -> tuple[Any, bool]:
-        """The built program of OpenCL C `source`, and whether its binary came from the on-disk cache. The cache
-        (`cache_dir`, qd's offline cache) holds the driver's binary per source, options, device and driver:
-        PoCL takes 0.6-0.7 s to build even a source it has built before, and 2-3 ms to load its binary."""
+    def _program(self, name: str, source: str, cache_dir: str | None) -> tuple[Any, tuple | None]:
+        """The built program of OpenCL C `source`, and where its binary came from the on-disk cache, (cache dir,
+        key) (the entry is on probation until the first launch: `cache.load_with`). The cache (`cache_dir`, qd's
+        offline cache) holds the driver's binary per source, options, device and driver: PoCL takes 0.6-0.7 s
+        to build even a source it has built before, and 2-3 ms to load its binary. A binary the driver refuses
+        is deleted and built again from the source; one that crashed a process (PoCL's loader asserts on a
+        damaged binary) is deleted by the next."""
         opts = BUILD_OPTIONS
         key = None
         if cache_dir is not None:
@@ -246,12 +253,10 @@ class OpenCLBackend:
             ident = "\0".join([source, " ".join(opts), d.platform.name, d.platform.version, d.name, d.version,
                                d.driver_version])
             key = hashlib.sha256(ident.encode()).hexdigest()
-            hit = cache.load(cache_dir, key)
+            hit = cache.load_with(cache_dir, key, lambda binary, _: self._new_program(self.ctx, [d], [binary]).build(
+                options=list(opts)), until_confirmed=True, refusals=(self.cl.Error,))
             if hit is not None:
-                try:
-                    return self._new_program(self.ctx, [d], [hit[0]]).build(options=list(opts)), True
-                except self.cl.Error:  # a binary the driver no longer takes: built again from the source
-                    pass
+                return hit, (cache_dir, key)
         try:
             program = self._new_program(self.ctx, source).build(options=list(opts))
         except self.cl.RuntimeError as e:
@@ -260,7 +265,7 @@ class OpenCLBackend:
             binary = program.get_info(self.cl.program_info.BINARIES)[0]
             if binary:
                 cache.store(cache_dir, key, bytes(binary), None)
-        return program, False
+        return program, None
 
     def release(self, prog: Program) -> None:
         pass
@@ -295,6 +300,9 @@ class OpenCLBackend:
             first = first or ev
             last = ev
         prog.events = (first, last)
+        if prog.unconfirmed is not None:  # the cached binary's kernels compiled and were enqueued: it is sound
+            cache.confirm(*prog.unconfirmed)
+            prog.unconfirmed = None
         done = cl.enqueue_copy(q, slot.arr[:8 * (HEADER_WORDS + ck.nrets)], slot.dev, is_blocking=False)
         if printbuf is not None:
             done = cl.enqueue_copy(q, printbuf.arr, printbuf.dev, is_blocking=False)

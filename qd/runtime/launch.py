@@ -17,17 +17,18 @@ Contract used by the frontend (`qd/frontend/kernel.py`):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from qd import _interp, _launch, ir
 from qd.ad.adstack import OVERFLOW_KIND
 from qd.ad.counting import COUNTS_KIND
-from qd.jit import tiering
-from qd.errors import QuadrantsRuntimeError
 from qd.bytecode.lower import KernelCode, lower_kernel, register_bits
+from qd.errors import QuadrantsRuntimeError
+from qd.jit import tiering
 from qd.runtime import config, program
 from qd.runtime.adstack_heap import AdStackPlan
 from qd.runtime.status import PRINT_WORDS, STATUS_WORDS, check_error, decode_returns, flush_prints
@@ -112,7 +113,7 @@ class _Scratch:
     """Per-instance launch state, reused by consecutive launches (made again when a launch of the
     same instance is already running in another thread)."""
 
-    def __init__(self, ck: "CompiledKernel", interp: bool = True) -> None:
+    def __init__(self, ck: CompiledKernel, interp: bool = True) -> None:
         """`interp`: the interpreter runs launches with it (registers and operands from the bytecode). Native
         code and GPU launches take the argument words and nothing of the bytecode, which a first launch that
         waits for native code then need not lower."""
@@ -257,6 +258,8 @@ def _run_native(native: Any, st: Any) -> int:
             rc = st.run_native_range(t.prologue, t.fn, task_id, t.min_parallel)
         if rc != 0:
             break
+    if native.unconfirmed is not None:  # code from the disk cache ran: its entry is sound (`qd.jit.cache`)
+        native.ran()
     return rc
 
 
