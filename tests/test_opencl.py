@@ -248,3 +248,44 @@ def test_a_buffer_larger_than_the_device_takes_is_a_memory_error(arch: Any) -> N
     small = qd.ndarray(qd.u8, (2, 4))
     first(small)
     assert small.to_numpy()[0, 0] == 1
+
+
+def test_what_a_compiled_kernel_keeps_on_the_host(arch: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Issue 27 (RSS 1.15 MB per OpenCL kernel): no 512 KB host print buffer for a launch plan on the device (its
+    pages were resident in a heap PoCL's compiler had fragmented), and the C heap trimmed once per program
+    PoCL built from source, not for one loaded from the binary cache."""
+    from qd.gpu import opencl_tier
+    from qd.runtime import launch
+
+    sizes: list[int] = []
+    make = launch._Scratch.__init__
+
+    def recording(self: Any, *args: Any, **kwargs: Any) -> None:
+        make(self, *args, **kwargs)
+        sizes.append(self.printbuf.size)
+
+    trims: list[int] = []
+    monkeypatch.setattr(launch._Scratch, "__init__", recording)
+    monkeypatch.setattr(opencl_tier, "_trim_heap", lambda: trims.append(1))
+    qd.init(arch=qd.opencl, log_level="warn", offline_cache=True, offline_cache_file_path=str(tmp_path))
+
+    def make_kernel() -> Any:
+        @qd.kernel
+        def k(x: qd.types.ndarray(qd.f32, 1), c: qd.f32) -> qd.f32:
+            s = 0.0
+            for i in x:
+                x[i] = x[i] * c + 1.0
+                s += x[i]
+            return s
+        return k
+
+    x = np.zeros(64, np.float32)
+    k = make_kernel()
+    for _ in range(4):  # the first call compiles, later ones launch through the plan
+        k(x, 2.0)
+    assert sizes and max(sizes) == 1 and len(trims) == 1
+    qd.reset()
+    qd.init(arch=qd.opencl, log_level="warn", offline_cache=True, offline_cache_file_path=str(tmp_path))
+    again = make_kernel()
+    again(x, 2.0)
+    assert again.stats["from_cache"] and len(trims) == 1  # loaded from the binary: nothing to trim

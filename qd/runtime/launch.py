@@ -113,10 +113,12 @@ class _Scratch:
     """Per-instance launch state, reused by consecutive launches (made again when a launch of the
     same instance is already running in another thread)."""
 
-    def __init__(self, ck: CompiledKernel, interp: bool = True) -> None:
+    def __init__(self, ck: CompiledKernel, interp: bool = True, host_prints: bool = True) -> None:
         """`interp`: the interpreter runs launches with it (registers and operands from the bytecode). Native
         code and GPU launches take the argument words and nothing of the bytecode, which a first launch that
-        waits for native code then need not lower."""
+        waits for native code then need not lower. The print buffer (512 KB) only where the kernel prints on the
+        host (`host_prints`: not a GPU plan's, whose device has its own): one per instance in a process whose
+        heap a compiler left fragmented was resident memory (OpenCL: 0.5 of 0.74 MB per kernel; issue 27)."""
         self.interp = interp
         code = ck.code if interp else _NO_CODE
         self.base = np.zeros(max(1, code.nregs), dtype=np.uint64)
@@ -128,7 +130,8 @@ class _Scratch:
         self.args = np.zeros(max(1, len(ck.ir.args)), dtype=np.uint64)
         self.scalars = [(i, a.dtype) for i, a in enumerate(ck.ir.args) if a.kind == "scalar"]
         self.status = np.zeros(STATUS_WORDS, dtype=np.int64)
-        self.printbuf = np.empty(PRINT_WORDS, dtype=np.int64)
+        prints = host_prints and any(isinstance(s, ir.Print) for s in ir.walk_kernel(ck.ir))
+        self.printbuf = np.empty(PRINT_WORDS if prints else 1, dtype=np.int64)  # (its size is the capacity)
         self.printlen = np.zeros(1, dtype=np.int64)
         self.rets = np.zeros(max(1, len(ck.ir.rets)), dtype=np.uint64)
         self.launch = _interp.Launch(len(ck.ir.buffers), code.operands, self.status, self.printbuf,

@@ -15,7 +15,8 @@ modes.
 from __future__ import annotations
 
 import functools
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -95,7 +96,7 @@ def _build(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any],
     rets = [value_code(dt) for dt in k.rets]
     rt = sig.return_type
     restructure = None if rt is None or isinstance(rt, DataType) else sig.restructure_return
-    sc = _launch_mod._Scratch(ck, interp=False)
+    sc = _launch_mod._Scratch(ck, interp=False, host_prints=gpu is None)
     guards = [(vars(_tape), "_active_tape", None), (vars(_tape), "_active_fwd", None),
               (vars(_launch_mod), "launch", _launch_mod.LAUNCH), (vars(_config), "_current", _config.current())]
     common = (params, buffers)
