@@ -11,7 +11,11 @@ print length and return words, then the context words this kernel reads (`("shap
 `("arg", i)` scalar argument bits). A serial task runs on global id 0; a range task is a grid-stride loop over
 [begin, end) whose prologue each work item computes itself, or, on a CPU device, each work item a contiguous
 block of it (`blocked`); `ThreadSlot` is the global id. Recognized reductions accumulate per work item and end
-with one atomic each.
+with one atomic each, or, on a GPU (`group_reduce`) in a task where every work item reaches the end, with a
+local-memory tree over the group (the kernel's only barriers, after all of its control flow) and one atomic per
+group. A CPU device gets no barrier at all: PoCL 3.1 miscompiles a barrier that follows a data-dependent loop
+holding a compare-and-swap loop (issue 27 item 10: it read a wild address), and a CPU's work group runs on one
+core, where the tree gains nothing.
 
 Statement semantics are the interpreter's word for word, as the LLVM lowering's (`qd/jit/llvm_fn.py`,
 `qd/jit/llvm_ops.py`): ints wrap (arithmetic through the unsigned type), Python `//` and `%` with `x // 0 == 0`,
@@ -399,10 +403,10 @@ class _Gen:
     """Kernel-wide state: the context layout, print numbering and the source lines."""
 
     def __init__(self, k: ir.KernelIR, fast_math: bool, print_words: int, local_size: int, blocked: bool,
-                 int64_atomics: bool) -> None:
+                 int64_atomics: bool, group_reduce: bool) -> None:
         assert k.tasks is not None, "the OpenCL renderer needs an offloaded kernel (run the pass pipeline)"
         self.k, self.fast_math, self.print_words, self.local_size = k, fast_math, print_words, local_size
-        self.blocked, self.int64_atomics = blocked, int64_atomics
+        self.blocked, self.int64_atomics, self.group_reduce = blocked, int64_atomics, group_reduce
         self.ctx: dict[tuple, int] = {}
         self.print_ids = {s: i for i, s in enumerate(s for s in ir.walk_kernel(k) if isinstance(s, ir.Print))}
         self.uses_fp64 = any(getattr(s, "dtype", None) is T.f64 for s in ir.walk_kernel(k)) or any(
@@ -556,7 +560,8 @@ class _Fn:
 
     def flush_reductions(self, converged: bool = False) -> None:
         """Each accumulator into its cell. `converged` (every work item of the group gets here: no check or
-        return can stop one early): the group's accumulators are first combined in local memory (a tree
+        return can stop one early, after all of the body's control flow; and the device combines in groups,
+        `build(group_reduce=True)`): the group's accumulators are first combined in local memory (a tree
         over the power-of-two group size), then one atomic per group; else one atomic per work item."""
         for red, acc, ptr in self.accs:
             op = Op.ADD if red.op is Op.SUB and red.dtype.is_float else red.op
@@ -741,19 +746,21 @@ class _Fn:
             self.emit("}")
             stops = any(isinstance(s, (ir.Check, ir.Return)) for s in ir.walk(t.body)) or \
                 any(isinstance(s, ir.Check) for s in ir.walk(t.prologue))
-            self.flush_reductions(converged=not stops)
+            self.flush_reductions(converged=self.g.group_reduce and not stops)
         head = f"__kernel void qd_task{n}({', '.join(params)}) {{"
         return "\n".join([head] + self.lines + ["}"])
 
 
 def build(k: ir.KernelIR, fast_math: bool, print_words: int, local_size: int, blocked: bool = False,
-          int64_atomics: bool = True) -> CLKernel:
+          int64_atomics: bool = True, group_reduce: bool = True) -> CLKernel:
     """The OpenCL C program of offloaded kernel `k` (see the module docstring); `blocked`: each work item runs a
-    contiguous block of a range task's indices (for CPU devices) instead of the grid-stride loop. Without
+    contiguous block of a range task's indices (for CPU devices) instead of the grid-stride loop. `group_reduce`:
+    a reducing task combines its work group's accumulators in local memory (barriers) before one atomic per
+    group; off (a CPU device), one atomic per work item and no barrier in any kernel. Without
     `int64_atomics` (a device without `cl_khr_int64_base/extended_atomics`) a 64-bit atomic is a clear error
     and the status and print words take 32-bit atomics; the source then also undefines the extensions' macros,
     so a device that has them compiles what one without them would."""
-    g = _Gen(k, fast_math, print_words, local_size, blocked, int64_atomics)
+    g = _Gen(k, fast_math, print_words, local_size, blocked, int64_atomics, group_reduce)
     bodies, tasks = [], []
     for n, t in enumerate(k.tasks):
         bodies.append(_Fn(g, t).render(n))
