@@ -80,6 +80,19 @@ PRELUDE = r"""
 /* f16 <-> float. A NaN keeps its sign and the top 10 bits of its payload, quieted, on a store or rounding (as
    the x86 conversions of the other tiers do; PoCL's vstore_half gives 0x7FFF for every NaN); bit_cast keeps a
    NaN's bits as they are (a signaling NaN stays signaling). */
+/* an identity the compiler cannot see through (NVIDIA: a PTX mov), so |x| is never its abs instruction, which
+   NVIDIA's compiler takes to be non-negative (abs(INT_MIN) % m became an unsigned remainder) */
+#ifdef __NV_CL_C_VERSION
+static inline uchar qd_opaque_uchar(uchar x) { ushort y; asm("mov.b16 %0, %1;" : "=h"(y) : "h"((ushort)x)); return (uchar)y; }
+static inline ushort qd_opaque_ushort(ushort x) { ushort y; asm("mov.b16 %0, %1;" : "=h"(y) : "h"(x)); return y; }
+static inline uint qd_opaque_uint(uint x) { uint y; asm("mov.b32 %0, %1;" : "=r"(y) : "r"(x)); return y; }
+static inline ulong qd_opaque_ulong(ulong x) { ulong y; asm("mov.b64 %0, %1;" : "=l"(y) : "l"(x)); return y; }
+#else
+static inline uchar qd_opaque_uchar(uchar x) { return x; }
+static inline ushort qd_opaque_ushort(ushort x) { return x; }
+static inline uint qd_opaque_uint(uint x) { return x; }
+static inline ulong qd_opaque_ulong(ulong x) { return x; }
+#endif
 static inline int qd_isnan_bits(uint u) { return (u & 0x7FFFFFFFu) > 0x7F800000u; }
 static inline ushort qd_f2hb(float x) {
   uint u = as_uint(x); ushort h;
@@ -312,8 +325,8 @@ def _op(op: Op, dt: T.DataType, xs: list[str]) -> str:
         return _wrap(dt, f"({u})0 - ({u})({x})")
     if op is Op.BIT_NOT:
         return _wrap(dt, f"~({x})")
-    if op is Op.ABS:
-        return f"(({x}) < 0 ? {_wrap(dt, f'({u})0 - ({u})({x})')} : ({x}))" if dt.is_signed else x
+    if op is Op.ABS:  # the negation through qd_opaque (NVIDIA's compiler takes its abs of INT_MIN to be >= 0)
+        return f"(({x}) < 0 ? {_wrap(dt, f'({u})0 - ({u})qd_opaque_{u}(({u})({x}))')} : ({x}))" if dt.is_signed else x
     if op is Op.SGN:
         return f"(({t})((({x}) > 0) - (({x}) < 0)))" if dt.is_signed else f"(({t})(({x}) != 0))"
     if op is Op.POPCNT:

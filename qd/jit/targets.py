@@ -82,6 +82,11 @@ class Target:
         """`x` (float) rounded to the nearest half, as a float."""
         return self.f16_from_bits(b, self.f16_to_bits(b, x))
 
+    def int_abs(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+        """|x| of a signed int, wrapping (abs(INT_MIN) == INT_MIN, the op table's)."""
+        zero = ir.Constant(x.type, 0)
+        return b.select(b.icmp_signed("<", x, zero), b.sub(zero, x), x)
+
     def f16_from_bits(self, b: ir.IRBuilder, h: ir.Value) -> ir.Value:
         """The float of half bits `h` (i16) read from memory; a NaN keeps its sign and payload, quieted (x86's
         conversion: the contract of every tier, DESIGN §4)."""
@@ -191,6 +196,17 @@ class NvptxTarget(Target):
 
     def target_machine(self) -> llvm.TargetMachine:
         return self._tm
+
+    def int_abs(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+        """|x| with its negation through an opaque copy of `x` (PTX `mov`), so that LLVM cannot form `abs.s32`,
+        which ptxas takes to be non-negative: `abs(INT_MIN) % m` became an unsigned remainder on an H200."""
+        w = x.type.width
+        reg = {16: "h", 32: "r", 64: "l"}.get(w)
+        if reg is None:
+            return super().int_abs(b, x)
+        copy = b.asm(ir.FunctionType(x.type, [x.type]), f"mov.b{w} $0, $1;", f"={reg},{reg}", [x], False)
+        zero = ir.Constant(x.type, 0)
+        return b.select(b.icmp_signed("<", x, zero), b.sub(zero, copy), x)
 
     def f16_from_bits(self, b: ir.IRBuilder, h: ir.Value) -> ir.Value:
         """PTX's `cvt.f32.f16` gives the canonical NaN for every NaN: a NaN is rebuilt from its bits instead."""
