@@ -33,18 +33,29 @@ TAICHI_REV = "ba0e81dce559fb63a5958bf82feb1d00c55c02fe"
 _PARAMS = "__program_params__"
 
 
+def _param(name: str, like: ast.expr) -> ast.expr:
+    sub = ast.Subscript(value=ast.Name(id=_PARAMS, ctx=ast.Load()), slice=ast.Constant(value=name), ctx=ast.Load())
+    return ast.copy_location(sub, like)
+
+
 def _replace_constants(tree: ast.Module, names: set[str], path: Path) -> None:
-    """Rewrites `NAME = <expr>` at module level into `NAME = __program_params__["NAME"]` for NAME in `names`;
-    raises KeyError naming the parameters that match no such assignment."""
+    """Rewrites `NAME = <expr>` at module level into `NAME = __program_params__["NAME"]` for NAME in `names`
+    (in `A, B = <expr>, <expr>` too, element by element); raises KeyError naming the parameters that match no
+    such assignment."""
     found: set[str] = set()
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            name = node.targets[0].id
-            if name in names:
-                sub = ast.Subscript(value=ast.Name(id=_PARAMS, ctx=ast.Load()), slice=ast.Constant(value=name),
-                                    ctx=ast.Load())
-                node.value = ast.copy_location(sub, node.value)
-                found.add(name)
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        target = node.targets[0]
+        if isinstance(target, ast.Name) and target.id in names:
+            node.value = _param(target.id, node.value)
+            found.add(target.id)
+        elif isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple) and \
+                len(target.elts) == len(node.value.elts):
+            for k, (t, v) in enumerate(zip(target.elts, node.value.elts)):
+                if isinstance(t, ast.Name) and t.id in names:
+                    node.value.elts[k] = _param(t.id, v)
+                    found.add(t.id)
     missing = names - found
     if missing:
         raise KeyError(f"{path.name} has no top-level assignment to {', '.join(sorted(missing))}")
@@ -73,7 +84,7 @@ def _exec(name: str, params: dict[str, Any]) -> types.ModuleType:
         for dep in _sibling_imports(tree):
             saved[dep] = sys.modules.get(dep)
             sys.modules[dep] = _exec(dep, {})
-        exec(compile(tree, str(path), "exec"), module.__dict__)
+        exec(compile(tree, str(path), "exec"), module.__dict__)  # noqa: S102 - a program file of this folder
     finally:
         for dep, old in saved.items():
             if old is None:

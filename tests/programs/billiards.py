@@ -1,12 +1,18 @@
-import taichi as ti
+"""difftaichi's billiards (examples/billiards.py): the cue ball's initial position and velocity optimised
+through collisions, headless.
+
+Source: https://github.com/taichi-dev/difftaichi/blob/9f4ee522a0a01e6b1aae1d3551c7fd1f6ed56081/examples/billiards.py
+Changes: `import taichi as ti` -> `import qd as ti`; `ti.init(default_fp=real, flatten_if=True)` left to the
+loader's caller; the GUI, matplotlib and command line removed (`optimize`'s 200 iterations are the constant
+`iters`, `scan` returns its angles and losses, and `forward(visualize=True, ...)` draws nothing); nothing else.
+"""
+# ruff: noqa (published code, kept as it was: the point is that it runs unchanged)
+import qd as ti
 import sys
 import math
 import numpy as np
-import os
-import matplotlib.pyplot as plt
 
 real = ti.f32
-ti.init(default_fp=real, flatten_if=True)
 
 max_steps = 2048
 vis_interval = 64
@@ -97,16 +103,8 @@ def initialize():
     v[0, 0] = init_v[None]
 
 
-gui = ti.GUI("Billiards", (1024, 1024), background_color=0x3C733F)
-
-
 def forward(visualize=False, output=None):
     initialize()
-
-    interval = vis_interval
-    if output:
-        interval = output_vis_interval
-        os.makedirs('billiards/{}/'.format(output), exist_ok=True)
 
     count = 0
     for i in range(billiard_layers):
@@ -122,24 +120,6 @@ def forward(visualize=False, output=None):
         collide(t - 1)
         advance(t)
 
-        if (t + 1) % interval == 0 and visualize:
-            gui.clear()
-            gui.circle((goal[0], goal[1]), 0x00000, pixel_radius // 2)
-
-            for i in range(n_balls):
-                if i == 0:
-                    color = 0xCCCCCC
-                elif i == n_balls - 1:
-                    color = 0x3344cc
-                else:
-                    color = 0xF20530
-
-                gui.circle((x[t, i][0], x[t, i][1]), color, pixel_radius)
-
-            if output:
-                gui.show('billiards/{}/{:04d}.png'.format(output, t))
-            else:
-                gui.show()
 
     compute_loss(steps - 1)
 
@@ -157,8 +137,9 @@ def optimize():
 
     clear()
     # forward(visualize=True, output='initial')
+    losses = []
 
-    for iter in range(200):
+    for iter in range(iters):
         clear()
 
         with ti.ad.Tape(loss):
@@ -168,17 +149,18 @@ def optimize():
                 output = None
             forward(visualize=True, output=output)
 
-        print('Iter=', iter, 'Loss=', loss[None])
+        losses.append(loss[None])
         for d in range(2):
             init_x[None][d] -= learning_rate * init_x.grad[None][d]
             init_v[None][d] -= learning_rate * init_v.grad[None][d]
 
     clear()
     forward(visualize=True, output='final')
+    return losses
 
 
 def scan(zoom):
-    N = 1000
+    N = scan_n
     angles = []
     losses = []
     forward(visualize=True, output='initial')
@@ -190,23 +172,12 @@ def scan(zoom):
         loss[None] = 0
         clear()
         forward(visualize=False)
-        print(loss[None])
 
         losses.append(loss[None])
         angles.append(math.degrees(alpha))
 
-    plt.plot(angles, losses)
-    fig = plt.gcf()
-    fig.set_size_inches(5, 3)
-    plt.title('Billiard Scene Objective')
-    plt.ylabel('Objective')
-    plt.xlabel('Angle of velocity')
-    plt.tight_layout()
-    plt.show()
+    return angles, losses
 
 
-if __name__ == '__main__':
-    if len(sys.argv) > 1:
-        scan(float(sys.argv[1]))
-    else:
-        optimize()
+iters = 200  # optimize()
+scan_n = 1000

@@ -1,12 +1,16 @@
-import taichi as ti
-import argparse
-import os
+"""difftaichi's differentiable MLS-MPM soft robot (examples/diffmpm.py), headless.
+
+Source: https://github.com/taichi-dev/difftaichi/blob/9f4ee522a0a01e6b1aae1d3551c7fd1f6ed56081/examples/diffmpm.py
+Changes: `import taichi as ti` -> `import qd as ti`; `ti.init(default_fp=real, arch=ti.gpu, flatten_if=True)` left
+to the loader's caller; the GUI, matplotlib, image output and command line removed (`options.iters` is the
+constant `iters`, its 1500-step preview `vis_steps`, `visualize` draws nothing, `main` returns the losses); nothing else.
+"""
+# ruff: noqa (published code, kept as it was: the point is that it runs unchanged)
+import qd as ti
 import math
 import numpy as np
-import matplotlib.pyplot as plt
 
 real = ti.f32
-ti.init(default_fp=real, arch=ti.gpu, flatten_if=True)
 
 dim = 2
 n_particles = 8192
@@ -291,8 +295,6 @@ class Scene:
         global n_particles, n_solid_particles
         n_particles = self.n_particles
         n_solid_particles = self.n_solid_particles
-        print('n_particles', n_particles)
-        print('n_solid', n_solid_particles)
 
     def set_n_actuators(self, n_act):
         global n_actuators
@@ -319,32 +321,11 @@ def robot(scene):
     scene.set_n_actuators(4)
 
 
-gui = ti.GUI("Differentiable MPM", (640, 640), background_color=0xFFFFFF)
-
-
 def visualize(s, folder):
-    aid = actuator_id.to_numpy()
-    colors = np.empty(shape=n_particles, dtype=np.uint32)
-    particles = x.to_numpy()[s]
-    actuation_ = actuation.to_numpy()
-    for i in range(n_particles):
-        color = 0x111111
-        if aid[i] != -1:
-            act = actuation_[s - 1, int(aid[i])]
-            color = ti.rgb_to_hex((0.5 - act, 0.5 - abs(act), 0.5 + act))
-        colors[i] = color
-    gui.circles(pos=particles, color=colors, radius=1.5)
-    gui.line((0.05, 0.02), (0.95, 0.02), radius=3, color=0x0)
-
-    os.makedirs(folder, exist_ok=True)
-    gui.show(f'{folder}/{s:04d}.png')
+    pass
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument('--iters', type=int, default=100)
-    options = parser.parse_args()
-
     # initialization
     scene = Scene()
     robot(scene)
@@ -362,12 +343,11 @@ def main():
         particle_type[i] = scene.particle_type[i]
 
     losses = []
-    for iter in range(options.iters):
+    for iter in range(iters):
         with ti.ad.Tape(loss):
             forward()
         l = loss[None]
         losses.append(l)
-        print('i=', iter, 'loss=', l)
         learning_rate = 0.1
 
         for i in range(n_actuators):
@@ -378,17 +358,13 @@ def main():
 
         if iter % 10 == 0:
             # visualize
-            forward(1500)
-            for s in range(15, 1500, 16):
+            forward(vis_steps)
+            for s in range(15, vis_steps, 16):
                 visualize(s, 'diffmpm/iter{:03d}/'.format(iter))
 
     # ti.profiler_print()
-    plt.title("Optimization of Initial Velocity")
-    plt.ylabel("Loss")
-    plt.xlabel("Gradient Descent Iterations")
-    plt.plot(losses)
-    plt.show()
+    return losses
 
 
-if __name__ == '__main__':
-    main()
+iters = 100
+vis_steps = 1500

@@ -1,13 +1,22 @@
-import taichi as ti
+"""difftaichi's electric (examples/electric.py): a controller for 8 charges steering a particle along a path,
+headless.
+
+Source: https://github.com/taichi-dev/difftaichi/blob/9f4ee522a0a01e6b1aae1d3551c7fd1f6ed56081/examples/electric.py
+Changes: `import taichi as ti` -> `import qd as ti`; `ti.init(default_fp=real)` left to the loader's caller;
+the GUI, matplotlib and progress prints removed (`optimize`'s 200000 iterations are the constant `iters`, it
+returns the losses, and the `__main__` block is `main()`); nothing else.
+
+`nn1(t)` reads `x[t]` and `v[t]` before `advance(t)` writes them in the same step (the published program
+reads state it has not computed yet): the gradient Taichi and Quadrants replay does not match the forward pass.
+"""
+# ruff: noqa (published code, kept as it was: the point is that it runs unchanged)
+import qd as ti
 import random
 import sys
 import math
 import numpy as np
-import os
-import matplotlib.pyplot as plt
 
 real = ti.f32
-ti.init(default_fp=real)
 
 max_steps = 2048
 vis_interval = 8
@@ -111,35 +120,13 @@ def compute_loss(t: ti.i32):
     ti.atomic_add(loss[None], dt * (x[t] - goal[t]).norm_sqr())
 
 
-gui = ti.GUI("Electric", (512, 512), background_color=0x3C733F)
-
-
 def forward(visualize=False, output=None):
-    interval = vis_interval
-    if output:
-        interval = output_vis_interval
-        os.makedirs('electric/{}/'.format(output), exist_ok=True)
-
     for t in range(1, steps):
         nn1(t)
         nn2(t)
         advance(t)
         compute_loss(t)
 
-        if (t + 1) % interval == 0 and visualize:
-            gui.clear()
-
-            for i in range(n_gravitation):
-                r = (gravitation[i, t] + 1) * 30
-                gui.circle(gravitation_position[i], 0xccaa44, r)
-
-            gui.circle((x[t][0], x[t][1]), 0xF20530, 30)
-            gui.circle((goal[t][0], goal[t][1]), 0x3344cc, 10)
-
-            if output:
-                gui.show('electric/{}/{:04d}.png'.format(output, t))
-            else:
-                gui.show()
 
 
 def rand():
@@ -184,7 +171,7 @@ def optimize():
     forward(visualize=True, output='initial')
 
     losses = []
-    for iter in range(200000):
+    for iter in range(iters):
         initialize()
         vis = iter % 200 == 0
         output = None
@@ -194,9 +181,6 @@ def optimize():
             forward(visualize=vis, output=output)
         losses.append(loss[None])
         # print(iter, "loss", loss[None])
-        if vis:
-            print(iter, sum(losses))
-            losses.clear()
 
         tot = 0
         for i in range(8):
@@ -216,9 +200,13 @@ def optimize():
             bias2[j] = bias2[j] - bias2.grad[j] * learning_rate
 
     forward(visualize=True, output='final')
+    return losses
 
 
-if __name__ == '__main__':
+iters = 200000
+
+
+def main():
     allocate_fields()
     for i in range(8):
         for j in range(n_hidden):
@@ -226,4 +214,4 @@ if __name__ == '__main__':
     for i in range(n_hidden):
         for j in range(n_gravitation):
             weight2[i, j] = (random.random() - 0.5) * 0.3
-    optimize()
+    return optimize()

@@ -1,3 +1,8 @@
+"""difftaichi's robot descriptions for mass_spring.py (examples/mass_spring_robot_config.py), unchanged.
+
+Source: https://github.com/taichi-dev/difftaichi/blob/9f4ee522a0a01e6b1aae1d3551c7fd1f6ed56081/examples/mass_spring_robot_config.py
+"""
+# ruff: noqa (published code, kept as it was: the point is that it runs unchanged)
 objects = []
 springs = []
 

@@ -1,9 +1,15 @@
+"""Taichi's nbody (python/taichi/examples/simulation/nbody.py): a galaxy of planets under gravity, headless.
+
+Source: https://github.com/taichi-dev/taichi/blob/ba0e81dce559fb63a5958bf82feb1d00c55c02fe/python/taichi/examples/simulation/nbody.py
+Changes: `import taichi as ti` -> `import qd as ti`; `ti.init(arch=ti.cpu)` left to the loader's caller; the GUI
+loop in `main()` runs `frames` frames instead of until the window closes, with no key handling, and draws
+nothing; nothing else.
+"""
 # Authored by Tiantian Liu, Taichi Graphics.
+# ruff: noqa (published code, kept as it was: the point is that it runs unchanged)
 import math
 
-import taichi as ti
-
-ti.init(arch=ti.cpu)
+import qd as ti
 
 # global control
 paused = ti.field(ti.i32, ())
@@ -79,27 +85,13 @@ def update():
         pos[i] += dt * vel[i]
 
 
+frames = 1
+
+
 def main():
-    gui = ti.GUI("N-body problem", (800, 800))
-
     initialize()
-    while gui.running:
-        for e in gui.get_events(ti.GUI.PRESS):
-            if e.key in [ti.GUI.ESCAPE, ti.GUI.EXIT]:
-                exit()
-            elif e.key == "r":
-                initialize()
-            elif e.key == ti.GUI.SPACE:
-                paused[None] = not paused[None]
-
+    for frame in range(frames):
         if not paused[None]:
             for i in range(substepping):
                 compute_force()
                 update()
-
-        gui.circles(pos.to_numpy(), color=0xFFFFFF, radius=planet_radius)
-        gui.show()
-
-
-if __name__ == "__main__":
-    main()

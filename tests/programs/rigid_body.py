@@ -1,12 +1,19 @@
+"""difftaichi's rigid-body robot controller (examples/rigid_body.py), headless.
+
+Source: https://github.com/taichi-dev/difftaichi/blob/9f4ee522a0a01e6b1aae1d3551c7fd1f6ed56081/examples/rigid_body.py
+Changes: `import taichi as ti` -> `import qd as ti`; `ti.init(default_fp=real)` left to the loader's caller; the
+GUI, progress prints and command line removed (the robot and the command are the constants `robot_id` and
+`cmd`, `optimize`'s 20 iterations the constant `iters`, and `forward(visualize=True)` draws nothing); nothing
+else.
+"""
+# ruff: noqa (published code, kept as it was: the point is that it runs unchanged)
 from robot_config import robots
 import sys
-import taichi as ti
+import qd as ti
 import math
 import numpy as np
-import os
 
 real = ti.f32
-ti.init(default_fp=real)
 
 max_steps = 4096
 vis_interval = 256
@@ -309,9 +316,6 @@ def compute_loss(t: ti.i32):
     loss[None] = (x[t, head_id] - goal[None]).norm()
 
 
-gui = ti.GUI('Rigid Body Simulation', (512, 512), background_color=0xFFFFFF)
-
-
 def forward(output=None, visualize=True):
 
     initialize_properties()
@@ -319,9 +323,7 @@ def forward(output=None, visualize=True):
     interval = vis_interval
     total_steps = steps
     if output:
-        print(output)
         interval = output_vis_interval
-        os.makedirs('rigid_body/{}/'.format(output), exist_ok=True)
         total_steps *= 2
 
     goal[None] = [0.9, 0.15]
@@ -335,66 +337,6 @@ def forward(output=None, visualize=True):
         else:
             advance_no_toi(t)
 
-        if (t + 1) % interval == 0 and visualize:
-
-            for i in range(n_objects):
-                points = []
-                for k in range(4):
-                    offset_scale = [[-1, -1], [1, -1], [1, 1], [-1, 1]][k]
-                    rot = rotation[t, i]
-                    rot_matrix = np.array([[math.cos(rot), -math.sin(rot)],
-                                           [math.sin(rot),
-                                            math.cos(rot)]])
-
-                    pos = np.array([x[t, i][0], x[t, i][1]
-                                    ]) + offset_scale * rot_matrix @ np.array(
-                                        [halfsize[i][0], halfsize[i][1]])
-
-                    points.append((pos[0], pos[1]))
-
-                for k in range(4):
-                    gui.line(points[k],
-                             points[(k + 1) % 4],
-                             color=0x0,
-                             radius=2)
-
-            for i in range(n_springs):
-
-                def get_world_loc(i, offset):
-                    rot = rotation[t, i]
-                    rot_matrix = np.array([[math.cos(rot), -math.sin(rot)],
-                                           [math.sin(rot),
-                                            math.cos(rot)]])
-                    pos = np.array([[x[t, i][0]], [
-                        x[t, i][1]
-                    ]]) + rot_matrix @ np.array([[offset[0]], [offset[1]]])
-                    return pos
-
-                pt1 = get_world_loc(spring_anchor_a[i], spring_offset_a[i])
-                pt2 = get_world_loc(spring_anchor_b[i], spring_offset_b[i])
-
-                color = 0xFF2233
-
-                if spring_actuation[i] != 0 and spring_length[i] != -1:
-                    a = actuation[t - 1, i] * 0.5
-                    color = ti.rgb_to_hex((0.5 + a, 0.5 - abs(a), 0.5 - a))
-
-                if spring_length[i] == -1:
-                    gui.line(pt1, pt2, color=0x000000, radius=9)
-                    gui.line(pt1, pt2, color=color, radius=7)
-                else:
-                    gui.line(pt1, pt2, color=0x000000, radius=7)
-                    gui.line(pt1, pt2, color=color, radius=5)
-
-            gui.line((0.05, ground_height - 5e-3),
-                     (0.95, ground_height - 5e-3),
-                     color=0x0,
-                     radius=5)
-
-            file = None
-            if output:
-                file = f'rigid_body/{output}/{t:04d}.png'
-            gui.show(file=file)
 
     loss[None] = 0
     compute_loss(steps - 1)
@@ -417,8 +359,6 @@ def setup_robot(objects, springs, h_id):
     n_objects = len(objects)
     n_springs = len(springs)
     allocate_fields()
-
-    print('n_objects=', n_objects, '   n_springs=', n_springs)
 
     for i in range(n_objects):
         x[0, i] = objects[i][0]
@@ -460,13 +400,11 @@ def optimize(toi=True, visualize=True):
   '''
 
     losses = []
-    for iter in range(20):
+    for iter in range(iters):
         clear_states()
 
         with ti.ad.Tape(loss):
             forward(visualize=visualize)
-
-        print('Iter=', iter, 'Loss=', loss[None])
 
         total_norm_sqr = 0
         for i in range(n_hidden):
@@ -478,8 +416,6 @@ def optimize(toi=True, visualize=True):
             for j in range(n_hidden):
                 total_norm_sqr += weights2.grad[i, j]**2
             total_norm_sqr += bias2.grad[i]**2
-
-        print(total_norm_sqr)
 
         gradient_clip = 0.2
         scale = learning_rate * min(
@@ -499,15 +435,8 @@ def optimize(toi=True, visualize=True):
 
 
 robot_id = 0
-if len(sys.argv) != 3:
-    print(
-        "Usage: python3 rigid_body.py [robot_id=0, 1, 2, ...] [cmd=train/plot]"
-    )
-    exit(-1)
-else:
-    robot_id = int(sys.argv[1])
-    cmd = sys.argv[2]
-print(robot_id, cmd)
+cmd = 'train'
+iters = 20
 
 
 def main():
@@ -522,15 +451,9 @@ def main():
                 # losses = gaussian_filter(losses, sigma=3)
                 ret[toi].append(losses)
 
-        import pickle
-        pickle.dump(ret, open('losses.pkl', 'wb'))
-        print("Losses saved to losses.pkl")
     else:
-        optimize(toi=True, visualize=True)
+        ret = optimize(toi=True, visualize=True)
 
     clear_states()
     forward('final{}'.format(robot_id))
-
-
-if __name__ == '__main__':
-    main()
+    return ret

@@ -1,11 +1,17 @@
-import taichi as ti
-import argparse
-import os
+"""difftaichi's smoke control (examples/smoke_taichi.py): the initial velocity field of an incompressible
+fluid optimised so that advected smoke forms a target image, headless.
+
+Source: https://github.com/taichi-dev/difftaichi/blob/9f4ee522a0a01e6b1aae1d3551c7fd1f6ed56081/examples/smoke_taichi.py
+Changes: `import taichi as ti` -> `import qd as ti`; `ti.init(default_fp=real, arch=ti.cuda, flatten_if=True)`
+left to the loader's caller; OpenCV's windows and image files removed (`forward(output)` writes nothing,
+`options.iters` is the constant `iters`, `main` returns the losses); the target, `taichi.png` resized to the
+grid, is `target_image()`, a synthetic image of the same kind (a centred disc), since the port reads no files.
+"""
+# ruff: noqa (published code, kept as it was: the point is that it runs unchanged)
+import qd as ti
 import numpy as np
-import cv2
 
 real = ti.f32
-ti.init(default_fp=real, arch=ti.cuda, flatten_if=True)
 
 n_grid = 128
 dx = 1.0 / n_grid
@@ -157,10 +163,6 @@ def forward(output=None):
         if output:
             smoke_ = np.zeros(shape=(n_grid, n_grid), dtype=np.float32)
             copy_smoke(t, smoke_)
-            cv2.imshow('smoke', smoke_)
-            cv2.waitKey(1)
-            os.makedirs(output, exist_ok=True)
-            cv2.imwrite("{}/{:04d}.png".format(output, t), 255 * smoke_)
     compute_loss()
 
 
@@ -180,29 +182,29 @@ def extract_velocity_field(arr: ti.types.ndarray()):
         arr[i, j, 1] = v[0, i, j][1] * s + b
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument('--iters', type=int, default=240)
-    options = parser.parse_args()
+def target_image():
+    i, j = np.meshgrid(np.arange(n_grid), np.arange(n_grid), indexing='ij')
+    r = np.hypot(i - n_grid / 2, j - n_grid / 2)
+    return (r < n_grid / 4).astype(np.float64)
 
-    target_img = cv2.resize(cv2.imread('taichi.png'),
-                            (n_grid, n_grid))[:, :, 0] / 255.0
+
+iters = 240
+
+
+def main():
+    target_img = target_image()
 
     init(target_img)
-    for opt in range(options.iters):
+    losses = []
+    for opt in range(iters):
         with ti.ad.Tape(loss):
             output = "outputs/opt{:03d}".format(opt) if opt % 10 == 0 else None
             forward(output)
             velocity_field = np.ones(shape=(n_grid, n_grid, 3), dtype=np.float32)
             extract_velocity_field(velocity_field)
-            cv2.imshow('velocity', velocity_field)
-            cv2.waitKey(1)
 
-        print('Iter', opt, ' Loss =', loss[None])
+        losses.append(loss[None])
         apply_grad()
 
     forward("output")
-
-
-if __name__ == '__main__':
-    main()
+    return losses

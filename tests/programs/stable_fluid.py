@@ -1,35 +1,27 @@
+"""Taichi's stable fluids (python/taichi/examples/simulation/stable_fluid.py): semi-Lagrangian advection,
+dye, and a Jacobi pressure projection driven by mouse strokes, headless.
+
+Source: https://github.com/taichi-dev/taichi/blob/ba0e81dce559fb63a5958bf82feb1d00c55c02fe/python/taichi/examples/simulation/stable_fluid.py
+Changes: `import taichi as ti` -> `import qd as ti`; the command line is the constants `use_sparse_matrix`
+(False) and `arch` ("cpu"), and the `ti.init` it chose is left to the loader's caller; the GUI loop in `main()`
+runs `frames` frames instead of until the window closes, with the mouse strokes `MouseDataGen` read from the
+window replaced by a scripted stroke (`scripted_mouse(frame)`, same 8-float layout), and draws nothing; nothing
+else. The sparse-matrix path (`-S`) is kept but not run.
+"""
 # References:
 # http://developer.download.nvidia.com/books/HTML/gpugems/gpugems_ch38.html
 # https://github.com/PavelDoGreat/WebGL-Fluid-Simulation
 # https://www.bilibili.com/video/BV1ZK411H7Hc?p=4
 # https://github.com/ShaneFX/GAMES201/tree/master/HW01
 
-import argparse
-
+# ruff: noqa (published code, kept as it was: the point is that it runs unchanged)
 import numpy as np
 
-import taichi as ti
+import qd as ti
 
 # How to run:
 #   `python stable_fluid.py`: use the jacobi iteration to solve the linear system.
 #   `python stable_fluid.py -S`: use a sparse matrix to do so.
-parser = argparse.ArgumentParser()
-parser.add_argument(
-    "-S",
-    "--use-sp-mat",
-    action="store_true",
-    help="Solve Poisson's equation by using a sparse matrix",
-)
-parser.add_argument(
-    "-a",
-    "--arch",
-    required=False,
-    default="cpu",
-    dest="arch",
-    type=str,
-    help="The arch (backend) to run this example on",
-)
-args, unknowns = parser.parse_known_args()
 
 res = 512
 dt = 0.03
@@ -42,19 +34,8 @@ dye_decay = 1 - 1 / (maxfps * time_c)
 force_radius = res / 2.0
 debug = False
 
-use_sparse_matrix = args.use_sp_mat
-arch = args.arch
-if arch in ["x64", "cpu", "arm64"]:
-    ti.init(arch=ti.cpu)
-elif arch in ["cuda", "gpu"]:
-    ti.init(arch=ti.cuda)
-else:
-    raise ValueError("Only CPU and CUDA backends are supported for now.")
-
-if use_sparse_matrix:
-    print("Using sparse matrix")
-else:
-    print("Using jacobi iteration")
+use_sparse_matrix = False
+arch = "cpu"
 
 _velocities = ti.Vector.field(2, float, shape=(res, res))
 _new_velocities = ti.Vector.field(2, float, shape=(res, res))
@@ -299,33 +280,16 @@ def step(mouse_data):
         print(f"divergence={div_s}")
 
 
-class MouseDataGen:
-    def __init__(self):
-        self.prev_mouse = None
-        self.prev_color = None
-
-    def __call__(self, gui):
-        # [0:2]: normalized delta direction
-        # [2:4]: current mouse xy
-        # [4:7]: color
-        mouse_data = np.zeros(8, dtype=np.float32)
-        if gui.is_pressed(ti.GUI.LMB):
-            mxy = np.array(gui.get_cursor_pos(), dtype=np.float32) * res
-            if self.prev_mouse is None:
-                self.prev_mouse = mxy
-                # Set lower bound to 0.3 to prevent too dark colors
-                self.prev_color = (np.random.rand(3) * 0.7) + 0.3
-            else:
-                mdir = mxy - self.prev_mouse
-                mdir = mdir / (np.linalg.norm(mdir) + 1e-5)
-                mouse_data[0], mouse_data[1] = mdir[0], mdir[1]
-                mouse_data[2], mouse_data[3] = mxy[0], mxy[1]
-                mouse_data[4:7] = self.prev_color
-                self.prev_mouse = mxy
-        else:
-            self.prev_mouse = None
-            self.prev_color = None
-        return mouse_data
+def scripted_mouse(frame):
+    # [0:2]: normalized delta direction
+    # [2:4]: current mouse xy
+    # [4:7]: color
+    mouse_data = np.zeros(8, dtype=np.float32)
+    angle = 0.5 * frame
+    mouse_data[0], mouse_data[1] = np.cos(angle), np.sin(angle)
+    mouse_data[2], mouse_data[3] = res * (0.5 + 0.2 * np.cos(angle)), res * (0.5 + 0.2 * np.sin(angle))
+    mouse_data[4:7] = [0.9, 0.5, 0.3]
+    return mouse_data
 
 
 def reset():
@@ -334,62 +298,10 @@ def reset():
     dyes_pair.cur.fill(0)
 
 
+frames = 1
+
+
 def main():
-    global debug, curl_strength
-    visualize_d = True  # visualize dye (default)
-    visualize_v = False  # visualize velocity
-    visualize_c = False  # visualize curl
-
-    paused = False
-
-    gui = ti.GUI("Stable Fluid", (res, res))
-    md_gen = MouseDataGen()
-
-    while gui.running:
-        if gui.get_event(ti.GUI.PRESS):
-            e = gui.event
-            if e.key == ti.GUI.ESCAPE:
-                break
-            elif e.key == "r":
-                paused = False
-                reset()
-            elif e.key == "s":
-                if curl_strength:
-                    curl_strength = 0
-                else:
-                    curl_strength = 7
-            elif e.key == "v":
-                visualize_v = True
-                visualize_c = False
-                visualize_d = False
-            elif e.key == "d":
-                visualize_d = True
-                visualize_v = False
-                visualize_c = False
-            elif e.key == "c":
-                visualize_c = True
-                visualize_d = False
-                visualize_v = False
-            elif e.key == "p":
-                paused = not paused
-            elif e.key == "d":
-                debug = not debug
-
-        # Debug divergence:
-        # print(max((abs(velocity_divs.to_numpy().reshape(-1)))))
-
-        if not paused:
-            mouse_data = md_gen(gui)
-            step(mouse_data)
-        if visualize_c:
-            vorticity(velocities_pair.cur)
-            gui.set_image(velocity_curls.to_numpy() * 0.03 + 0.5)
-        elif visualize_d:
-            gui.set_image(dyes_pair.cur)
-        elif visualize_v:
-            gui.set_image(velocities_pair.cur.to_numpy() * 0.01 + 0.5)
-        gui.show()
-
-
-if __name__ == "__main__":
-    main()
+    for frame in range(frames):
+        mouse_data = scripted_mouse(frame)
+        step(mouse_data)
