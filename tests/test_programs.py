@@ -46,19 +46,16 @@ ALL = ("interp", "cpu", "cuda", "vulkan", "opencl")  # + - * / sqrt casts floor 
 HOST = ("interp", "cpu")  # transcendentals: the interpreter's libm on both under fast_math=False
 
 EXACT: dict[str, dict[str, tuple[str, ...]]] = {
-    # collide(t): thread i adds only into x_inc[t + 1, i], impulse[t + 1, i]; norm, normalized, min: exact ops
-    "billiards": {"losses": ALL, "loss": ALL, "x": ALL},
-    # advect / compute_div / compute_p / update_v: floor, casts, + - * /; every thread writes its own cells
-    "smoke_taichi": {"smoke": ALL},
-    # fdtd: + - * on neighbours; each thread its own cell
-    "wave": {"p": ALL},
-    # ray_march: sin / cos of the view angle, sqrt; each pixel's thread adds into its own pixel
-    "volume_renderer": {"images": HOST},
-    # compute_force: thread i sums into force[i] serially; `(1 / r) ** 3` is a float pow (1 ulp off host)
-    "nbody": {"random.pos": ALL, "random.vel": ALL, "pos": HOST, "vel": HOST},
-    # exp, normalized; each thread its own cell (Jacobi iterations ping-pong between two fields)
+    # Only outputs no gradient has touched: a gradient sums with float atomics in an order that varies (the
+    # reverse of a gather is a scatter), and so does every state after an update that used one.
+    # billiards' first loss: collide(t)'s thread i adds only into x_inc[t + 1, i] and impulse[t + 1, i]; norm,
+    # normalized, min are exact ops
+    "billiards": {"losses": ALL},
+    # compute_force: thread i sums into force[i] serially; `(1 / r) ** 3` is a float pow, the start cos / sin
+    "nbody": {"random.pos": HOST, "random.vel": HOST, "pos": HOST, "vel": HOST},
+    # exp, normalized; each thread writes its own cells (Jacobi iterations ping-pong between two fields)
     "stable_fluid": {"velocity": HOST, "dye": HOST, "pressure": HOST, "curl": HOST},
-    # qd.random draws the same numbers on every tier (the launch id and thread index seed it)
+    # qd.random draws the same numbers on every tier (the launch id and thread index seed it); x = u * 0.4 + 0.2
     "mpm88": {"random.x": ALL, "random.v": ALL, "random.J": ALL},
     "mpm99": {"random.x": ALL, "material": ALL},
 }
@@ -148,8 +145,9 @@ def _check_tiers(a: _arch.Arch, case: cases.Case, out: dict[str, np.ndarray], re
 
 
 def _directional_fd(m: types.ModuleType, case: cases.Case, name: str, prefix: tuple[int, ...],
-                    d: np.ndarray) -> float:
-    """(loss(theta + h d) - loss(theta - h d)) / 2h, perturbing the sub-array `prefix` of field `name`."""
+                    d: np.ndarray) -> tuple[float, float]:
+    """(loss(theta + h d) - loss(theta - h d)) / 2h, perturbing the sub-array `prefix` of field `name`, and the
+    rounding error to expect in it (a few ulps of the loss over 2h)."""
     f = getattr(m, name)
     theta = f.to_numpy()
     values = []
@@ -159,7 +157,8 @@ def _directional_fd(m: types.ModuleType, case: cases.Case, name: str, prefix: tu
         f.from_numpy(moved)
         values.append(case.loss(m))
     f.from_numpy(theta)
-    return (values[0] - values[1]) / (2 * FD_STEP)
+    noise = 10 * np.finfo(np.float64).eps * max(abs(values[0]), abs(values[1])) / (2 * FD_STEP)
+    return (values[0] - values[1]) / (2 * FD_STEP), noise
 
 
 def _check_fd(m: types.ModuleType, case: cases.Case, out: dict[str, np.ndarray]) -> None:
@@ -168,12 +167,11 @@ def _check_fd(m: types.ModuleType, case: cases.Case, out: dict[str, np.ndarray])
         g = out[f"{name}.grad"]
         d = rng.standard_normal(g.shape)
         d /= np.linalg.norm(d)
-        fd = _directional_fd(m, case, name, prefix, d)
+        fd, noise = _directional_fd(m, case, name, prefix, d)
         ad = float(np.sum(g * d))
-        scale = max(abs(ad), 1e-3 * float(np.linalg.norm(g)), 1e-12)
-        assert abs(fd - ad) <= FD_RTOL * scale, \
+        assert abs(fd - ad) <= FD_RTOL * max(abs(ad), 1e-2 * float(np.linalg.norm(g))) + noise, \
             f"{case.name}: d loss / d {name} along a random direction: reverse mode {ad:.12e}, central " \
-            f"differences {fd:.12e}"
+            f"differences {fd:.12e} (rounding there ~{noise:.1e})"
 
 
 def _quadrants(case: cases.Case) -> dict[str, dict]:
@@ -286,7 +284,7 @@ def test_electric_read_before_write_is_refused(arch: _arch.Arch) -> None:
         d = np.zeros(int(np.prod(shape)))
         d[::stride] = rng.standard_normal(len(d[::stride]))  # only where Quadrants' gradient was recorded
         d = d.reshape(shape) / np.linalg.norm(d)
-        fd = _directional_fd(m, case, name, prefix, d)
+        fd = _directional_fd(m, case, name, prefix, d)[0]
         q = float(np.dot(d.ravel()[::stride], rec[f"{name}.grad"]["values"]))
         wrong.append(abs(q - fd) > 1e-5 * abs(fd))  # 4e-4 to 4e-3 here; differences are good to ~1e-9
     assert all(wrong), "Quadrants' electric gradient matches the forward pass: is nn1's read still before the write?"
