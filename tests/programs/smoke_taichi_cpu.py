@@ -1,13 +1,19 @@
-import taichi as ti
-import argparse
+"""difftaichi's smoke control for the CPU (examples/smoke_taichi_cpu.py): smoke_taichi.py with fields laid out
+structure-of-arrays through `get_scalar_field`, headless.
+
+Source: https://github.com/taichi-dev/difftaichi/blob/9f4ee522a0a01e6b1aae1d3551c7fd1f6ed56081/examples/smoke_taichi_cpu.py
+Changes: `import taichi as ti` -> `import qd as ti`; `ti.init(default_fp=real)` left to the loader's caller;
+OpenCV's windows, image files and timing prints removed (`forward(output)` writes nothing, `options.iters` is
+the constant `iters`, `main` returns the losses); the initial smoke and the target, `init_smoke.png` and
+`peace.png`, are `initial_image()` and `target_image()`, synthetic images (a checkerboard, a centred disc), since
+the port reads no files.
+"""
+# ruff: noqa (published code, kept as it was: the point is that it runs unchanged)
+import qd as ti
 import time
 import numpy as np
-import cv2
-import os
-from imageio import imread, imwrite
 
 real = ti.f32
-ti.init(default_fp=real)
 
 n_grid = 110
 dx = 1.0 / n_grid
@@ -173,42 +179,43 @@ def forward(output=None):
         advect(smoke, smoke, 0, t)
 
         if output:
-            os.makedirs(output, exist_ok=True)
             smoke_ = np.zeros(shape=(n_grid, n_grid), dtype=np.float32)
             copy_smoke(t, smoke_)
-            cv2.imshow('smoke', smoke_)
-            cv2.waitKey(1)
-            cv2.imwrite("{}/{:04d}.png".format(output, t), 255 * smoke_)
     compute_loss()
-    print('forward time', (time.time() - T) * 1000, 'ms')
+
+
+def initial_image():
+    i, j = np.meshgrid(np.arange(n_grid), np.arange(n_grid), indexing='ij')
+    return ((i // 8 + j // 8) % 2).astype(np.float64)
+
+
+def target_image():
+    i, j = np.meshgrid(np.arange(n_grid), np.arange(n_grid), indexing='ij')
+    r = np.hypot(i - n_grid / 2, j - n_grid / 2)
+    return (r < n_grid / 4).astype(np.float64)
+
+
+iters = 150
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument('--iters', type=int, default=150)
-    options = parser.parse_args()
-
-    print("Loading initial and target states...")
-    initial_smoke_img = imread("init_smoke.png")[:, :, 0] / 255.0
-    target_img = imread("peace.png")[::2, ::2, 3] / 255.0
+    initial_smoke_img = initial_image()
+    target_img = target_image()
 
     for i in range(n_grid):
         for j in range(n_grid):
             target[i, j] = target_img[i, j]
             smoke[0, i, j] = initial_smoke_img[i, j]
 
-    for opt in range(options.iters):
+    losses = []
+    for opt in range(iters):
         t = time.time()
         with ti.ad.Tape(loss):
             output = "test" if opt % 10 == 9 else None
             forward(output)
-        print('total time', (time.time() - t) * 1000, 'ms')
 
-        print('Iter', opt, ' Loss =', loss[None])
+        losses.append(loss[None])
         apply_grad()
 
     forward("output")
-
-
-if __name__ == '__main__':
-    main()
+    return losses
