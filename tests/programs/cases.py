@@ -14,6 +14,7 @@ numpy (Quadrants' `ti.random` draws other numbers than qd's) after the program's
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import types
@@ -257,8 +258,8 @@ CASES: dict[str, Case] = {c.name: c for c in [
          _mass_spring_loss, _CONTROLLER),
     Case("rigid_body", "rigid_body", {"steps": 48, "max_steps": 96, "iters": 1}, "f64", _rigid_body,
          _rigid_body_loss, _CONTROLLER),
-    Case("billiards", "billiards", {"billiard_layers": 1, "steps": 420, "max_steps": 840, "iters": 1}, "f64", _billiards,
-         _billiards_loss, _BILLIARDS, quadrants_init=_ADSTACK),
+    Case("billiards", "billiards", {"billiard_layers": 1, "steps": 420, "max_steps": 840, "iters": 1}, "f64",
+         _billiards, _billiards_loss, _BILLIARDS, quadrants_init=_ADSTACK),
     Case("diffmpm", "diffmpm", {"n_grid": 32, "steps": 24, "max_steps": 48, "iters": 1, "vis_steps": 24}, "f64",
          _diffmpm, _diffmpm_loss, _DIFFMPM),
     Case("electric", "electric", {"steps": 48, "max_steps": 96, "seg_size": 16, "iters": 0}, "f64", _electric,
@@ -270,11 +271,35 @@ CASES: dict[str, Case] = {c.name: c for c in [
          quadrants_init=_ADSTACK),
     Case("wave", "wave", {"n_grid": 16, "steps": 12, "max_steps": 24, "iters": 1}, "f64", _wave, _accumulated_loss,
          (("initial", ()),), quadrants_init=_ADSTACK),
-    Case("volume_renderer", "volume_renderer", {"res": 16, "density_res": 8, "n_views": 2, "marching_steps": 48, "iters": 1, "learning_rate": 0.015},
-         "f64", _volume, _volume_loss, (("density", ()),), quadrants_init=_ADSTACK),
+    Case("volume_renderer", "volume_renderer", {"res": 16, "density_res": 8, "n_views": 2, "marching_steps": 48,
+                                                "iters": 1, "learning_rate": 15 * (16 / 512) ** 2}, "f64", _volume, _volume_loss, (("density", ()),), quadrants_init=_ADSTACK),
     Case("mpm88", "mpm88", {"n_particles": 256, "n_grid": 32, "frames": 1}, "f32", _mpm88, has_real=False),
     Case("mpm99", "mpm99", {"n_particles": 300, "n_grid": 32, "frames": 2}, "f32", _mpm99, has_real=False),
     Case("nbody", "nbody", {"N": 64, "frames": 2}, "f32", _nbody, has_real=False),
     Case("stable_fluid", "stable_fluid", {"res": 32, "p_jacobi_iters": 20, "frames": 3, "curl_strength": 7}, "f32",
          _stable_fluid, has_real=False),
 ]}
+
+# The `slow` tests' sizes: published step counts and grids where a CPU run takes seconds (diffmpm, smoke,
+# stable_fluid, volume_renderer, wave: a quarter to a half of the published grid), several training iterations.
+# The learning rate of volume_renderer scales with its loss, which is normalised by the image's pixel count.
+_LARGE = {
+    "mass_spring": {"steps": 2048 // 3, "max_steps": 4096, "iters": 3},
+    "rigid_body": {"steps": 2048, "max_steps": 4096, "iters": 2},
+    "billiards": {"billiard_layers": 4, "steps": 1024, "max_steps": 2048, "iters": 3},
+    "diffmpm": {"n_grid": 64, "steps": 256, "max_steps": 512, "iters": 2, "vis_steps": 256},
+    "electric": {"steps": 512, "max_steps": 2048, "seg_size": 256, "iters": 0},
+    "smoke_taichi": {"n_grid": 64, "steps": 32, "num_iterations_gauss_seidel": 10, "iters": 3},
+    "smoke_taichi_cpu": {"n_grid": 48, "steps": 32, "num_iterations_gauss_seidel": 6, "iters": 3},
+    "wave": {"n_grid": 64, "steps": 128, "max_steps": 256, "iters": 3},
+    "volume_renderer": {"res": 64, "density_res": 32, "n_views": 7, "marching_steps": 200, "iters": 3,
+                        "learning_rate": 15 * (64 / 512) ** 2},
+    "mpm88": {"n_particles": 8192, "n_grid": 128, "frames": 4},
+    "mpm99": {"n_particles": 9000, "n_grid": 128, "frames": 4},
+    "nbody": {"N": 1000, "frames": 2},
+    "stable_fluid": {"res": 128, "p_jacobi_iters": 100, "frames": 10, "curl_strength": 7},
+}
+
+LARGE: dict[str, Case] = {f"{n}@large": dataclasses.replace(c, name=f"{n}@large", params=_LARGE[n])
+                          for n, c in CASES.items()}
+ALL_CASES: dict[str, Case] = {**CASES, **LARGE}

@@ -85,8 +85,8 @@ def main(names: list[str]) -> None:
         "recorded": time.strftime("%Y-%m-%d"), "by": "tests/programs/record_quadrants.py",
     })
     data.setdefault("cases", {})
-    for name in names or list(cases.CASES):
-        case = cases.CASES[name]
+    for name in names or list(cases.CASES):  # the `slow` tests' cases (`<name>@large`) only when named
+        case = cases.ALL_CASES[name]
         t0 = time.time()
         data["cases"][name] = {"params": {k: v for k, v in case.params.items()}, "fp": case.fp,
                                "init": case.quadrants_init, "outputs": record(case)}
