@@ -49,8 +49,9 @@ EXACT: dict[str, dict[str, tuple[str, ...]]] = {
     # Only outputs no gradient has touched: a gradient sums with float atomics in an order that varies (the
     # reverse of a gather is a scatter), and so does every state after an update that used one.
     # billiards' first loss: collide(t)'s thread i adds only into x_inc[t + 1, i] and impulse[t + 1, i]; norm,
-    # normalized, min are exact ops
-    "billiards": {"losses": ALL},
+    # normalized, min are exact, but compute_loss squares with `** 2`, a float pow (cuda and NVIDIA's OpenCL give
+    # the loss 1 ulp lower; lavapipe and PoCL happen to agree)
+    "billiards": {"losses": HOST},
     # compute_force: thread i sums into force[i] serially; `(1 / r) ** 3` is a float pow, the start cos / sin
     "nbody": {"random.pos": HOST, "random.vel": HOST, "pos": HOST, "vel": HOST},
     # exp, normalized; each thread writes its own cells (Jacobi iterations ping-pong between two fields)
