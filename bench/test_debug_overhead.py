@@ -36,7 +36,9 @@ x = np.ones(64, np.float32)
 if mode != "not_imported":
     import qd.debug
 if mode == "attached_no_breakpoint":
-    qd.debug.session(on_stop=lambda *a: "continue", breakpoints=["elsewhere.py:1"]).attach()
+    dbg = qd.debug.session(on_stop=lambda *a: "continue")
+    dbg.breakpoints.append(qd.debug.Breakpoint("elsewhere.py", 1))  # matches no kernel (set unchecked)
+    dbg.attach()
 for _ in range(2000):
     small(x)
 runs = []
@@ -98,7 +100,8 @@ def test_launch_with_debug_module(benchmark, interp_program, mode):
     k(x)
     dbg = None
     if mode == "attached_no_breakpoint":
-        dbg = qd.debug.session(on_stop=lambda *a: "continue", breakpoints=["elsewhere.py:1"])
+        dbg = qd.debug.session(on_stop=lambda *a: "continue")
+        dbg.breakpoints.append(qd.debug.Breakpoint("elsewhere.py", 1))  # matches no kernel (set unchecked)
         dbg.attach()
     else:
         assert _launch.launch.__module__ == "qd.runtime.launch"  # no hook: the plain function
@@ -119,7 +122,8 @@ def test_attached_vs_detached_interleaved(benchmark, interp_program):
 
     k = _small()
     x = np.ones(64, np.float32)
-    dbg = qd.debug.session(on_stop=lambda *a: "continue", breakpoints=["elsewhere.py:1"])
+    dbg = qd.debug.session(on_stop=lambda *a: "continue")
+    dbg.breakpoints.append(qd.debug.Breakpoint("elsewhere.py", 1))  # matches no kernel (set unchecked)
 
     def block() -> float:
         t = time.perf_counter()

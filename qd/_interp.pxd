@@ -35,6 +35,10 @@ ctypedef void (*native_prologue_t)(Ctx*, int64_t*) noexcept nogil
 ctypedef int32_t (*native_body_t)(Ctx*, int64_t, int64_t) noexcept nogil
 
 
+cdef enum:
+    RC_INTERRUPTED = 3  # a range's return code when a Python signal handler raised during the launch (Ctrl-C)
+
+
 cdef class Launch:
     cdef Ctx ctx
     cdef object _keep
@@ -48,6 +52,13 @@ cdef class Launch:
     cdef int nbuf
     cdef char** bufs
     cdef int64_t* shapes
+    # interruption (Ctrl-C): the launching thread, when it is Python's main thread, runs Python's signal
+    # handlers between its chunks; one that raises stops the launch (`stop`) and its exception waits in
+    # `pending` until the launch path raises it
+    cdef int64_t stop
+    cdef bint can_poll
+    cdef int64_t next_poll
+    cdef object pending
 
     cdef void reset(self, uint64_t seed, uint64_t launch_id, int nthreads) noexcept
     cdef int native_serial(self, uint64_t fn, int task_id) noexcept
@@ -58,3 +69,7 @@ cdef class Launch:
     cdef int _parallel(self, const int32_t* body, qd_reg* R0, int64_t nregs, int var, int64_t lo,
                        int64_t hi, int64_t min_parallel) noexcept
     cdef int _native_parallel(self, native_body_t f, int64_t lo, int64_t hi, int64_t min_parallel) noexcept
+    cdef void _chunks(self, native_body_t f, const int32_t* body, qd_reg* R, int var, Ctx* ctx, int64_t* cursor,
+                      int64_t hi, int64_t c, int64_t cmax, int nth, bint poller) noexcept nogil
+    cdef void _poll(self) noexcept nogil
+    cdef int _outcome(self) noexcept

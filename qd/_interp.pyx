@@ -6,6 +6,14 @@ The op semantics live in the opcode table (`qd/bytecode/opcodes.py`), rendered i
 A range task runs its prologue once, then its body once per iteration, chunked over OpenMP
 threads, each thread with a private copy of the register file. Failures (checks) are recorded in
 the status buffer; the host turns them into exceptions after the launch.
+
+Chunks are taken from a shared cursor and sized by time: each thread scales its next chunk so that it
+runs about `CHUNK_NS` (never more indices than the fixed schedule's chunk), so every thread comes back
+to the driver often. Between its chunks the launching thread, when it is Python's main thread, runs
+Python's signal handlers (`PyErr_CheckSignals`, the GIL taken for it) every `POLL_NS`: Ctrl-C's
+KeyboardInterrupt (or whatever a handler raises) stops the launch within about a chunk, every thread
+skips the chunks left, and the launch path raises it (`rc == INTERRUPTED`); the next launch runs
+normally. A serial task, and a range too small to go parallel, run in one call, without polling.
 """
 
 from libc.stdint cimport INT64_MIN, INT64_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
@@ -13,6 +21,11 @@ from libc.stdlib cimport calloc, malloc, free
 from libc.string cimport memcpy, memset
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS
 from cython.parallel cimport prange, parallel, threadid
+from cpython.exc cimport PyErr_CheckSignals
+from cpython.pythread cimport PyThread_get_thread_ident
+from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
+
+import threading
 
 include "_interp_externs.pxi"
 
@@ -37,6 +50,7 @@ cdef extern from "_interp_support.h" nogil:
     uint64_t qd_rng_key(uint64_t seed, uint64_t launch, uint64_t task, uint64_t tid)
     int64_t __atomic_fetch_add(int64_t* p, int64_t v, int order)
     int64_t __atomic_load_n(int64_t* p, int order)
+    void __atomic_store_n(int64_t* p, int64_t v, int order)
     bint __atomic_compare_exchange_n(int64_t* p, int64_t* expected, int64_t desired, bint weak,
                                      int success, int failure)
     int __ATOMIC_SEQ_CST
@@ -48,6 +62,17 @@ DEF STATUS_WORDS = 16
 DEF MAX_CHECK_ARGS = 4
 
 # `Ctx` (the launch context native code receives) and `Launch` are declared in `_interp.pxd`.
+
+DEF CHUNK_NS = 20000000  # a chunk's target duration: how soon every thread sees a stop
+DEF POLL_NS = 20000000   # how often the launching thread runs Python's signal handlers
+INTERRUPTED = RC_INTERRUPTED  # a launch's return code when a signal handler raised during it
+cdef unsigned long _MAIN_THREAD = threading.main_thread().ident
+
+
+cdef inline int64_t _now() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec * 1000000000 + ts.tv_nsec
 
 
 cdef inline void qd_fail(Ctx* ctx, int32_t check_id, const int32_t* regs, int32_t n,
@@ -142,6 +167,14 @@ cdef class Launch:
         self.seed = seed
         self.launch_id = launch_id
         self.nthreads = nthreads if nthreads > 0 else 1
+        self.stop = 0
+        self.pending = None
+        self.can_poll = PyThread_get_thread_ident() == _MAIN_THREAD
+
+    def interruption(self):
+        """The exception a signal handler raised during the last launch (which returned `INTERRUPTED`)."""
+        e, self.pending = self.pending, None
+        return e if e is not None else KeyboardInterrupt()
 
     def fill_template(self, uint64_t[::1] tpl, const int64_t[:, ::1] shape_regs,
                       const int64_t[:, ::1] stride_regs):
@@ -213,39 +246,88 @@ cdef class Launch:
 
     cdef int _parallel(self, const int32_t* body, qd_reg* R0, int64_t nregs, int var, int64_t lo,
                        int64_t hi, int64_t min_parallel) noexcept:
-        cdef int64_t total = hi - lo
+        cdef int64_t total = hi - lo, cursor = lo, cmax
         cdef int nth = self.nthreads
-        cdef int64_t chunk, nchunks, ch, i, stop
         cdef qd_reg* R
         cdef Ctx ctx
-        cdef int rc = 0, r
         if total < min_parallel or total < 2 or nth == 1:
             nth = 1
-        chunk = total // (nth * 16) + 1
-        if chunk > 65536:
-            chunk = 65536
-        nchunks = (total + chunk - 1) // chunk
+        cmax = total // (nth * 16) + 1
+        if cmax > 65536:
+            cmax = 65536
+        if nth == 1:
+            R = <qd_reg*>malloc((nregs + 1) * sizeof(qd_reg))
+            memcpy(R, R0, nregs * sizeof(qd_reg))
+            ctx = self.ctx
+            ctx.slot = 0
+            with nogil:
+                self._chunks(NULL, body, R, var, &ctx, &cursor, hi, 16 if cmax > 16 else cmax, cmax, 1, self.can_poll)
+            free(R)
+            return self._outcome()
         with nogil, parallel(num_threads=nth):
             R = <qd_reg*>malloc((nregs + 1) * sizeof(qd_reg))
             memcpy(R, R0, nregs * sizeof(qd_reg))
             ctx = self.ctx
             ctx.slot = threadid()
-            for ch in prange(nchunks, schedule="dynamic"):
-                if __atomic_load_n(&ctx.status[0], __ATOMIC_RELAXED) != 0:
-                    continue
-                stop = lo + (ch + 1) * chunk
-                if stop > hi:
-                    stop = hi
-                for i in range(lo + ch * chunk, stop):
+            self._chunks(NULL, body, R, var, &ctx, &cursor, hi, 16 if cmax > 16 else cmax, cmax, nth,
+                         self.can_poll and threadid() == 0)
+            free(R)
+        return self._outcome()
+
+    cdef void _chunks(self, native_body_t f, const int32_t* body, qd_reg* R, int var, Ctx* ctx, int64_t* cursor,
+                      int64_t hi, int64_t c, int64_t cmax, int nth, bint poller) noexcept nogil:
+        """One of `nth` threads' share of a range: chunks [s, s + c) taken from `cursor` until none is left or the
+        launch failed or stopped; run by `f` (native) or by the bytecode `body` index by index. Each next chunk
+        is scaled to run about CHUNK_NS, and holds at most `cmax` indices and a 1/nth of those left (so the
+        threads finish together). The `poller` runs Python's signal handlers every POLL_NS."""
+        cdef int64_t s, e, i, t0 = _now(), t1, left
+        cdef double want
+        if poller:
+            self.next_poll = t0 + POLL_NS
+        while __atomic_load_n(&ctx.status[0], __ATOMIC_RELAXED) == 0 and \
+                __atomic_load_n(&self.stop, __ATOMIC_RELAXED) == 0:
+            s = __atomic_fetch_add(cursor, c, __ATOMIC_RELAXED)
+            if s >= hi:
+                break
+            e = s + c if c < hi - s else hi
+            if f != NULL:
+                f(ctx, s, e)
+            else:
+                for i in range(s, e):
                     R[var].i = i
                     ctx.tid = i
                     ctx.rng_ctr = 0
-                    r = run(body, R, &ctx)
-                    if r != 0:
+                    if run(body, R, ctx) != 0:
                         break
-            free(R)
+            t1 = _now()
+            want = <double>c * CHUNK_NS / <double>(t1 - t0 + 1)
+            left = (hi - __atomic_load_n(cursor, __ATOMIC_RELAXED)) // nth + 1
+            if want > <double>cmax:
+                want = <double>cmax
+            if want > <double>left:
+                want = <double>left
+            c = <int64_t>want if want >= 1.0 else 1
+            t0 = t1
+            if poller and t1 >= self.next_poll:
+                self.next_poll = t1 + POLL_NS
+                self._poll()
+
+    cdef void _poll(self) noexcept nogil:
+        """Runs Python's pending signal handlers (on the main thread, the GIL taken for it); one that raises
+        (Ctrl-C: KeyboardInterrupt) stops the launch and leaves its exception in `pending`."""
+        with gil:
+            try:
+                PyErr_CheckSignals()
+            except BaseException as e:
+                self.pending = e
+                __atomic_store_n(&self.stop, 1, __ATOMIC_RELAXED)
+
+    cdef int _outcome(self) noexcept:
+        """A chunked range's return code: 1 a check failed, INTERRUPTED a signal handler raised, else 0."""
         if self.ctx.status[0] != 0:
             return 1
+        if self.stop:
+            return RC_INTERRUPTED
         return 0
 
     # ------------------------------------------------------------------ native (LLVM) tasks
@@ -279,32 +361,28 @@ cdef class Launch:
         return self._native_parallel(f, be[0], be[1], min_parallel)
 
     cdef int _native_parallel(self, native_body_t f, int64_t lo, int64_t hi, int64_t min_parallel) noexcept:
-        cdef int64_t total = hi - lo
+        cdef int64_t total = hi - lo, cursor = lo, cmax, c0
         cdef int nth = self.nthreads
-        cdef int64_t chunk, nchunks, ch, stop
         cdef int32_t r
         cdef Ctx ctx
-        if total < min_parallel or total < 2 or nth == 1:
+        if total < min_parallel or total < 2:
             with nogil:
                 r = f(&self.ctx, lo, hi)
             return r
-        # Heavy bodies (inner loops) get small dynamic chunks; light ones one chunk per thread, so a
-        # recognised reduction does one atomic per thread.
+        # Heavy bodies (inner loops) get small chunks; light ones at most one chunk per thread, so a
+        # recognised reduction does few atomics. Both start small and grow to run about CHUNK_NS each.
         if min_parallel <= 2:
-            chunk = total // (nth * 16) + 1
+            cmax = total // (nth * 16) + 1
+            c0 = 1
         else:
-            chunk = (total + nth - 1) // nth
-        nchunks = (total + chunk - 1) // chunk
+            cmax = (total + nth - 1) // nth
+            c0 = 4096 if cmax > 4096 else cmax
+        if nth == 1:
+            with nogil:
+                self._chunks(f, NULL, NULL, 0, &self.ctx, &cursor, hi, c0, cmax, 1, self.can_poll)
+            return self._outcome()
         with nogil, parallel(num_threads=nth):
             ctx = self.ctx  # private: the slot differs per thread
             ctx.slot = threadid()
-            for ch in prange(nchunks, schedule="dynamic"):
-                if __atomic_load_n(&ctx.status[0], __ATOMIC_RELAXED) != 0:
-                    continue
-                stop = lo + (ch + 1) * chunk
-                if stop > hi:
-                    stop = hi
-                r = f(&ctx, lo + ch * chunk, stop)
-        if self.ctx.status[0] != 0:
-            return 1
-        return 0
+            self._chunks(f, NULL, NULL, 0, &ctx, &cursor, hi, c0, cmax, nth, self.can_poll and threadid() == 0)
+        return self._outcome()

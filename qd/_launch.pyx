@@ -13,9 +13,10 @@ decided the same way again, which the plan checks itself at every call:
   instance reached through its template arguments (`members_unchanged`, `qd/frontend/guards.py`);
 - every argument has the type and layout the instance was made for: a template argument is the same
   object (or an equal int/float/bool/str, as the instantiation key compares them), a scalar is a
-  Python int/float/bool that converts to its parameter's dtype (ints in 64 bits), an ndarray argument
+  Python int/float/bool that converts to its parameter's dtype (an int in the 64-bit range of the
+  parameter's signedness: `qd.frontend.args._scalar`), an ndarray argument
   is a qd Ndarray with the same dtype, element shape and layout, or a C-contiguous, native-order
-  numpy array of the dtype and dimensions of the instance.
+  numpy array of the dtype and dimensions of the instance (writeable where the kernel writes it).
 
 Anything else returns `MISS`, and the caller takes the Python path, which raises the same errors as
 ever. A plan binds buffers (data pointers and extents into the interpreter's `Launch`), packs scalars
@@ -25,11 +26,12 @@ the kernel writes, and hands failures, prints and returns to the host code that 
 Launch numbers (a key of `qd.random`) are counted here, for every tier: `next_launch_id`.
 """
 
-from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdint cimport INT32_MAX, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memcmp, memcpy, memset
 from cpython.dict cimport PyDict_GetItem
-from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_FromLongLong, PyLong_FromUnsignedLongLong
+from cpython.long cimport (PyLong_AsLongLongAndOverflow, PyLong_AsUnsignedLongLong, PyLong_FromLongLong,
+                         PyLong_FromUnsignedLongLong)
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_FromDouble
 from cpython.list cimport PyList_GET_SIZE
 from cpython.object cimport PyObject
@@ -37,7 +39,7 @@ from cpython.pythread cimport PyThread_get_thread_ident
 cimport numpy as cnp
 import numpy as np
 
-from qd._interp cimport Launch
+from qd._interp cimport RC_INTERRUPTED, Launch
 
 cnp.import_array()
 
@@ -57,6 +59,33 @@ DEF V_FLOAT = 0x100
 DEF V_SIGNED = 0x200
 DEF V_BOOL = 0x400
 DEF MAX_DIMS = 8
+
+cdef inline int size_class(cnp.npy_intp* dims, int nd) noexcept:
+    """`qd.ir.size_class` of the `nd` outer axes `dims`: 0 fewer than 2^31 cells (an empty axis counted as 1), 1
+    more with every axis below 2^31, 2 an axis of 2^31 or more (the instance's `BufferDecl.large` must match)."""
+    cdef int k
+    cdef int64_t cells = 1
+    cdef int cls = 0
+    for k in range(nd):
+        if dims[k] > INT32_MAX:
+            return 2
+        if cls == 0 and dims[k] > 1:
+            cells *= dims[k]
+            if cells > INT32_MAX:
+                cls = 1
+    return cls
+
+
+def size_class_of(tuple shape):
+    """`size_class` of `shape` (for tests: it must agree with `qd.ir.size_class`)."""
+    cdef cnp.npy_intp dims[MAX_DIMS]
+    cdef int k
+    if len(shape) > MAX_DIMS:
+        raise ValueError("too many axes")
+    for k in range(len(shape)):
+        dims[k] = shape[k]
+    return size_class(dims, len(shape))
+
 
 cdef uint64_t _epoch = 1
 cdef uint64_t _launch_id = 0
@@ -82,6 +111,9 @@ def reset_launch_ids():
     _launch_id = 0
 
 
+_U64_MAX = (1 << 64) - 1
+
+
 cdef inline bint scalar_bits(object v, int code, uint64_t* out):
     """The register bits of scalar argument `v` for a parameter of value code `code` (`register_bits`);
     False where the Python path must convert it (or refuse it)."""
@@ -98,19 +130,26 @@ cdef inline bint scalar_bits(object v, int code, uint64_t* out):
         d = PyFloat_AS_DOUBLE(v)
     elif t is int or t is bool:
         ll = PyLong_AsLongLongAndOverflow(v, &overflow)
-        if overflow:
-            return False
         if not (code & V_FLOAT):
+            if overflow:  # past the i64 range: an unsigned parameter takes up to 2**64 - 1
+                if overflow < 0 or code & (V_SIGNED | V_BOOL) or v > _U64_MAX:
+                    return False
+                u = PyLong_AsUnsignedLongLong(v)
+            elif ll < 0 and not (code & V_SIGNED):  # unsigned parameters (u1 too) take no negative values
+                return False
+            else:
+                u = <uint64_t>ll
             if code & V_BOOL:
-                out[0] = 1 if ll != 0 else 0
+                out[0] = 1 if u != 0 else 0
                 return True
-            u = <uint64_t>ll
             if bits < 64:
                 u &= (<uint64_t>1 << bits) - 1
                 if (code & V_SIGNED) and (u >> (bits - 1)):
                     u |= ~((<uint64_t>1 << bits) - 1)
             out[0] = u
             return True
+        if overflow:
+            return False
         d = <double>ll
     else:
         return False
@@ -155,7 +194,7 @@ cdef class Plan:
     cdef int* pcode              # scalar: value code; ndarray: numpy type number (-1: numpy arrays refused)
     cdef int* pndim              # ndarray: dimensions of the storage (outer + element)
     cdef int* pwritten           # ndarray: the kernel writes it (bump its generation)
-    cdef list pexpect            # template: the value; ndarray: (qd spec, layout, element shape)
+    cdef list pexpect            # template: the value; ndarray: (qd spec, layout, element shape, size class)
     # buffers
     cdef Py_ssize_t nbuf
     cdef int* bkind
@@ -343,7 +382,10 @@ cdef class Plan:
                 return None
         else:
             return None
-        if cnp.PyArray_NDIM(<cnp.ndarray>a) != self.pndim[i]:
+        if cnp.PyArray_NDIM(<cnp.ndarray>a) != self.pndim[i] or \
+                size_class(cnp.PyArray_DIMS(<cnp.ndarray>a), self.pndim[i] - len(exp[2])) != exp[3]:
+            return None
+        if self.pwritten[i] and not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>a):  # the Python path refuses it
             return None
         return a
 
@@ -413,6 +455,8 @@ cdef class Plan:
             self.on_prints()
         if rc == 1 or rc < 0 or self.status[0]:
             self.on_failure(rc, args)
+        if rc == RC_INTERRUPTED:  # a signal handler raised during the launch (Ctrl-C): the kernel stopped early
+            raise self.st.interruption()
         return self._returns()
 
     cdef object _device(self, tuple args):

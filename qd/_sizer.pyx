@@ -3,14 +3,18 @@
 
 `eval_size` runs a serialised `SizeExpr` (`qd/ad/sizing.py`: 5 int64 words per node, post-order,
 root last) nogil against live buffers and scalar arguments. A `MaxOverRange` walks its range
-serially and raises when it would take more than `GUARD` iterations (it never truncates); an index
-outside a buffer raises instead of reading past it. `reduce_max_i64` is the parallel integer max
+serially; the walk as a whole is bounded: every range charges its iterations when it is entered, and
+the walk raises as soon as the total would pass `GUARD` (so nested ranges, each small, cannot add up
+to an unbounded walk; a size is never truncated). An index outside a buffer raises instead of reading
+past it. `eval_max_parallel` runs a recognized spec's flattened axes in parallel at any extent; the
+ranges nested in its body are walked per index, and their worst-case total (closed bounds: known
+before the walk) must stay within `NESTED_GUARD`. `reduce_max_i64` is the parallel integer max
 reduction the max-reducer builds on.
 """
 
 import os
 
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT64_MAX
 from libc.stdlib cimport calloc, free, malloc
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_FORMAT
 from cython.parallel cimport parallel, prange, threadid
@@ -53,7 +57,9 @@ ctypedef union Bits:
     int64_t i
     double d
 
-GUARD = 1 << 24
+GUARD = 1 << 24  # MaxOverRange iterations one serial walk may take, all its ranges together
+NESTED_GUARD = 1 << 28  # iterations of the ranges nested in a parallel spec's body, over all its indices
+
 
 ctypedef struct Buf:
     char* data
@@ -71,7 +77,8 @@ ctypedef struct State:
     int ncounts
     int64_t vars[MAX_VARS]
     int64_t guard
-    int err       # 0 ok, 1 guard, 2 index out of range, 3 unbound buffer, 4 too deep
+    int64_t walked  # iterations the ranges entered so far charged (their total is bounded by `guard`)
+    int err       # 0 ok, 1 guard, 2 index out of range, 3 unbound buffer, 4 too deep, 5 nested guard
     int64_t info[4]
 
 _CODES = {np.dtype(np.int8): 0, np.dtype(np.int16): 1, np.dtype(np.int32): 2, np.dtype(np.int64): 3,
@@ -197,11 +204,13 @@ cdef int64_t _ev(State* s, int64_t n, int depth) noexcept nogil:
     if k == K_MOR:
         lo = _ev(s, w[2], depth + 1)
         hi = _ev(s, w[3], depth + 1)
-        if hi - lo > s.guard:
-            if s.err == 0:
-                s.err = 1
-                s.info[0] = hi - lo
+        if s.err == 0 and hi > lo and <uint64_t>hi - <uint64_t>lo > <uint64_t>(s.guard - s.walked):
+            s.err = 1  # charged up front: the walk never does more than `guard` iterations before it raises
+            s.info[0] = s.walked
+            s.info[1] = <int64_t>(<uint64_t>hi - <uint64_t>lo) if <uint64_t>hi - <uint64_t>lo < <uint64_t>INT64_MAX else INT64_MAX
             return 0
+        if hi > lo:
+            s.walked += hi - lo
         best = 0
         i = lo
         while i < hi and s.err == 0:
@@ -253,6 +262,7 @@ cdef Buf* _bind(list arrays) except NULL:
 
 cdef void _init(State* s, const int64_t[::1] code, Buf* bufs, int nb, const int64_t[::1] args, int64_t guard,
                 const int64_t[::1] counts):
+    cdef int i
     s.code = &code[0]
     s.bufs = bufs
     s.nbufs = nb
@@ -261,7 +271,10 @@ cdef void _init(State* s, const int64_t[::1] code, Buf* bufs, int nb, const int6
     s.counts = &counts[0] if counts is not None and counts.shape[0] else NULL
     s.ncounts = counts.shape[0] if counts is not None else 0
     s.guard = guard
+    s.walked = 0
     s.err = 0
+    for i in range(MAX_VARS):
+        s.vars[i] = 0
 
 
 def eval_size(const int64_t[::1] code, list arrays, const int64_t[::1] args, int64_t guard=GUARD,
@@ -341,10 +354,89 @@ cdef int64_t _max_slice(Buf* b, int64_t lo, int64_t hi, int nth) noexcept nogil:
     return best
 
 
+cdef inline int64_t _sat_add(int64_t a, int64_t b) noexcept nogil:
+    return a + b if a < INT64_MAX - b else INT64_MAX
+
+
+cdef inline int64_t _sat_mul(int64_t a, int64_t b) noexcept nogil:
+    if a == 0 or b == 0:
+        return 0
+    return a * b if a <= INT64_MAX // b else INT64_MAX
+
+
+cdef int64_t _nested_work(State* s, int64_t n, int depth) noexcept nogil:
+    """The most `MaxOverRange` iterations one evaluation of node `n` walks, when every range below it has
+    closed bounds (a recognized spec's body; saturating). A gate counts as taken; a bound that cannot be
+    evaluated (an index out of range: the walk reports it if it gets there) counts as an empty range."""
+    cdef const int64_t* w = s.code + n * 5
+    cdef int64_t k = w[0], lo, hi, total = 0
+    cdef State probe
+    if depth > MAX_DEPTH:
+        return 0
+    if k == K_MOR:
+        probe = s[0]
+        probe.err = 0
+        lo = _ev(&probe, w[2], depth + 1)
+        hi = _ev(&probe, w[3], depth + 1)
+        if probe.err or hi <= lo:
+            return 0
+        return _sat_mul(hi - lo, _sat_add(1, _nested_work(s, w[4], depth + 1)))
+    if k == K_LOAD or k == K_FLOAD:
+        return _nested_work(s, w[2], depth + 1) if w[2] >= 0 else 0
+    if k == K_INDEX:
+        total = _nested_work(s, w[3], depth + 1)
+        return _sat_add(total, _nested_work(s, w[4], depth + 1)) if w[4] >= 0 else total
+    if k == K_CMP or k == K_FCMP:
+        return _sat_add(_nested_work(s, w[2], depth + 1), _nested_work(s, w[3], depth + 1))
+    if k == K_GATE or (k >= K_ADD and k <= K_MOD):
+        return _sat_add(_nested_work(s, w[1], depth + 1), _nested_work(s, w[2], depth + 1))
+    return 0
+
+
+cdef int64_t _chain(State* s0, int64_t root, int64_t* lo, int64_t* ext, int64_t* slot, int* nax) noexcept:
+    """Reads the chain of nested `MaxOverRange`s at `root` (at most 8 axes: their slots, begins and extents,
+    evaluated in `s0`), checks the ranges nested in the body against `NESTED_GUARD` (error 5 in `s0`) and
+    returns the body's node; `s0.info[0]` is then the flattened extent (0: empty)."""
+    cdef const int64_t* code = s0.code
+    cdef int64_t node = root, total = 1, nested
+    nax[0] = 0
+    while code[node * 5] == K_MOR and nax[0] < 8:
+        slot[nax[0]] = code[node * 5 + 1]
+        lo[nax[0]] = _ev(s0, code[node * 5 + 2], 0)
+        ext[nax[0]] = _ev(s0, code[node * 5 + 3], 0) - lo[nax[0]]
+        total = 0 if ext[nax[0]] <= 0 else _sat_mul(total, ext[nax[0]])
+        nax[0] += 1
+        node = code[node * 5 + 4]
+    if s0.err == 0 and total > 0:
+        nested = _sat_mul(total, _nested_work(s0, node, 0))
+        if nested > NESTED_GUARD:
+            s0.err = 5
+            s0.info[0], s0.info[1] = nested, total
+            return node
+    s0.info[0] = total
+    return node
+
+
+def check_spec_walk(const int64_t[::1] code, list arrays, const int64_t[::1] args) -> None:
+    """Raises as `eval_max_parallel` would before walking (bounds of the axes, the `NESTED_GUARD`): for the
+    GPU tiers, which run the spec as a generated kernel and must not launch an unbounded walk."""
+    cdef State s0
+    cdef int64_t lo[8], ext[8], slot[8]
+    cdef int nax = 0
+    cdef Buf* bufs = _bind(arrays)
+    try:
+        _init(&s0, code, bufs, len(arrays), args, GUARD, None)
+        _chain(&s0, code.shape[0] // 5 - 1, lo, ext, slot, &nax)
+    finally:
+        free(bufs)
+    _raise(&s0, GUARD)
+
+
 def eval_max_parallel(const int64_t[::1] code, list arrays, const int64_t[::1] args, int nthreads=0) -> int:
     """The value of a recognized `MaxOverRange` spec (`qd/ad/maxreducer.py`; root last, a K_MOR whose
     chain of nested K_MORs with closed bounds forms the axes), reduced over `nthreads` OpenMP threads
-    (0: all cores), at any extent: no guard applies. An empty range gives 0."""
+    (0: all cores), at any extent: no guard applies to the axes; the ranges nested in the body may walk at most
+    `NESTED_GUARD` iterations in all (checked before the walk). An empty range gives 0."""
     cdef State s0, s
     cdef int64_t root = code.shape[0] // 5 - 1, node, total = 1, idx, rem, v, best = 0, fbuf = 0, fshift = 0, kind
     cdef int64_t lo[8], ext[8], slot[8]
@@ -354,19 +446,10 @@ def eval_max_parallel(const int64_t[::1] code, list arrays, const int64_t[::1] a
     cdef int64_t (*infos)[4]
     cdef Buf* bufs = _bind(arrays)
     try:
-        _init(&s0, code, bufs, len(arrays), args, GUARD, None)
-        node = root
-        while code[node * 5] == K_MOR and nax < 8:
-            slot[nax] = code[node * 5 + 1]
-            lo[nax] = _ev(&s0, code[node * 5 + 2], 0)
-            ext[nax] = _ev(&s0, code[node * 5 + 3], 0) - lo[nax]
-            if ext[nax] <= 0:
-                total = 0
-            else:
-                total *= ext[nax]
-            nax += 1
-            node = code[node * 5 + 4]
+        _init(&s0, code, bufs, len(arrays), args, NESTED_GUARD, None)
+        node = _chain(&s0, root, lo, ext, slot, &nax)
         _raise(&s0, GUARD)
+        total = s0.info[0]
         if total == 0:
             return 0
         if total < 16384:  # starting threads would cost more than the walk
@@ -419,9 +502,14 @@ def eval_max_parallel(const int64_t[::1] code, list arrays, const int64_t[::1] a
 
 cdef int _raise(State* s, int64_t guard) except -1:
     if s.err == 1:
-        raise RuntimeError(f"adstack sizing: a MaxOverRange of {s.info[0]} iterations exceeds the {guard} guard "
-                           f"of the serial sizer (its shape is outside the parallel max-reducer's grammar); qd "
-                           f"never truncates it: set qd.init(ad_stack_size=N) or bound the loop by a simpler shape")
+        raise RuntimeError(f"adstack sizing: the serial walk of its MaxOverRanges needs more than {guard} iterations "
+                           f"(a range of {s.info[1]} after {s.info[0]} already walked) and exceeds the {guard} guard; "
+                           f"the enclosing loops' shape is outside the parallel max-reducer's grammar (e.g. a "
+                           f"triangular nest, whose inner bound follows an outer index)")
+    if s.err == 5:
+        raise RuntimeError(f"adstack sizing: the ranges nested in a parallel MaxOverRange would walk up to "
+                           f"{s.info[0]} iterations over its {s.info[1]} indices, which exceeds the {NESTED_GUARD} "
+                           f"guard of nested walks")
     if s.err == 2:
         raise RuntimeError(f"adstack sizing: index {s.info[2]} is out of range [0, {s.info[3]}) on axis "
                            f"{s.info[1]} of buffer @{s.info[0]}")

@@ -43,6 +43,11 @@ class QuadrantsRuntimeTypeError(QuadrantsRuntimeError, TypeError):
             f"Argument {pos} (type={provided}) cannot be converted into required type {needed}")
 
 
+class QuadrantsOptionError(QuadrantsRuntimeError, ValueError):
+    """A `qd.init` option (or `qd.cfg` attribute) with a value qd refuses; a wrong type is a
+    `QuadrantsRuntimeTypeError`."""
+
+
 class QuadrantsTypeWarning(Warning):
     pass
 
@@ -58,5 +63,5 @@ class QuadrantsNotImplementedError(QuadrantsCompilationError, NotImplementedErro
 __all__ = [
     "QuadrantsCompilationError", "QuadrantsSyntaxError", "QuadrantsNameError", "QuadrantsIndexError",
     "QuadrantsTypeError", "QuadrantsRuntimeError", "QuadrantsAssertionError", "QuadrantsRuntimeTypeError",
-    "QuadrantsTypeWarning", "QuadrantsWarning", "QuadrantsNotImplementedError", "HostIndexError",
+    "QuadrantsTypeWarning", "QuadrantsWarning", "QuadrantsNotImplementedError", "HostIndexError", "QuadrantsOptionError",
 ]

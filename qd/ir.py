@@ -342,7 +342,8 @@ class BufferDecl:
 
     kind 'field': shape known at compile time; 'ndarray': the argument `arg`, shape read at
     launch (ndim axes); 'temp': the per-launch scratch buffer of the offload pass (shape (n,)).
-    `elem_shape` are the trailing vector/matrix axes (constant)."""
+    `elem_shape` are the trailing vector/matrix axes (constant). `large` (ndarrays; part of the
+    instantiation key, DESIGN §3) is the `size_class` of the arguments the instance runs on."""
 
     kind: str
     dtype: DataType
@@ -351,10 +352,35 @@ class BufferDecl:
     elem_shape: tuple[int, ...] = ()
     arg: int = -1
     name: str = ""
+    large: int = 0
 
     @property
     def total_ndim(self) -> int:
         return self.ndim + len(self.elem_shape)
+
+    def axis_dtype(self, axis: int) -> DataType:
+        """The integer type of outer axis `axis`'s extent (`ExternalShape`) and of the indices into it: i32,
+        or i64 for an axis that may hold 2^31 elements or more."""
+        if self.kind == "ndarray":
+            return i64 if self.large == LARGE_AXIS and axis < self.ndim else i32
+        return i64 if axis < len(self.shape) and self.shape[axis] > I32_MAX else i32
+
+
+I32_MAX = 2**31 - 1
+# `size_class` of an ndarray's outer axes: fewer than 2^31 cells; 2^31 cells or more, every axis below 2^31;
+# an axis of 2^31 elements or more
+SMALL, LARGE_CELLS, LARGE_AXIS = 0, 1, 2
+
+
+def size_class(shape: tuple[int, ...]) -> int:
+    """`SMALL`, `LARGE_CELLS` or `LARGE_AXIS` for outer axes `shape` (`qd/_launch.pyx` has a C twin). Cells are
+    counted with an empty axis as 1: SMALL promises that the product of any of the axes fits in i32."""
+    if any(n > I32_MAX for n in shape):
+        return LARGE_AXIS
+    cells = 1
+    for n in shape:
+        cells *= max(n, 1)
+    return LARGE_CELLS if cells > I32_MAX else SMALL
 
 
 @dataclass(frozen=True)

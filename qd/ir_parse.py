@@ -391,7 +391,7 @@ def _h_buffer(ln: _Line, hdr: dict) -> None:
         ln.take(text="=")
         if key in ("shape", "elem"):
             kw["shape" if key == "shape" else "elem_shape"] = ln.ints()
-        elif key in ("ndim", "arg"):
+        elif key in ("ndim", "arg", "large"):
             kw[key] = ln.int()
         elif key == "name":
             kw["name"] = ln.name()

@@ -236,6 +236,8 @@ def _buffer_text(b: ir.BufferDecl) -> str:
         parts.append(f"arg={b.arg}")
     if b.name:
         parts.append(f"name={_quote(b.name)}")
+    if b.large:
+        parts.append(f"large={b.large}")
     return " ".join(parts)
 
 

@@ -103,6 +103,10 @@ def _ulps(interp: int, cpu: int, vulkan: int, cuda: int, opencl: int) -> dict:
     return {"interp": interp, "cpu": cpu, "vulkan": vulkan, "cuda": cuda, "opencl": opencl}
 
 
+# `_EXACT` ops (`+ - * /`, sqrt, casts) are bit-identical on every tier under fast_math=False, IEEE specials
+# included (inf, NaN and -0.0 through constant zeros: `x * 0.0` is NaN for x = inf). On Vulkan this needs the
+# device's float controls (DESIGN §10): without `SignedZeroInfNanPreserve` an inf, NaN or -0 operand gives what the
+# driver gives (qd still hides constant zeros from it), without `DenormPreserve` subnormals may flush to zero.
 _EXACT = _ulps(0, 0, 0, 0, 0)
 
 INFO: dict[Op, OpInfo] = {

@@ -216,6 +216,8 @@ def _v_external_shape(vf: _Verifier, s: ir.ExternalShape, ctx: _Ctx) -> None:
     vf.need(b.kind == "ndarray", f"external_shape of a {b.kind} buffer")
     vf.need(0 <= s.axis < b.ndim, f"axis {s.axis} out of range for {b.ndim} dims")
     vf.need(s.dtype.is_int, "external_shape must be an integer")
+    vf.need(b.kind != "ndarray" or not 0 <= s.axis < b.ndim or s.dtype is b.axis_dtype(s.axis),
+            f"external_shape is {s.dtype} but axis {s.axis} of buffer @{s.buffer} is {b.axis_dtype(s.axis)}")
 
 
 def _v_range_for(vf: _Verifier, s: ir.RangeFor, ctx: _Ctx) -> None:

@@ -113,9 +113,10 @@ def test_grad_replaced_launches_are_not_validated(arch: object) -> None:
     assert b[None] == 110
 
 
-def test_without_debug_warns_and_the_gradient_refuses_the_stale_read(arch: object) -> None:
+def test_without_debug_warns_and_the_tape_replays_the_read_value(arch: object) -> None:
     """Without debug mode the validating instance does not run (Quadrants warns); Quadrants then gives x.grad from
-    the overwritten b. qd's reverse pass refuses the read it would replay stale (`qd.ad.stale_reads`)."""
+    the overwritten b (110). qd's Tape saves b before the launch that reads and then overwrites it and replays the
+    gradient with the value read (`qd.ad.snapshots`): x.grad[1] = 10; b ends as the forward pass left it."""
     _debug(arch, debug=False)
     x, loss, b = _fields()
 
@@ -124,11 +125,28 @@ def test_without_debug_warns_and_the_gradient_refuses_the_stale_read(arch: objec
         loss[None] = x[1] * b[None]
         b[None] += 100
 
-    with pytest.warns(Warning, match="Debug mode is disabled, autodiff valid check will not work"):
-        with pytest.raises(qd.QuadrantsCompilationError, match=r"`b` is read here.*loss\[None\] = x\[1\] \* b"):
-            with qd.ad.Tape(loss=loss, validation=True):
-                broke_rule()
+    with pytest.warns(Warning, match="Debug mode is disabled, autodiff valid check will not work"), \
+            qd.ad.Tape(loss=loss, validation=True):
+        broke_rule()
     assert b[None] == 110
+    assert x.grad[1] == 10.0 and b.grad[None] == 1.0
+
+
+def test_without_a_tape_the_gradient_refuses_the_stale_read(arch: object) -> None:
+    """`kernel.grad` alone after the forward launch has no saved copy: the read it would replay stale is refused
+    (`qd.ad.stale_reads`), naming the line."""
+    _debug(arch, debug=False)
+    x, loss, b = _fields()
+
+    @qd.kernel
+    def broke_rule():
+        loss[None] = x[1] * b[None]
+        b[None] += 100
+
+    broke_rule()
+    loss.grad[None] = 1.0
+    with pytest.raises(qd.QuadrantsCompilationError, match=r"`b` is read here.*loss\[None\] = x\[1\] \* b"):
+        broke_rule.grad()
 
 
 def test_pass_appends_checkbit_buffers(qd_program: object) -> None:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import qd
-from qd.errors import QuadrantsAssertionError, QuadrantsCompilationError
+from qd.errors import QuadrantsAssertionError, QuadrantsCompilationError, QuadrantsRuntimeError
 
 N = 6
 XS = np.linspace(0.2, 1.1, N)
@@ -383,6 +383,33 @@ def test_guard_on_serial_max_over_range(arch: object) -> None:
     a = np.zeros((1 << 24) + 1, dtype=np.int8)
     with pytest.raises(RuntimeError, match="exceeds the 16777216 guard"):
         k.grad(a)
+
+
+def test_guard_bounds_the_whole_walk_of_a_triangular_nest(arch: object) -> None:
+    """Each range of a triangular nest is far below the guard, their total is not: the sizer raises before
+    walking past the guard (it would walk n^2 / 2 = 2 * 10^8 iterations), naming the kernel and the loop."""
+    x, loss = _fields((4,))
+
+    @qd.kernel
+    def triangle(a: qd.types.ndarray(dtype=qd.i32, ndim=1)):
+        for i in range(a.shape[0]):
+            for j in range(a[i]):
+                v = x[j % 4]
+                for _ in range(a[j]):  # the inner stack's size: max over i, then over j < a[i], of a[j]
+                    v = qd.sin(v)
+                loss[None] += v
+
+    line = triangle.fn.__code__.co_firstlineno + 5
+    small = np.arange(200, dtype=np.int32) % 7  # within the guard: sized exactly
+    triangle(small)
+    loss.grad[None] = 1.0
+    triangle.grad(small)
+    plan = next(v for key, v in triangle._instances.items() if "grad" in key)[0].adstack
+    assert plan.sizes == [max(int(small[j]) for i in range(200) for j in range(small[i]))]
+    with pytest.raises(QuadrantsRuntimeError, match="exceeds the 16777216 guard") as e:
+        triangle.grad(np.arange(20000, dtype=np.int32))
+    msg = str(e.value)
+    assert "kernel triangle" in msg and f"{__file__}:{line}" in msg and "ad_stack_size" in msg
 
 
 def test_value_crossing_into_a_parallel_loop_is_refused(arch: object) -> None:

@@ -39,8 +39,8 @@ def twice(a: qd.f32) -> qd.f32:  # @twice_def
 
 
 def make_kernel():
-    @qd.kernel
-    def k(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):
+    @qd.kernel  # @k_decorator
+    def k(x: qd.types.ndarray(dtype=qd.f32, ndim=1)):  # @k_def
         for i in range(x.shape[0]):  # @k_for
             v = qd.Vector([1.0, 2.0, 3.0])  # @k_vec
             s = 0.0  # @k_s
@@ -59,7 +59,7 @@ def _program():
 
 
 def _data() -> np.ndarray:
-    return np.arange(5, dtype=np.float32) * 0.5
+    return np.arange(5, dtype=np.float32) * 0.5  # @host
 
 
 def _undebugged(kernel, *args):
@@ -354,7 +354,7 @@ def test_terminal_bare_line_before_the_run_means_the_main_script(tmp_path):
                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
     out = res.stdout
     assert f"breakpoint 1 at {script}:19 if tid == 2" in out, out + res.stderr
-    assert "*** ValueError: give file:line or a line number, not 'x'" in out
+    assert "*** give file:line or a line number, not 'x'" in out
     assert "demo.py:19 in blur (thread 2, task 1)  [breakpoint 1" in out
     assert "(qd-dbg) p i\n2\n" in out
 
@@ -571,3 +571,70 @@ def test_terminal_front_end_reverse_mode_and_vectors(tmp_path):
     assert "vr.py:25 in push (thread 1, task 0)  [next]" in out
     assert "v = [0.5, 1. ]" in out and "(qd-dbg) p v * 2\n[1., 2.]" in out
     assert plain.splitlines()[-2] == out.splitlines()[-2] and plain.splitlines()[-2].startswith("grad")
+
+
+# ------------------------------------------------------------------ where a breakpoint can stop
+
+
+def test_breakpoints_where_no_thread_ever_stops_are_refused_as_pdb_does():
+    dbg = qd.debug.Debugger()
+    with open(HERE) as f:
+        blank = next(n for n, text in enumerate(f, 1) if not text.strip())
+    refused = {
+        "test_debugger.py:0": "End of file", "test_debugger.py:99999": "End of file",
+        f"test_debugger.py:{blank}": "Blank or comment",
+        f"test_debugger.py:{line_of('comment')}": "Blank or comment",
+        f"test_debugger.py:{line_of('host')}": "is host code, outside every @qd.kernel and @qd.func",
+        "no_such_file.py:3": "'no_such_file.py' not found",
+        "test_debugger.py:x": "give file:line or a line number",
+        "0": "End of file",
+    }
+    # @comment
+    for where_, why in refused.items():
+        with pytest.raises(qd.debug.BreakpointError, match=why):
+            dbg.break_at(where_)
+    with pytest.raises(qd.debug.BreakpointError, match="nearest kernel line is"):
+        dbg.break_at(f"{HERE}:{line_of('host')}")
+    with pytest.raises(qd.debug.BreakpointError, match="not a Python expression"):
+        dbg.break_at(where("k_store"), "i ==")
+    assert dbg.breakpoints == [] and issubclass(qd.debug.BreakpointError, ValueError)
+
+
+def test_breakpoint_on_a_line_no_thread_stops_at_moves_to_the_next_kernel_line():
+    k = make_kernel()
+    rec = Recorder([])
+    with qd.debug.session(on_stop=rec, breakpoints=[where("k_def"), where("k_for")]) as dbg:
+        k(_data())
+    # a kernel's def and its top-level loop header run in the launcher: both moved to the loop's first line
+    assert [bp.line for bp in dbg.breakpoints] == [line_of("k_vec")] * 2
+    assert all("moved to the next kernel line" in bp.note for bp in dbg.breakpoints)
+    assert [(s[0], s[1]) for s in rec.stops] == [(line_of("k_vec"), 0)]
+    bp = qd.debug.Debugger().break_at(where("twice_def"))  # a func's def binds its arguments: a stop
+    assert bp.line == line_of("twice_def") and bp.note == ""
+
+
+def test_condition_that_raises_stops_and_says_so_as_pdb():
+    k = make_kernel()
+    ref = _data()
+    k(ref)
+    x = _data()
+    rec = Recorder([])
+    with qd.debug.session(on_stop=rec, breakpoints=[where("k_store") + " if no_such_name > 1"]):
+        k(x)
+    assert len(rec.stops) == 1 and rec.stops[0][0] == line_of("k_store")
+    assert "the condition raised NameError: name 'no_such_name' is not defined" in rec.stops[0][2]
+    np.testing.assert_array_equal(x, ref)
+
+
+def test_console_refusals_read_like_pdb():
+    k = make_kernel()
+    out = io.StringIO()
+    cmds = ["b 0", "b 99999", f"b {line_of('comment')}", f"b {line_of('host')}", "b nowhere.py:1",
+            f"b {line_of('k_def')}", "b", "c"]
+    qd.debug.run(k, _data(), commands=cmds, stdout=out)
+    text = out.getvalue()
+    assert "(qd-dbg) b 0\n*** End of file" in text and "(qd-dbg) b 99999\n*** End of file" in text
+    assert f"*** Blank or comment: {HERE}:{line_of('comment')}" in text
+    assert f"*** {HERE}:{line_of('host')} is host code" in text and "*** 'nowhere.py' not found" in text
+    assert (f"breakpoint 1 at {HERE}:{line_of('k_vec')} (no thread stops at line {line_of('k_def')}: moved to the "
+            f"next kernel line)") in text

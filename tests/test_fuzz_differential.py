@@ -65,6 +65,33 @@ def test_fuzz_fixed_seeds_on_gpu_tiers(tier):
     assert not failures, _fail_report(failures)
 
 
+SPECIAL_SEEDS = int(os.environ.get("QD_FUZZ_SPECIAL_SEEDS", "40"))
+SPECIALS = GenOptions(specials=True, deep_ifs=88)
+
+
+@pytest.mark.parametrize("tier", ["interp", "cpu", "vulkan", "cuda", "opencl"])
+def test_fuzz_specials_and_deep_ifs(tier):
+    """IEEE specials next to constant zeros and chains of up to 88 nested ifs (issue 27 items 3 and 4: lavapipe
+    folded `x * 0.0` to 0 and dropped ifs nested past 80; the old emitter fails 5 of these 40 seeds on lavapipe)."""
+    import qd
+
+    why = getattr(qd, tier).unavailable_reason()
+    if why is not None:
+        pytest.skip(f"tier {tier!r}: {why}")
+    count, failures = runner.fuzz(seconds=1e9, seed=1000, options=SPECIALS, max_cases=SPECIAL_SEEDS, do_shrink=True,
+                                  shrink_budget_s=30.0, log=lambda m: None, tiers=(tier,))
+    assert count == SPECIAL_SEEDS
+    assert not failures, _fail_report(failures)
+
+
+def test_specials_compare_signed_zeros_and_any_nan():
+    want = np.array([-0.0, np.nan, 1.0], np.float32)
+    got = np.array([0.0, np.float32(np.nan) * -1, 1.0], np.float32)
+    exact = np.zeros(3, bool)
+    assert runner._float_diff(want, got, exact).tolist() == []
+    assert runner._float_diff(want, got, exact, signed_zeros=True).tolist() == [0]
+
+
 @pytest.mark.slow
 def test_fuzz_long():
     seconds = float(os.environ.get("QD_FUZZ_SECONDS", "900"))

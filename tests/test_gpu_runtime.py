@@ -271,6 +271,31 @@ def test_driver_loop_limit_is_a_loud_error(arch: Any) -> None:
         qd.sync()
 
 
+def test_driver_loop_limit_counts_nested_loop_exits(arch: Any) -> None:
+    """lavapipe's limit counts every loop header visit, so an inner loop that runs 0 times still costs one:
+    a nest of 40000 outer iterations over empty inner loops was cut at 32768, silently. qd counts the same
+    visits and raises; a device without the limit gives the whole sum."""
+    @qd.kernel
+    def nest(b: qd.types.ndarray(qd.i32, 1), m: qd.i32) -> qd.i32:
+        s = 0
+        for i in range(1):
+            for j in range(m):
+                for _ in range(b[j]):
+                    s += 1
+                s += 1000
+        return s
+
+    limit = _runtime().backend.loop_limit if hasattr(_runtime().backend, "loop_limit") else 0
+    small = np.full(1000, 1, np.int32)
+    assert nest(small, 1000) == 1000 * 1001
+    m = 40000
+    if not limit:
+        assert nest(np.zeros(m, np.int32), m) == m * 1000
+        return
+    with pytest.raises(QuadrantsRuntimeError, match="loop limit"):
+        nest(np.zeros(m, np.int32), m)
+
+
 def test_stats_report_device_time(arch: Any) -> None:
     @qd.kernel
     def k(x: qd.types.ndarray(qd.f32, 1)):

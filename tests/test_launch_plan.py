@@ -106,8 +106,9 @@ def test_scalar_arguments_convert_as_the_python_path_does():
         out[5] = f
 
     out = np.zeros(6)
-    # i8 300 wraps to 44, -129 to 127, 200 to -56; u16 -1 to 65535
-    cases = [(300, -1, 0.1, -(2 ** 40), 5, 1e300), (-129, 70000, 1e40, 2 ** 62, 0, -0.0), (200, 6, 7, 8, 1, 9)]
+    # i8 300 wraps to 44, -129 to 127, 200 to -56; u16 70000 to 4464, 2**64 - 1 to 65535 (Quadrants' C casts)
+    cases = [(300, 2 ** 64 - 1, 0.1, -(2 ** 40), 5, 1e300), (-129, 70000, 1e40, 2 ** 62, 0, -0.0),
+             (200, 6, 7, 8, 1, 9)]
     for _ in range(2):
         for a, b, c, d, e, f in cases:
             k(out, a, b, c, d, e, f)
@@ -116,8 +117,13 @@ def test_scalar_arguments_convert_as_the_python_path_does():
             np.testing.assert_array_equal(out, np.array(want, dtype=np.float64))
             assert np.signbit(out[5]) == np.signbit(f)
     assert _planned(k) == 5
-    k(out, 1, 2, 3.0, 2 ** 64 + 5, 1, 1.0)  # beyond 64 bits: the Python path wraps it
-    assert out[3] == 5
+    # outside the 64-bit range of the parameter's signedness (Quadrants' too): refused, by the plan and the Python path
+    for bad in [(1, 2, 3.0, 2 ** 64 + 5, 1, 1.0), (1, -1, 3.0, 4, 1, 1.0), (1, 2, 3.0, 2 ** 63, 1, 1.0),
+                (-(2 ** 63) - 1, 2, 3.0, 4, 1, 1.0), (1, 2, 3.0, 4, -1, 1.0), (1, 2, 10 ** 400, 4, 1, 1.0)]:
+        before = out.copy()
+        with pytest.raises(QuadrantsRuntimeTypeError, match="Argument '[a-f]'"):
+            k(out, *bad)
+        np.testing.assert_array_equal(out, before)
 
 
 @pytest.mark.parametrize("dt", [qd.i32, qd.u32, qd.i64, qd.u64, qd.f32, qd.f64, qd.u1])

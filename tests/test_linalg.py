@@ -399,3 +399,93 @@ def test_shape_errors_in_kernels(qd_program: object) -> None:
         bad_rhs()
     with pytest.raises(QuadrantsTypeError, match="float type"):
         qd.svd(qd.Matrix(np.eye(2)), qd.i32)
+
+
+# ------------------------------------------------------------------ 2x2 SVD near the identity (issue 28.5)
+
+
+def _rotations(k: int, npdt: type) -> np.ndarray:
+    """`k` rotations rounded to `npdt`: the quarter turns, then random angles."""
+    th = np.concatenate([np.arange(8) * np.pi / 4, np.random.default_rng(5).uniform(-np.pi, np.pi, k - 8)])
+    c, s = np.cos(th), np.sin(th)
+    return np.stack([np.stack([c, -s], -1), np.stack([s, c], -1)], -2).astype(npdt)
+
+
+def _svd2_kernel(dt: object, k: int) -> tuple:
+    f, uvt, r, sig = _fields(2, dt, k, (2, 2), (2, 2), (2, 2), (2,))
+
+    @qd.kernel
+    def run():
+        for i in f:
+            u, s, v = qd.svd(f[i], dt)
+            uvt[i] = u @ v.transpose()
+            r[i], _ = qd.polar_decompose(f[i], dt)
+            sig[i] = qd.Vector([s[0, 0], s[1, 1]])
+
+    return f, uvt, r, sig, run
+
+
+@pytest.mark.parametrize("dtn", ["f32", "f64"])
+def test_svd2_of_the_identity_and_of_rotations_gives_them_back(arch: object, dtn: str) -> None:
+    """MLS-MPM's strain `F - U Vᵀ`: for F = I, U Vᵀ is I exactly and sigma (1, 1); for a rotation (rounded), U Vᵀ is
+    the polar factor bit for bit and within 1 ulp of F per entry (Quadrants: 2)."""
+    dt, npdt = _dt(dtn)
+    k = 256
+    rots = _rotations(k, npdt)
+    rots[0] = np.eye(2)
+    f, uvt, r, sig, run = _svd2_kernel(dt, k)
+    f.from_numpy(rots)
+    run()
+    got, polar = uvt.to_numpy(), r.to_numpy()
+    np.testing.assert_array_equal(got[0], np.eye(2))
+    np.testing.assert_array_equal(sig.to_numpy()[0], [1, 1])
+    np.testing.assert_array_equal(got, polar)
+    ulp = np.spacing(np.maximum(np.abs(rots), np.finfo(npdt).tiny))
+    assert np.all(np.abs(got.astype(np.float64) - rots) <= ulp), np.abs(got - rots).max()
+
+
+@pytest.mark.parametrize("dtn", ["f32", "f64"])
+def test_svd2_near_a_rotation_keeps_u_vt_the_polar_factor(arch: object, dtn: str) -> None:
+    """F = R (I + S) with a symmetric S of entries 10⁻⁷ .. 10⁻⁶ (f32; 10⁻¹⁵ .. 10⁻¹⁴ in f64: a resting material's
+    noise): U Vᵀ is the polar factor bit for bit (V is I or the swap, as Quadrants takes below |P01| < 1e-5), and
+    the singular values are within that drop of numpy's."""
+    dt, npdt = _dt(dtn)
+    k = 256
+    rng = np.random.default_rng(6)
+    size = 1e-6 if dtn == "f32" else 1e-14
+    s = rng.uniform(-size, size, (k, 2, 2))
+    s = (s + s.transpose(0, 2, 1)) / 2
+    f_in = (_rotations(k, np.float64) @ (np.eye(2) + s)).astype(npdt)
+    f, uvt, r, sig, run = _svd2_kernel(dt, k)
+    f.from_numpy(f_in)
+    run()
+    np.testing.assert_array_equal(uvt.to_numpy(), r.to_numpy())
+    want = np.linalg.svd(f_in.astype(np.float64), compute_uv=False)
+    np.testing.assert_allclose(sig.to_numpy(), want, rtol=0, atol=2 * size)
+
+
+@pytest.mark.parametrize("dtn", ["f32", "f64"])
+def test_svd2_singular_values_stay_accurate_away_from_the_identity(arch: object, dtn: str) -> None:
+    """Where P's off-diagonal is past 1e-5 of its scale the rotation is kept: random matrices, tiny ones (10⁻⁶:
+    Quadrants' absolute 1e-5 would drop their off-diagonal) and large ones give numpy's singular values to a few
+    epsilons of the largest, and U Vᵀ stays orthogonal."""
+    dt, npdt = _dt(dtn)
+    rng = np.random.default_rng(7)
+    base = rng.standard_normal((96, 2, 2))
+    f_in = np.concatenate([base, 1e-6 * base, 1e4 * base]).astype(npdt)
+    k = len(f_in)
+    f, uvt, _, sig, run = _svd2_kernel(dt, k)
+    f.from_numpy(f_in)
+    run()
+    want = np.linalg.svd(f_in.astype(np.float64), compute_uv=False)
+    eps = np.finfo(npdt).eps
+    err = np.abs(sig.to_numpy() - want) / want[:, :1]
+    assert err.max() <= 8 * eps, err.max() / eps
+    q = uvt.to_numpy().astype(np.float64)
+    np.testing.assert_allclose(q @ q.transpose(0, 2, 1), np.broadcast_to(np.eye(2), (k, 2, 2)), atol=8 * eps)
+
+
+def test_svd2_in_python_scope_gives_back_the_identity_and_a_rotation(qd_program: object) -> None:
+    for a in (np.eye(2), _rotations(16, np.float64)[3]):
+        u, _, v = qd.svd(qd.Matrix(a), qd.f64)
+        np.testing.assert_allclose(u.to_numpy() @ v.to_numpy().T, a, rtol=0, atol=np.finfo(np.float64).eps)

@@ -332,3 +332,61 @@ def test_plain_read_fast_path_matches_the_walk(dtype: type, shift: tuple) -> Non
     e = sizing.SizeExpr("MaxOverRange", (sizing.const(0), sizing.const(50_001), body), var="i")
     with pytest.raises(RuntimeError, match="out of range"):
         _sizer.eval_max_parallel(np.array(sizing.serialise(e), dtype=np.int64), [arr], np.zeros(1, np.int64), 2)
+
+
+# ------------------------------------------------------------------ ranges nested in a spec's body
+
+
+def _gated_nest(x, y, follows_i: bool):
+    if follows_i:
+        @qd.kernel
+        def nest(sel: qd.types.ndarray(dtype=qd.i32, ndim=1), b: qd.types.ndarray(dtype=qd.i32, ndim=1), m: qd.i32):
+            for i in range(sel.shape[0]):
+                if sel[i] > 0:  # the gate keeps the j range out of the spec's chain of axes
+                    for j in range(m):
+                        v = x[j % 4]
+                        for _ in range(b[j] + i % 3):
+                            v = v * 0.5 + 0.25
+                        y[None] += v
+        return nest
+
+    @qd.kernel
+    def nest(sel: qd.types.ndarray(dtype=qd.i32, ndim=1), b: qd.types.ndarray(dtype=qd.i32, ndim=1), m: qd.i32):
+        for i in range(sel.shape[0]):
+            if sel[i] > 0:
+                for j in range(m):
+                    v = x[j % 4]
+                    for _ in range(b[j]):
+                        v = v * 0.5 + 0.25
+                    y[None] += v
+    return nest
+
+
+def test_range_nested_in_a_spec_body_is_sized_and_bounded(arch: object) -> None:
+    x = qd.field(qd.f64, shape=4, needs_grad=True)
+    y = qd.field(qd.f64, shape=(), needs_grad=True)
+    k = _gated_nest(x, y, True)
+    rng = np.random.default_rng(11)
+    sel, b = rng.integers(0, 2, 64).astype(np.int32), rng.integers(0, 6, 8).astype(np.int32)
+    y.grad[None] = 1.0
+    k.grad(sel, b, 8)
+    want = max(int(b[j]) + i % 3 for i in range(64) if sel[i] > 0 for j in range(8))
+    assert _plan(k).sizes == [want]
+    # 2^15 gated rows times a range of 2^14 that follows the row: 2^29 nested iterations, refused up front
+    with pytest.raises(qd.QuadrantsRuntimeError, match="guard of nested walks") as e:
+        k.grad(np.zeros(1 << 15, np.int32), np.zeros(1 << 14, np.int32), 1 << 14)
+    assert "kernel nest" in str(e.value) and "ad_stack_size" in str(e.value)
+
+
+def test_self_contained_range_in_a_spec_body_is_evaluated_once(arch: object) -> None:
+    x = qd.field(qd.f64, shape=4, needs_grad=True)
+    y = qd.field(qd.f64, shape=(), needs_grad=True)
+    k = _gated_nest(x, y, False)
+    sel, b = np.zeros(1 << 19, np.int32), (np.arange(1 << 10) % 5).astype(np.int32)
+    sel[12345] = 1  # one row passes: the kernel itself is small, the size's nest is 2^29 if walked per row
+    x.from_numpy(np.full(4, 0.1))
+    y.grad[None] = 1.0
+    k.grad(sel, b, 1 << 10)
+    assert _plan(k).sizes == [4]
+    per_j = 0.5 ** b.astype(np.float64)
+    np.testing.assert_allclose(x.grad.to_numpy(), [per_j[j::4].sum() for j in range(4)], rtol=1e-12)

@@ -3,7 +3,7 @@
 import pytest
 
 import qd
-from qd.errors import QuadrantsWarning
+from qd.errors import QuadrantsOptionError, QuadrantsRuntimeTypeError, QuadrantsWarning
 from qd.lang import impl
 from qd.runtime import config as _config
 from qd.runtime import program
@@ -245,3 +245,90 @@ def test_arch_names_survive_package_imports():
         for info in pkgutil.iter_modules(importlib.import_module(pkg).__path__):
             importlib.import_module(f"{pkg}.{info.name}")
     assert isinstance(qd.interp, qd.Arch) and isinstance(qd.gpu, qd.Arch)
+
+
+# ------------------------------------------------------------------ option values are checked
+
+
+@pytest.mark.parametrize("option, value, error", [
+    ("cpu_max_num_threads", "many", QuadrantsRuntimeTypeError),
+    ("cpu_max_num_threads", 4.0, QuadrantsRuntimeTypeError),
+    ("cpu_max_num_threads", True, QuadrantsRuntimeTypeError),
+    ("cpu_max_num_threads", 0, QuadrantsOptionError),
+    ("cpu_max_num_threads", -3, QuadrantsOptionError),
+    ("ad_stack_size", -1, QuadrantsOptionError),
+    ("ad_stack_size", "8", QuadrantsRuntimeTypeError),
+    ("unrolling_limit", 2.5, QuadrantsRuntimeTypeError),
+    ("random_seed", "a", QuadrantsRuntimeTypeError),
+    ("random_seed", 1 << 70, QuadrantsOptionError),
+    ("device_memory_GB", "x", QuadrantsRuntimeTypeError),
+    ("device_memory_GB", -1.0, QuadrantsOptionError),
+    ("device_memory_GB", float("nan"), QuadrantsOptionError),
+    ("device_memory_fraction", 2.0, QuadrantsOptionError),
+    ("offline_cache_file_path", 3, QuadrantsRuntimeTypeError),
+    ("debug", "no", QuadrantsRuntimeTypeError),  # a truthy string would turn debug on
+    ("fast_math", 2, QuadrantsRuntimeTypeError),
+    ("log_level", 3, QuadrantsRuntimeTypeError),
+    ("log_level", "loud", QuadrantsOptionError),
+    ("jit", "fast", QuadrantsOptionError),
+    ("default_fp", "x", QuadrantsRuntimeTypeError),
+    ("default_fp", qd.i32, QuadrantsRuntimeTypeError),
+    ("default_fp", qd.types.vector(3, qd.f32), QuadrantsRuntimeTypeError),
+    ("default_ip", 3, QuadrantsRuntimeTypeError),
+    ("default_ip", qd.f64, QuadrantsRuntimeTypeError),
+    ("opt_level", "3", QuadrantsRuntimeTypeError),  # a no-effect option is still typed
+])
+def test_wrong_option_values_are_refused_naming_the_option(option, value, error):
+    with pytest.raises(error, match=option):
+        qd.init(arch=qd.interp, **{"log_level": "warn", option: value})
+    assert issubclass(error, (TypeError, ValueError)) and issubclass(error, qd.QuadrantsRuntimeError)
+
+
+def test_cfg_writes_are_checked_too():
+    qd.init(arch=qd.interp, log_level="warn")
+    with pytest.raises(QuadrantsRuntimeTypeError, match="cpu_max_num_threads"):
+        qd.cfg.cpu_max_num_threads = "many"
+    with pytest.raises(QuadrantsOptionError, match="ad_stack_size"):
+        qd.cfg.ad_stack_size = -5
+    qd.cfg.log_level = "WARNING"
+    assert qd.cfg.log_level == "warn"
+
+
+def test_good_option_values_are_kept():
+    import pathlib
+
+    qd.init(arch=qd.interp, log_level="warn", cpu_max_num_threads=1, ad_stack_size=64, random_seed=-7,
+            device_memory_GB=2, offline_cache_file_path=pathlib.Path("/tmp/qd-cache"), debug=1, jit="interp",
+            default_ip=qd.i64, default_fp=qd.f64)
+    c = qd.cfg
+    assert (c.cpu_max_num_threads, c.ad_stack_size, c.random_seed, c.device_memory_GB) == (1, 64, -7, 2)
+    assert c.offline_cache_file_path == "/tmp/qd-cache" and c.debug is True and c.jit == "interp"
+
+
+def test_bad_thread_count_in_the_environment(monkeypatch):
+    monkeypatch.setenv("QD_CPU_MAX_NUM_THREADS", "many")
+    with pytest.raises(QuadrantsOptionError, match="QD_CPU_MAX_NUM_THREADS"):
+        qd.init(arch=qd.interp, log_level="warn")
+
+
+@pytest.mark.parametrize("tier", ["interp", "cpu"])
+def test_huge_thread_count_is_clamped_and_launches(tier):
+    """100000 threads crashed in OpenMP at the first launch (20000 aborted in its thread creation): qd.init
+    clamps them with a warning, and the launch runs on the clamped team."""
+    import numpy as np
+
+    from qd.runtime import option_check
+
+    with pytest.warns(QuadrantsWarning, match="cpu_max_num_threads=100000"):
+        qd.init(arch=getattr(qd, tier), log_level="warn", cpu_max_num_threads=100000)
+    assert qd.cfg.cpu_max_num_threads == option_check.max_threads() <= max(1024, option_check.usable_cores())
+
+    @qd.kernel
+    def inc(x: qd.types.ndarray(qd.f32, 1)):
+        for i in x:
+            x[i] += 1.0
+
+    x = np.arange(100_000, dtype=np.float32)
+    inc(x)
+    inc(x)
+    np.testing.assert_array_equal(x, np.arange(100_000, dtype=np.float32) + 2)

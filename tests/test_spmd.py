@@ -135,6 +135,39 @@ def test_reductions_of_every_kind_combine_the_lanes(threads: int) -> None:
     np.testing.assert_array_equal(b["cnt"], a["cnt"])
 
 
+def test_a_flattened_loop_over_runtime_extents_and_unsigned_arithmetic_run_in_lanes() -> None:
+    """An ndrange over runtime extents recovers its indices in unsigned arithmetic from an i64 flat index (DESIGN
+    §3); such a body, and one hashing in u32 and u64, still runs in lanes, with the interpreter's results."""
+    rows, cols = 7, 29  # (rows * cols: no multiple of the lanes)
+
+    def build():
+        y = qd.ndarray(qd.f32, (rows, cols))
+        h = qd.ndarray(qd.u64, (rows, cols))
+
+        @qd.kernel
+        def k(n: qd.types.ndarray(qd.i32, 1), y: qd.types.ndarray(qd.f32, 2), h: qd.types.ndarray(qd.u64, 2),
+              p: qd.i32, q: qd.i32):
+            for i, j in qd.ndrange(p, q):
+                v = qd.cast(i, qd.f32) * 0.1 + qd.cast(j, qd.f32) * 0.01
+                u = qd.cast(i * q + j, qd.u32) * qd.u32(2654435761)
+                w = qd.cast(u, qd.u64) * qd.u64(0x9E3779B97F4A7C15) + qd.u64(j) // qd.u64(3)
+                for _ in range(n[(i * q + j) % n.shape[0]]):
+                    v = 0.9 * v + qd.sin(v)
+                    w = (w ^ (w >> qd.u64(29))) % qd.u64(1000000007)
+                y[i, j] = v
+                h[i, j] = w + qd.cast(u % qd.u32(97), qd.u64)
+
+        def run():
+            k(_counts(), y, h, rows, cols)
+            return {"y": y.to_numpy(), "h": h.to_numpy(), "kernel": k}
+        return run
+
+    a, b, _ = _both(build)
+    assert _in_lanes(b["kernel"])
+    np.testing.assert_allclose(b["y"], a["y"], rtol=2e-5, atol=2e-5)
+    np.testing.assert_array_equal(b["h"], a["h"])
+
+
 def _sin_recurrence() -> tuple:
     """(x, loss, k): `k(n)` adds to loss the recurrence v = 0.95 v + 0.1 sin(v) run n[i] times from x[i]."""
     x = qd.field(qd.f32, shape=N, needs_grad=True)

@@ -81,6 +81,24 @@ def test_large_launch_waits_for_the_compiler(tmp_path, monkeypatch):
     assert k.stats["launches"] == {"interp": 0, "cpu": 1}
 
 
+def test_a_long_loop_with_constant_bounds_waits_for_the_compiler(tmp_path, monkeypatch):
+    """A constant `qd.ndrange` reads no array whose size would predict its work: its trip count does (one of 2^31
+    cells ran 84 s in the interpreter)."""
+    monkeypatch.setattr(tiering, "WAIT_FOR_COMPILER_WORK", 1000)
+    _init(tmp_path, jit="auto")
+    out = qd.field(qd.i32, shape=())
+
+    @qd.kernel
+    def diagonal():
+        for i, j in qd.ndrange(300, 300):
+            if i == j:
+                out[None] += 1
+
+    diagonal()
+    assert diagonal.stats["launches"] == {"interp": 0, "cpu": 1}
+    assert out[None] == 300
+
+
 def test_qd_jit_environment_variable_overrides_init(tmp_path, monkeypatch):
     monkeypatch.setenv("QD_JIT", "interp")
     _init(tmp_path, jit="eager")

@@ -25,6 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 from qd.ad import tape as _t
+from qd.ad.snapshots import Snapshots
 from qd.runtime.fields import Field, all_fields
 from qd.runtime.ndarray import Ndarray
 from qd.types.enums import AutodiffMode, SNodeGradType
@@ -120,6 +121,7 @@ class Tape:
         self.modes: list[AutodiffMode] = []
         self._kwargs: list[dict] = []
         self.launches: list = []  # `qd.ad.stale_reads.Launch` of every recorded kernel launch, in order
+        self.snapshots = Snapshots()  # the copies its reverse pass puts back (`qd.ad.snapshots`)
         self.entered = False
         self.skipped: list = []  # gradients another thread had claimed on entry (`own`)
         self.gradient_evaluated = False
@@ -206,9 +208,26 @@ class Tape:
         self.calls.append((func, args))
         self._kwargs.append(kwargs or {})
 
+    def launching(self, launch: Any) -> None:
+        """Before a kernel launch in the block (recorded, or inside a `grad_replaced` function): saves what it
+        overwrites of what earlier launches' gradients read, and what its own gradient reads as it was before it
+        (`qd.ad.snapshots`). A recorded launch is the last call recorded."""
+        if launch.reads or launch.before:
+            launch.call = len(self.calls) - 1
+        self.snapshots.launching(launch)
+
     def launched(self, launch: Any) -> None:
         """A recorded kernel's launch: its accesses and the objects behind its buffers (`qd.ad.stale_reads`)."""
         self.launches.append(launch)
+
+    def host_write(self, obj: Any) -> None:
+        """Before a host write into `obj` while the block runs (`qd.runtime._hostdata.BEFORE_HOST_WRITE`)."""
+        self.snapshots.host_write(obj)
+
+    @property
+    def saved(self) -> dict:
+        """What the Tape copied to keep its gradients right: {"copies": n, "bytes": b} (`qd.ad.snapshots`)."""
+        return self.snapshots.stats()
 
     def own(self, bindings: list) -> None:
         """A launch of this thread in the block binds `bindings`: their gradients are this Tape's
@@ -234,14 +253,26 @@ class Tape:
                 with torch.no_grad():
                     loss.grad.fill_(1.0)
         _check_stale(self.launches)
-        for (func, args), kw in zip(reversed(self.calls), reversed(self._kwargs)):
-            g = getattr(func, "grad", None)
-            if g is None:
-                if hasattr(func, "grad"):
-                    raise RuntimeError(f"`{getattr(func, '__name__', func)}` is decorated by qd.ad.grad_replaced "
-                                       "but has no gradient function; register one with qd.ad.grad_for")
-                continue
-            g(*args, **kw)
+        state = _t.state()
+        snaps = self.snapshots
+        try:
+            for call in range(len(self.calls) - 1, -1, -1):
+                (func, args), kw = self.calls[call], self._kwargs[call]
+                g = getattr(func, "grad", None)
+                if g is None:
+                    if hasattr(func, "grad"):
+                        raise RuntimeError(f"`{getattr(func, '__name__', func)}` is decorated by qd.ad.grad_replaced "
+                                           "but has no gradient function; register one with qd.ad.grad_for")
+                    continue
+                # the objects its replay reads as the forward launch saw them (`Kernel._run` checks `before`)
+                state.before = snaps.put_back(call)
+                try:
+                    g(*args, **kw)
+                finally:
+                    state.before = frozenset()
+                snaps.release(call)
+        finally:
+            snaps.finish()
         self.gradient_evaluated = True
         if self.grad_checker is not None:
             self.grad_checker.check(self.calls, self._kwargs)
@@ -250,7 +281,7 @@ class Tape:
 def _check_stale(launches: list) -> None:
     """Refuses a Tape whose kernel reads (where its gradient needs the value) what a later kernel of the Tape or the
     host writes: that kernel's gradient would replay the read with the later value (a silently wrong gradient)."""
-    from qd.ad.stale_reads import tape_outside_write, tape_stale_read
+    from qd.ad.stale_reads import tape_outside_write, tape_stale_reads
     from qd.ad.validation import _where
     from qd.errors import QuadrantsCompilationError
 
@@ -258,13 +289,15 @@ def _check_stale(launches: list) -> None:
         name = reader.buffer_names[read.buffer] or "a field or ndarray"
         return f"Tape: kernel `{reader.name}` reads `{name}`{_where(read.loc)}"
 
-    outside = tape_outside_write(launches)
+    outside = tape_outside_write(launches)  # reads its replay gets from a saved copy are not counted
     if outside is not None:
         raise QuadrantsCompilationError(
             f"{reads(*outside)}, and it was written after that launch by something other than this Tape's kernels "
             f"(from the host: from_numpy, fill, an element store; or a kernel the Tape did not record): the "
             f"gradient would replay that read with the new values. Write it before the Tape, or in a kernel")
-    hit = tape_stale_read(launches)
+    # an overwrite of what the Tape could not save (an object without a generation counter: a raw numpy array, a
+    # torch tensor)
+    hit = next((h for h in tape_stale_reads(launches) if h[1].buffer not in h[0].saved), None)
     if hit is not None:
         reader, read, writer, write = hit
         raise QuadrantsCompilationError(

@@ -20,7 +20,10 @@ the bottleneck (and past `GUARD` iterations it refuses). The recognizer finds, i
 Each spec is extracted as a standalone serialised expression (root last). The caller evaluates the
 specs of a round in parallel, substitutes each result for its node (`substitute`: the node becomes a
 `Const`; its subtree is then unreferenced) and recognizes again: a spec whose bounds contained
-another spec is found in a later round. What is left is walked serially, guard included.
+another spec is found in a later round, and so is a spec whose body holds a range that is a spec alone
+(evaluated first: once, not once per index). What is left is walked serially, within one `GUARD` of
+iterations for the whole walk; a spec's flattened axes have no limit, the ranges nested in its body are
+bounded by `NESTED_GUARD` (`qd/_sizer.pyx`).
 """
 
 from __future__ import annotations
@@ -109,19 +112,29 @@ class _Code:
 
 
 def recognize(code: Sequence[int]) -> list[Spec]:
-    """The outermost recognized `MaxOverRange` nodes of `code` (a node inside a recognized spec is part
-    of it), in node order."""
+    """The outermost recognized `MaxOverRange` nodes reachable from the root of `code` (a node inside a
+    recognized spec is part of it), in node order. A spec whose body (below its chain of axes) holds a
+    recognizable range of its own, one that follows none of the spec's variables, waits for a later round:
+    that range is evaluated first, once, instead of once per index of the spec."""
     c = _Code(code)
     n_nodes = len(code) // WORDS
+    reachable = _nodes_below(c, n_nodes - 1) if n_nodes else set()
     inside: set[int] = set()
     specs: list[Spec] = []
     for n in range(n_nodes - 1, -1, -1):  # from the root down: outer nodes first
-        if n in inside or c.kind(n) != K_MOR or not c.mor_ok(n):
+        if n in inside or n not in reachable or c.kind(n) != K_MOR or not c.mor_ok(n) or _hoistable(c, n):
             continue
         sub = c.extract(n)
         inside |= _nodes_below(c, n)
         specs.append(Spec(n, sub, frozenset(_reads(sub, (K_LOAD, K_FLOAD, K_SHAPE))), frozenset(_reads(sub, (K_ARG,)))))
     return sorted(specs, key=lambda s: s.node)
+
+
+def _hoistable(c: _Code, n: int) -> bool:
+    """Whether the body of spec `n`, below its chain of nested ranges, holds a range recognizable alone."""
+    while c.kind(n) == K_MOR:
+        n = c.op(n, 3)
+    return any(c.kind(m) == K_MOR and c.mor_ok(m) for m in _nodes_below(c, n))
 
 
 def _nodes_below(c: _Code, n: int) -> set[int]:

@@ -54,7 +54,8 @@ class _Builder:
         if kind == K_ARG:
             return self.to64(out, _emit(out, ir.ArgLoad(index=a, dtype=self.k.args[a].dtype)))
         if kind == K_SHAPE:
-            return self.to64(out, _emit(out, ir.ExternalShape(buffer=a, axis=b)))
+            return self.to64(out, _emit(out, ir.ExternalShape(buffer=a, axis=b,
+                                                              dtype=self.k.buffers[a].axis_dtype(b))))
         if kind == K_VAR:
             return self.vars[a]
         if kind in (K_LOAD, K_FLOAD):
@@ -84,7 +85,7 @@ class _Builder:
         for axis, idx in sorted(axes):
             v = self.node(idx, out)
             self.bounds_check(decl, buffer, axis, v, out)
-            indices.append(self.op(out, Op.CAST, (v,), i32))
+            indices.append(self.op(out, Op.CAST, (v,), decl.axis_dtype(axis)))
         ptr = _emit(out, ir.GlobalPtr(buffer=buffer, indices=tuple(indices), dtype=decl.dtype))
         val = _emit(out, ir.GlobalLoad(ptr=ptr, dtype=decl.dtype))
         return self.op(out, Op.CAST, (val,), f64 if as_float else i64)
@@ -92,7 +93,8 @@ class _Builder:
     def bounds_check(self, decl: ir.BufferDecl, buffer: int, axis: int, v: ir.Value, out: list) -> None:
         nd = decl.ndim if decl.kind == "ndarray" else len(decl.shape)
         if axis < nd and decl.kind == "ndarray":
-            extent = self.to64(out, _emit(out, ir.ExternalShape(buffer=buffer, axis=axis)))
+            extent = self.to64(out, _emit(out, ir.ExternalShape(buffer=buffer, axis=axis,
+                                                                dtype=decl.axis_dtype(axis))))
         else:
             extent = self.const(out, (decl.shape + decl.elem_shape)[axis])
         ok = self.op(out, Op.BIT_AND, (self.op(out, Op.CMP_GE, (v, self.const(out, 0)), u1),

@@ -40,12 +40,14 @@ from __future__ import annotations
 
 import linecache
 from collections import ChainMap
+from collections.abc import MutableMapping, Sequence
 from dataclasses import fields, replace
-from typing import Any, MutableMapping, Sequence
+from typing import Any
 
 from qd import ir
 from qd.ad import rules, sizing
 from qd.ad.counting import counting_kernel
+from qd.ad.index_forms import Forms
 from qd.ad.rules import ZERO
 from qd.errors import QuadrantsCompilationError
 from qd.ops import Op
@@ -224,6 +226,7 @@ class _Reverse:
 
     def __init__(self, k: ir.KernelIR, body: ir.Block, grad_of: dict[int, int]) -> None:
         self.grad_of = grad_of
+        self.forms = Forms(body)  # index values through locals assigned once (`_check_cross_iteration`)
         self.adj_var: dict[ir.Alloca, ir.Alloca] = {}
         self.stacks: list[ir.StackDecl] = []
         self.loop_stacks: dict[ir.Stmt, list[tuple[ir.Alloca, int]]] = {}
@@ -532,7 +535,7 @@ class _Reverse:
 
     def sweep_parallel(self, s: ir.RangeFor, r: _Region) -> None:
         self.check_crossing(s, r)
-        _check_cross_iteration(s, self.grad_of)
+        _check_cross_iteration(s, self.grad_of, self.forms)
         var = ir.LoopVar(dtype=s.var.dtype, name=s.var.name)
         self.enter(s)
         self.exclusive = _owned_buffers(s, self.grad_of)
@@ -601,36 +604,25 @@ def _owned_buffers(s: ir.RangeFor, grad_of: dict) -> set[int]:
     return set(seen) - mixed
 
 
-def _depends_on(v: ir.Value, var: ir.LoopVar, memo: dict) -> bool:
-    if v is var:
-        return True
-    if v not in memo:
-        memo[v] = isinstance(v, ir.Stmt) and any(_depends_on(a, var, memo) for a in v.operands())
-    return memo[v]
-
-
-def _same_index(a: tuple, b: tuple) -> bool:
-    return len(a) == len(b) and all(
-        x is y or (isinstance(x, ir.Const) and isinstance(y, ir.Const) and x.value == y.value) for x, y in zip(a, b))
-
-
-def _check_cross_iteration(s: ir.RangeFor, grad_of: dict) -> None:
+def _check_cross_iteration(s: ir.RangeFor, grad_of: dict, forms: Forms) -> None:
     """A parallel loop whose iterations read a differentiable global at an index other than the one
     they write, both following the loop index (`out[i] = out[i - 1] + ...`), depends on the order of
     its iterations: no reverse sweep of the parallel loop is right, so it is refused (Quadrants'
-    "Cross-iteration read-after-write")."""
-    stores, loads, memo = [], [], {}
+    "Cross-iteration read-after-write"). An axis whose cells each iteration owns (`Forms.owned`: `i`,
+    `r * (K + 1) + k` with k in range(K), `start[r] + k`) keeps the two apart; indices are seen through locals
+    assigned once (`s = i`)."""
+    stores, loads = [], []
     for st in ir.walk(s.body):
         if isinstance(st, (ir.GlobalStore, ir.AtomicRMW, ir.AtomicSwap)) and st.ptr.buffer in grad_of:
             stores.append(st)
         elif isinstance(st, ir.GlobalLoad) and st.ptr.buffer in grad_of:
             loads.append(st)
+
     def crosses(a: tuple, b: tuple) -> bool:
         pairs = list(zip(a, b))
-        if any(_same_index((x,), (y,)) and _depends_on(x, s.var, memo) for x, y in pairs):
-            return False  # an axis pins both accesses to the same iteration
-        return any(not _same_index((x,), (y,)) and _depends_on(x, s.var, memo) and _depends_on(y, s.var, memo)
-                   for x, y in pairs)
+        if any(forms.owned(x, y, s) for x, y in pairs):
+            return False  # an axis pins both accesses to cells of the same iteration
+        return any(not forms.same(x, y) and forms.depends(x, s.var) and forms.depends(y, s.var) for x, y in pairs)
 
     for ld in loads:
         for stt in stores:

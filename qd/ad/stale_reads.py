@@ -12,26 +12,32 @@ an index, a loop bound.
 
 Within one kernel (`stale_read`, raised by `kernel.grad` once the primal kernel ran: `validation.stale_read_error`)
 a needed load is stale when the kernel writes its buffer later in program order, or earlier inside a loop around
-both, except: a store of the very cell earlier in the same iteration whose index follows every such loop's variable
-(`y[i] = f(x[i]); z[i] = y[i] * w[i]`); writes that run ahead of the reads along one serial loop (`x[t + 1, i] =
-f(x[t, i])`); cells an index dimension fixes apart (different constants, or the same scalar argument plus different
-constants); loops of one constant iteration.
+both, except: a store of the very cell earlier in the same iteration, in cells each loop around both gives its
+iteration alone (`y[i] = f(x[i]); z[i] = y[i] * w[i]`); writes that run ahead of the reads along one serial loop
+(`x[t + 1, i] = f(x[t, i])`, `T[s + 1] = f(T[s])` with `s = start[r] + t`), in cells each parallel loop around both
+gives its iteration alone; cells an index dimension fixes apart for the launch (the same sum of scalar arguments
+plus different constants); loops of one constant iteration. Indices are compared in affine form
+(`qd.ad.index_forms`), through locals assigned once (a `qd.func` parameter, `s = k`).
 
 Across the launches of one Tape (`tape_stale_read`, run by `Tape.grad`): a needed read of an object that a later
 launch may write, unless an index dimension fixes the two apart with the launches' argument values (time-indexed
-fields: step t reads `x[t, i]` and writes `x[t + 1, i]`).
+fields: step t reads `x[t, i]` and writes `x[t + 1, i]`, in the kernel or in a `qd.func` given t). A launch inside a
+`grad_replaced` function is kept for its writes only: the Tape never replays its gradient. The Tape saves a copy
+before such an overwrite (`qd.ad.snapshots`, matching writes against pending reads with `overlap`), and before a
+launch whose own stale reads a copy from before it serves (`before_launch_buffers`); what is left is refused.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from qd import ir
-from qd.ad.reverse import _Activity, _same_index
-from qd.ad.reverse import _depends_on as _depends_on_var
+from qd.ad.index_forms import Forms
+from qd.ad.reverse import _Activity
 from qd.ops import INFO, Op
 
 _WRITES = (ir.GlobalStore, ir.AtomicRMW, ir.AtomicSwap)
@@ -115,141 +121,148 @@ def _needed(load: ir.GlobalLoad, users: dict, local_loads: dict, active: Any) ->
     return False
 
 
-def _depends_on(v: ir.Value, var: ir.LoopVar, memo: dict) -> bool:
-    """Whether `v` depends on loop variable `var` (`memo`: one cache per variable, for all the loops asked of)."""
-    return _depends_on_var(v, var, memo.setdefault(var, {}))
-
-
 def _once(loop: ir.Stmt) -> bool:
     """A loop of constant trip count 1 at most: nothing in it runs again, and no other iteration runs beside."""
     return (isinstance(loop, ir.RangeFor) and isinstance(loop.begin, ir.Const)
             and isinstance(loop.end, ir.Const) and int(loop.end.value) - int(loop.begin.value) <= 1)
 
 
-def _form(v: ir.Value) -> tuple | None:
-    """(loop variable, constant) of an index `var + c` (casts and `c + var`, `var - c` included), else None."""
-    if isinstance(v, ir.LoopVar):
-        return v, 0
-    if isinstance(v, ir.OpStmt) and v.op is Op.CAST:
-        return _form(v.args[0])
-    if isinstance(v, ir.OpStmt) and v.op in (Op.ADD, Op.SUB) and len(v.args) == 2:
-        a, b = v.args
-        if isinstance(b, ir.Const) and (f := _form(a)) is not None:
-            return f[0], f[1] + (int(b.value) if v.op is Op.ADD else -int(b.value))
-        if v.op is Op.ADD and isinstance(a, ir.Const) and (f := _form(b)) is not None:
-            return f[0], f[1] + int(a.value)
-    return None
-
-
-def _ahead(load: ir.GlobalLoad, write: ir.Stmt, loop: ir.RangeFor) -> bool:
-    """Along serial `loop`, the write's cell runs ahead of the read's in some dimension (`x[t + 1] = f(x[t])`):
-    each cell is written in an earlier iteration than the one that reads it, and never after."""
+def _ahead(load: ir.GlobalLoad, write: ir.Stmt, loop: ir.RangeFor, f: Forms) -> bool:
+    """Along serial `loop`, the write's cell runs ahead of the read's in some dimension: both index it by
+    `base + c·var + k` with the same base, invariant in the loop, and the same c, the write's k past the read's in
+    c's direction (`x[t + 1] = f(x[t])`, `T[s + 1] = f(T[s])` with `s = start[r] + t`). Each such cell is written in
+    an earlier iteration than the one that reads it, and never after."""
     for a, b in zip(write.ptr.indices, load.ptr.indices):
-        fa, fb = _form(a), _form(b)
-        if fa is not None and fb is not None and fa[0] is loop.var and fb[0] is loop.var and fa[1] > fb[1]:
+        fa, fb = f.form(a), f.form(b)
+        if fa is None or fb is None or fa.terms != fb.terms:
+            continue
+        c, k = fa.coef(loop.var), fa.const - fb.const
+        if c and k and (k > 0) == (c > 0) and all(f.invariant(x, loop) for x in fa.atoms() if x is not loop.var):
             return True
     return False
 
 
-def _follows(load: ir.GlobalLoad, write: ir.Stmt, loop: ir.RangeFor, memo: dict) -> bool:
-    """Both index some dimension by the same value of parallel `loop`'s variable (`i`, `i + 1`, an ndrange index
-    computed from it): no other iteration of it reaches the cell this one reads."""
-    return any((a is b and _depends_on(a, loop.var, memo))
-               or ((fa := _form(a)) is not None and fa[0] is loop.var and fa == _form(b))
-               for a, b in zip(write.ptr.indices, load.ptr.indices))
+def _owned(load: ir.GlobalLoad, write: ir.Stmt, loop: ir.RangeFor, f: Forms) -> bool:
+    """Some index dimension gives each iteration of `loop` cells no other iteration reaches (`Forms.owned`)."""
+    return any(f.owned(a, b, loop) for a, b in zip(write.ptr.indices, load.ptr.indices))
 
 
-def _apart(load: ir.GlobalLoad, write: ir.Stmt) -> bool:
-    """Some index dimension fixes the two to different cells: different constants, or the same scalar argument
-    plus different constants (`x[t, i]` read, `x[t + 1, i]` written)."""
+def _apart(load: ir.GlobalLoad, write: ir.Stmt, f: Forms) -> bool:
+    """Some index dimension fixes the two to different cells for the whole launch: the same sum of scalar
+    arguments plus different constants (`x[t, i]` read, `x[t + 1, i]` written; `t` maybe a `qd.func` parameter)."""
     for a, b in zip(write.ptr.indices, load.ptr.indices):
-        da, db = _dim(a), _dim(b)
-        if da is not None and db is not None and da[:-1] == db[:-1] and da[-1] != db[-1]:
+        fa, fb = f.launch_form(a), f.launch_form(b)
+        if fa is not None and fb is not None and fa.terms == fb.terms and fa.const != fb.const:
             return True
     return False
 
 
-def _stale(load: ir.GlobalLoad, write: ir.Stmt, pos: dict, memo: dict) -> bool:
-    if _apart(load, write):
+def _stale(load: ir.GlobalLoad, write: ir.Stmt, pos: dict, f: Forms) -> bool:
+    if _apart(load, write, f):
         return False
     lp, wp = pos[load], pos[write]
     shared = [(loop, par) for loop, par in lp.loops if any(loop is w for w, _ in wp.loops) and not _once(loop)]
     serial = [loop for loop, par in shared if not par]
     parallel = [loop for loop, par in shared if par]
-    if len(serial) == 1 and isinstance(serial[0], ir.RangeFor) and _ahead(load, write, serial[0]) \
-            and all(isinstance(p, ir.RangeFor) and _follows(load, write, p, memo) for p in parallel):
+    if len(serial) == 1 and isinstance(serial[0], ir.RangeFor) and _ahead(load, write, serial[0], f) \
+            and all(isinstance(p, ir.RangeFor) and _owned(load, write, p, f) for p in parallel):
         return False  # the writes run ahead of the reads along the serial loop (time steps)
     if wp.order > lp.order:
         return True  # written after it was read
     if not shared:
         return False  # an earlier loop or statement wrote it: the replay reads what the forward pass read
     # earlier in the same iteration: right only for the very cell it reads, a cell no other iteration of the
-    # loops around both writes (its index follows each loop's variable)
-    return not (isinstance(write, ir.GlobalStore) and _same_index(write.ptr.indices, load.ptr.indices) and all(
-        isinstance(loop, ir.RangeFor) and any(_depends_on(i, loop.var, memo) for i in load.ptr.indices)
-        for loop, _ in shared))
+    # loops around both writes
+    return not (isinstance(write, ir.GlobalStore) and len(write.ptr.indices) == len(load.ptr.indices)
+                and all(f.same(a, b) for a, b in zip(write.ptr.indices, load.ptr.indices))
+                and all(isinstance(loop, ir.RangeFor) and _owned(load, write, loop, f) for loop, _ in shared))
 
 
-def stale_read(k: ir.KernelIR, grads: Sequence[int]) -> ir.GlobalLoad | None:
-    """The first load of `k` (pre-offload) whose replay in reverse mode would read another value than the
-    forward pass did, where the gradient needs that value (`grads`: the buffers with a gradient, which make
-    values active); None when there is none."""
+def _before_launch_serves(load: ir.GlobalLoad, write: ir.Stmt, pos: dict, f: Forms) -> bool:
+    """Whether the forward pass read, at `load`, the cell as it was before the launch whatever `write` does: the
+    two are fixed apart, or the write comes after the read in program order and no loop around both runs it before
+    the read (shared loops are parallel ones giving each iteration its own cells)."""
+    if _apart(load, write, f):
+        return True
+    lp, wp = pos[load], pos[write]
+    if wp.order <= lp.order:
+        return False
+    shared = [(loop, par) for loop, par in lp.loops if any(loop is w for w, _ in wp.loops) and not _once(loop)]
+    return all(par and isinstance(loop, ir.RangeFor) and _owned(load, write, loop, f) for loop, par in shared)
+
+
+def _needed_stale(k: ir.KernelIR, grads: Sequence[int]) -> tuple[list, list, dict]:
+    """(needed loads of buffers `k` writes, those of them whose replay is stale, the writes by buffer)."""
     writes: dict = {}
     for s in ir.walk(k.body):
         if isinstance(s, _WRITES):
             writes.setdefault(s.ptr.buffer, []).append(s)
     loads = [s for s in ir.walk(k.body) if isinstance(s, ir.GlobalLoad) and s.ptr.buffer in writes]
     if not loads:
-        return None
-    pos, users, memo = _positions(k), _users(k), {}
+        return [], [], writes
+    pos, users, forms = _positions(k), _users(k), Forms(k.body)
     local_loads, stores = _locals(k)
     active = _Activity(stores, set(grads))
-    for load in loads:
-        if any(_stale(load, w, pos, memo) for w in writes[load.ptr.buffer]) \
-                and _needed(load, users, local_loads, active):
-            return load
-    return None
+    needed = [s for s in loads if _needed(s, users, local_loads, active)]
+    stale = [s for s in needed if any(_stale(s, w, pos, forms) for w in writes[s.ptr.buffer])]
+    return needed, stale, writes
+
+
+def stale_loads(k: ir.KernelIR, grads: Sequence[int]) -> list[ir.GlobalLoad]:
+    """The loads of `k` (pre-offload) whose replay in reverse mode would read another value than the forward pass
+    did, where the gradient needs that value (`grads`: the buffers with a gradient, which make values active)."""
+    return _needed_stale(k, grads)[1]
+
+
+def stale_read(k: ir.KernelIR, grads: Sequence[int]) -> ir.GlobalLoad | None:
+    """The first of `stale_loads`, or None when there is none."""
+    loads = stale_loads(k, grads)
+    return loads[0] if loads else None
+
+
+def before_launch_buffers(k: ir.KernelIR, grads: Sequence[int]) -> frozenset:
+    """The buffers of `k` with a stale needed load whose every needed load reads the buffer as it was before the
+    launch (`_before_launch_serves` for each of its writes): a replay given the buffer's values from before the
+    launch (the Tape's saved copy, `qd.ad.snapshots`) reads what the forward pass read (`y[i] = y[i] * x[i]`)."""
+    needed, stale, writes = _needed_stale(k, grads)
+    if not stale:
+        return frozenset()
+    pos, forms = _positions(k), Forms(k.body)
+    out = set()
+    for b in {s.ptr.buffer for s in stale}:
+        if all(_before_launch_serves(s, w, pos, forms) for s in needed if s.ptr.buffer == b for w in writes[b]):
+            out.add(b)
+    return frozenset(out)
 
 
 # ---------------------------------------------------------------- across the kernels of one Tape
 
 @dataclass(frozen=True)
 class Access:
-    """A read the gradient needs, or a write, of buffer `buffer`; per index dimension `("const", c)`,
-    `("arg", i, c)` (scalar argument i plus c) or None (decided at run time)."""
+    """A read the gradient needs, or a write, of buffer `buffer`; per index dimension `(terms, c)`: constant c plus
+    the sum of coef times scalar argument i over `terms` ((i, coef), ...), or None (decided at run time)."""
 
     buffer: int
     dims: tuple
     loc: Any
 
 
-def _dim(v: ir.Value) -> tuple | None:
-    if isinstance(v, ir.Const) and not v.dtype.is_float:
-        return "const", int(v.value)
-    if isinstance(v, ir.ArgLoad) and v.dtype.is_int:
-        return "arg", v.index, 0
-    if isinstance(v, ir.OpStmt) and v.op is Op.CAST:
-        return _dim(v.args[0])
-    if isinstance(v, ir.OpStmt) and v.op in (Op.ADD, Op.SUB) and len(v.args) == 2:
-        a, b = v.args
-        if isinstance(b, ir.Const) and (d := _dim(a)) is not None and d[0] == "arg":
-            return "arg", d[1], d[2] + (int(b.value) if v.op is Op.ADD else -int(b.value))
-        if v.op is Op.ADD and isinstance(a, ir.Const) and (d := _dim(b)) is not None and d[0] == "arg":
-            return "arg", d[1], d[2] + int(a.value)
-    return None
+def _dim(v: ir.Value, f: Forms) -> tuple | None:
+    a = f.launch_form(v)
+    return None if a is None else (tuple(sorted((atom[1], c) for atom, c in a.terms)), a.const)
 
 
 def accesses(k: ir.KernelIR, grads: Sequence[int]) -> tuple[list[Access], list[Access]]:
     """(reads the gradient needs, writes) of kernel `k` (pre-offload body), for `tape_stale_read`."""
-    users = _users(k)
+    users, forms = _users(k), Forms(k.body)
     local_loads, stores = _locals(k)
     active = _Activity(stores, set(grads))
     reads, writes = [], []
     for s in ir.walk(k.body):
         if isinstance(s, ir.GlobalLoad) and _needed(s, users, local_loads, active):
-            reads.append(Access(s.ptr.buffer, tuple(_dim(i) for i in s.ptr.indices), s.loc))
+            reads.append(Access(s.ptr.buffer, tuple(_dim(i, forms) for i in s.ptr.indices), s.loc))
         elif isinstance(s, _WRITES):
-            writes.append(Access(s.ptr.buffer, tuple(_dim(i) for i in s.ptr.indices), s.loc))
+            writes.append(Access(s.ptr.buffer, tuple(_dim(i, forms) for i in s.ptr.indices), s.loc))
     return reads, writes
 
 
@@ -265,16 +278,24 @@ class Launch:
     args: list
     buffer_names: list
     generations: dict  # buffer -> its owner's generation counter after the launch, for the buffers it reads
+    before: frozenset = frozenset()  # buffers its gradient reads as they were before it (`before_launch_buffers`)
+    # buffers whose reads its replay gets from a copy the Tape saved (`qd.ad.snapshots`), not from the live object
+    saved: set = field(default_factory=set)
+    call: int = -1  # its index in the Tape's calls (a replayed launch), else -1
 
 
 def _values(a: Access, args: list) -> tuple:
     out = []
     for d in a.dims:
-        if d is not None and d[0] == "arg":
-            v = args[d[1]] if d[1] < len(args) else None
-            d = None if isinstance(v, (bool, float)) or not isinstance(v, (int, np.integer)) else int(v) + d[2]
-        elif d is not None:
-            d = d[1]
+        if d is not None:
+            terms, value = d
+            for i, c in terms:
+                v = args[i] if i < len(args) else None
+                if isinstance(v, (bool, float)) or not isinstance(v, (int, np.integer)):
+                    value = None
+                    break
+                value += c * int(v)
+            d = value
         out.append(d)
     return tuple(out)
 
@@ -286,6 +307,8 @@ def tape_outside_write(launches: Sequence[Launch]) -> tuple | None:
     after: dict = {}  # id(owner) -> generation bumps of the launches after the current one (each bumps once a buffer)
     for launch in reversed(launches):
         for r in launch.reads:
+            if r.buffer in launch.saved:
+                continue  # its replay reads a saved copy
             owner, gen = launch.owners[r.buffer], launch.generations.get(r.buffer)
             if gen is not None and getattr(owner, "generation", None) is not None \
                     and owner.generation - gen > after.get(id(owner), 0):
@@ -297,10 +320,15 @@ def tape_outside_write(launches: Sequence[Launch]) -> tuple | None:
 
 
 def tape_stale_read(launches: Sequence[Launch]) -> tuple | None:
-    """(reading launch, its read, writing launch, its write) for the first read of a Tape's launch that a later
-    launch of the same Tape may overwrite, or None. The gradient of the reading kernel replays its reads after
-    every forward launch: a cell written since holds another value. Cells are told apart by the index dimensions
-    both fix to constants or scalar arguments (`x[t, i]` read by step t, `x[t + 1, i]` written by it)."""
+    """The first of `tape_stale_reads`, or None."""
+    return next(tape_stale_reads(launches), None)
+
+
+def tape_stale_reads(launches: Sequence[Launch]) -> Iterator[tuple]:
+    """(reading launch, its read, writing launch, its write) for every read of a Tape's launch that a later launch
+    of the same Tape may overwrite (one write each, latest reads first). The gradient of the reading kernel replays
+    its reads after every forward launch: a cell written since holds another value. Cells are told apart by the
+    index dimensions both fix to constants or scalar arguments (`x[t, i]` read by step t, `x[t + 1, i]` written)."""
     # id(owner) -> {positions a write fixes: {those values: (launch, write)}}: one lookup per read and kind of write
     later: dict = {}
     for launch in reversed(launches):
@@ -316,7 +344,8 @@ def tape_stale_read(launches: Sequence[Launch]) -> tuple | None:
                     hit = next((lw for vals, lw in cells.items() if all(
                         rv[p] is None or rv[p] == v for p, v in zip(fixed, vals))), None)
                 if hit is not None:
-                    return (launch, r) + hit
+                    yield (launch, r) + hit
+                    break
         for w in launch.writes:
             owner = launch.owners[w.buffer]
             if owner is not None:
@@ -324,5 +353,18 @@ def tape_stale_read(launches: Sequence[Launch]) -> tuple | None:
                 fixed = tuple(p for p, v in enumerate(wv) if v is not None)
                 later.setdefault(id(owner), {}).setdefault(fixed, {}).setdefault(
                     tuple(wv[p] for p in fixed), (launch, w))
-    return None
-__all__ = ["Access", "Launch", "accesses", "stale_read", "tape_outside_write", "tape_stale_read"]
+
+
+def overlap(read: tuple, write: tuple) -> bool:
+    """Whether a read and a write of one object (their `access_values`) may reach the same cell: they agree in
+    every dimension both fix (dimensions of different counts: may)."""
+    if len(read) != len(write):
+        return True
+    return all(r is None or w is None or r == w for r, w in zip(read, write))
+
+
+access_values = _values
+
+
+__all__ = ["Access", "Launch", "access_values", "accesses", "before_launch_buffers", "overlap", "stale_loads",
+           "stale_read", "tape_outside_write", "tape_stale_read", "tape_stale_reads"]

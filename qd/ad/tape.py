@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from qd.runtime import _hostdata
 from qd.runtime.fields import Field, all_fields
 from qd.types.enums import SNodeGradType
 
@@ -39,6 +40,8 @@ class _ThreadState(threading.local):
         self.tape: Any = None  # the qd.ad.custom.Tape whose block is running in this thread, or None
         self.fwd: "FwdMode | None" = None  # the FwdMode whose block is running in this thread, or None
         self.grad_replaced = False  # a `grad_replaced` / `no_grad` function is running: its launches are not recorded
+        # while a Tape replays a launch's gradient: ids of the objects it put back as they were before that launch
+        self.before: frozenset = frozenset()
         self.token = _Token()
         self.claim = weakref.ref(self.token)
 
@@ -59,12 +62,22 @@ def active_tape() -> Any:
     return _STATE.tape
 
 
+def _before_host_write(obj: Any) -> None:
+    """Every running Tape (of any thread) saves what an earlier launch of it needs of `obj` before a host write."""
+    for m in _ACTIVE.copy():  # another thread may enter or leave one meanwhile
+        hook = getattr(m, "host_write", None)
+        if hook is not None:
+            hook(obj)
+
+
 def activate(manager: Any) -> None:
     """A Tape or FwdMode entered its block (in this thread)."""
     global _any_active
     with _lock:
         _ACTIVE.append(manager)
         _any_active = True
+        if hasattr(manager, "host_write"):
+            _hostdata.BEFORE_HOST_WRITE = _before_host_write
 
 
 def deactivate(manager: Any) -> None:
@@ -73,6 +86,8 @@ def deactivate(manager: Any) -> None:
         if any(m is manager for m in _ACTIVE):
             _ACTIVE.remove(manager)
         _any_active = True if _ACTIVE else None
+        if not any(hasattr(m, "host_write") for m in _ACTIVE):
+            _hostdata.BEFORE_HOST_WRITE = None
 
 
 def claim(fields: Iterable[Any]) -> None:

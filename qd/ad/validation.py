@@ -30,7 +30,7 @@ from dataclasses import fields as _dc_fields, replace
 from typing import Sequence
 
 from qd import ir
-from qd.ad.stale_reads import stale_read
+from qd.ad.stale_reads import stale_loads
 from qd.errors import QuadrantsCompilationError, QuadrantsRuntimeError
 from qd.ops import Op
 from qd.types.dtypes import u1, u8
@@ -151,17 +151,28 @@ def check_reverse_supported(k: ir.KernelIR, grads: Sequence[int]) -> None:
 def stale_read_error(k: ir.KernelIR, grads: Sequence[int]) -> QuadrantsCompilationError | None:
     """The error for a read of `k` whose replay would be stale once the forward kernel ran (`qd.ad.stale_reads`),
     or None. `Kernel._run` raises it at a `kernel.grad` launch that follows a launch of the primal kernel (under
-    a Tape, always): a gradient taken without running the forward kernel replays memory as the forward saw it."""
-    stale = stale_read(k, grads)
-    if stale is None:
-        return None
-    name = k.buffers[stale.ptr.buffer].name or "this buffer"
-    return QuadrantsCompilationError(
-        f"kernel.grad: `{name}` is read here and written by the same kernel after it (or again in a loop around "
-        f"it): the reverse pass replays the read after the forward pass wrote it, so the gradient would use the "
-        f"new value. Write the result to another field (a time-indexed one, as differentiable simulations do) or "
-        f"split the kernel{_where(stale.loc)}")
+    a Tape, unless the Tape put back the buffer as it was before the launch): a gradient taken without running the
+    forward kernel replays memory as the forward saw it."""
+    errors = stale_read_errors(k, grads)
+    return next(iter(errors.values()), None)
 
 
-__all__ = ["RAND_MESSAGE", "check_reverse_supported", "stale_read_error", "validate_global_access",
+def stale_read_errors(k: ir.KernelIR, grads: Sequence[int]) -> dict:
+    """`stale_read_error` for the first stale read of each buffer, by buffer index (in program order)."""
+    out: dict = {}
+    for stale in stale_loads(k, grads):
+        if stale.ptr.buffer in out:
+            continue
+        name = k.buffers[stale.ptr.buffer].name or "this buffer"
+        out[stale.ptr.buffer] = QuadrantsCompilationError(
+            f"kernel.grad: `{name}` is read here and written by the same kernel after it (or again in a loop around "
+            f"it): the reverse pass replays the read after the forward pass wrote it, so the gradient would use the "
+            f"new value. Write the result to another field (a time-indexed one, as differentiable simulations do) or "
+            f"split the kernel (a qd.ad.Tape saves the buffer before such a launch only where every read of it "
+            f"comes before its writes and no loop runs a write before a read){_where(stale.loc)}")
+    return out
+
+
+__all__ = ["RAND_MESSAGE", "check_reverse_supported", "stale_read_error", "stale_read_errors",
+           "validate_global_access",
            "violation_message"]

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, TextIO
 
 from qd.debug.console import Console
 from qd.debug.frame import Frame
+from qd.debug.lines import BreakpointError
 from qd.debug.postmortem import last_exception, post_mortem
 from qd.debug.session import Breakpoint, Debugger, Quit, Stop
 from qd.debug.walker import DebugError
@@ -63,6 +64,6 @@ def on_console(dbg: Debugger) -> bool:
     return isinstance(dbg.on_stop, Console)
 
 
-__all__ = ["Breakpoint", "Console", "DebugError", "Debugger", "Frame", "Quit", "Stop", "pm", "run", "session",
-           "set_trace"]
+__all__ = ["Breakpoint", "BreakpointError", "Console", "DebugError", "Debugger", "Frame", "Quit", "Stop", "pm", "run",
+           "session", "set_trace"]
 

@@ -20,6 +20,7 @@ from typing import Callable, Iterable, TextIO
 import numpy as np
 
 from qd.debug.frame import Frame
+from qd.debug.lines import BreakpointError
 from qd.debug.session import Debugger
 
 _RESUME = {"s": "step", "step": "step", "n": "next", "next": "next", "r": "finish", "finish": "finish",
@@ -120,6 +121,8 @@ class Console:
                 handler(self, dbg, frame, rest)
             elif line.strip():
                 _print(self, dbg, frame, line.strip())
+        except BreakpointError as e:  # as pdb: "*** Blank or comment"
+            self.out(f"*** {e}")
         except Exception as e:  # a command's error is shown, never fatal
             self.out(f"*** {type(e).__name__}: {e}")
 
@@ -141,13 +144,14 @@ def _break(c: Console, dbg: Debugger, frame: Frame | None, rest: str) -> None:
     where, _, cond = rest.partition(" if ")
     where = where.strip()
     if ":" not in where:  # a bare line: the current file at a stop, the main script before (as pdb)
-        if not where.isdigit():
-            raise ValueError(f"give file:line or a line number, not {where!r}")
+        if not where.lstrip("-").isdigit():
+            raise BreakpointError(f"give file:line or a line number, not {where!r}")
         file = frame.here().file if frame is not None else c.main_file
         if file is None:
-            raise ValueError("give file:line before the program runs")
+            raise BreakpointError("give file:line before the program runs")
         where = f"{os.path.abspath(file)}:{where}"
-    c.out(f"{dbg.break_at(where, cond.strip() or None)}")
+    bp = dbg.break_at(where, cond.strip() or None, c.main_file)
+    c.out(f"{bp}" + (f" ({bp.note})" if bp.note else ""))
 
 
 def _clear(c: Console, dbg: Debugger, frame: Frame | None, rest: str) -> None:

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from qd import ir
+from qd.debug import lines
 from qd.debug.frame import Frame
+from qd.debug.lines import BreakpointError
 from qd.debug.runner import Policy, debug_launch
 from qd.debug.walker import Thread
 from qd.runtime import launch as _launch_mod
@@ -34,6 +36,7 @@ class Breakpoint:
     cond: str | None = None
     hits: int = 0
     number: int = 0
+    note: str = ""  # why the breakpoint is not on the line asked for (it moved to the next kernel line)
 
     def matches(self, loc: ir.SrcLoc) -> bool:
         if loc.line != self.line:
@@ -90,12 +93,33 @@ class Debugger(Policy):
         self.result: Any = None
 
     # -------------------------------------------------------------- configuration
-    def break_at(self, where: str, cond: str | None = None) -> Breakpoint:
+    def break_at(self, where: str, cond: str | None = None, main_file: str | None = None) -> Breakpoint:
         """A breakpoint at `file:line` (a basename is enough) or `line` (any file), optionally when
         `cond` (a Python expression over locals, `tid` and globals) is true. `tid == N` in the
-        condition makes the debugger follow thread N."""
-        file, _, line = where.rpartition(":")
-        bp = Breakpoint(file, int(line), cond, number=self._next_bp)
+        condition makes the debugger follow thread N. Raises `BreakpointError` where it could never
+        stop (`qd/debug/lines.py`: a file not found, a line past the end, blank, a comment or host code);
+        a line in a kernel without a statement of its own moves to the next kernel line (`bp.note`).
+        `main_file`: where a relative file name is looked up first (the script being debugged)."""
+        file, _, text = where.strip().rpartition(":")
+        try:
+            line = int(text)
+        except ValueError:
+            raise BreakpointError(f"give file:line or a line number, not {where!r}") from None
+        note = ""
+        if file:
+            path = lines.find_file(file, main_file)
+            if path is None:
+                raise BreakpointError(f"'{file}' not found (looked in the current directory, the script's, sys.path "
+                                      f"and the files of loaded modules)")
+            line, note = lines.check(path, line)
+        elif line < 1:
+            raise BreakpointError(f"End of file: there is no line {line}")
+        if cond:
+            try:
+                compile(cond, "<condition>", "eval")
+            except SyntaxError as e:
+                raise BreakpointError(f"the condition {cond!r} is not a Python expression: {e.msg}") from None
+        bp = Breakpoint(file, line, cond, number=self._next_bp, note=note)
         self._next_bp += 1
         self.breakpoints.append(bp)
         for m in _TID_EQ.finditer(cond or ""):
@@ -214,14 +238,15 @@ class Debugger(Policy):
         for bp in self.breakpoints:
             if not bp.matches(stmt.loc):
                 continue
+            error = ""
             if bp.cond:
                 try:
                     if not Frame(thread, stmt).eval(bp.cond):
                         continue
-                except Exception:  # a condition over a name not yet defined is false
-                    continue
+                except Exception as e:  # as pdb: a condition that raises stops (and here the error is told)
+                    error = f" (the condition raised {type(e).__name__}: {e}; stopping as if it were true)"
             bp.hits += 1
-            return str(bp)
+            return str(bp) + error
         return None
 
     def _interact(self, frame: Frame, reason: str) -> None:

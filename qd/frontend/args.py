@@ -285,21 +285,28 @@ def _type_error(p: Param, needed: str, got: Any) -> QuadrantsRuntimeTypeError:
                                      f"required type {needed}")
 
 
-def _template_key(v: Any) -> Any:
+def _template_key(v: Any, name: str) -> Any:
+    """The instantiation key of template argument `v` of parameter `name`."""
     if isinstance(v, (int, float, bool, str, type(None), np.number)):
         return ("v", type(v), v)
     if type(v) in TENSOR_TYPES:  # a wrapper inside a template value: keyed as its field or ndarray
         v = v._impl
     if isinstance(v, BufferView):  # baked into the instance (`views.from_host`): keyed by value, never by id
-        return ("view", _template_key(v.arr), v.offset, v.size)
+        return ("view", _template_key(v.arr, name), v.offset, v.size)
     if dataclasses.is_dataclass(v) and not isinstance(v, type) and v.__dataclass_params__.frozen:
-        return ("dc", type(v)) + tuple(_template_key(getattr(v, f.name)) for f in dataclasses.fields(v))
+        return ("dc", type(v)) + tuple(_template_key(getattr(v, f.name), name) for f in dataclasses.fields(v))
     if _v.global_kind(v) is not None:
         return ("id", id(v))
     if hasattr(v, "entries") and hasattr(v, "_map"):
-        return ("m", tuple(_v.shape_of(v)), tuple(_template_key(e) for e in v.entries))
+        return ("m", tuple(_v.shape_of(v)), tuple(_template_key(e, name) for e in v.entries))
     if isinstance(v, (tuple, list)):
-        return (type(v).__name__,) + tuple(_template_key(x) for x in v)
+        return (type(v).__name__,) + tuple(_template_key(x, name) for x in v)
+    if _is_host_array(v):
+        raise QuadrantsRuntimeTypeError(
+            f"Argument '{name}': a {type(v).__module__.split('.')[0]} array cannot be passed for a qd.template() "
+            f"parameter: its values would be baked into the kernel when it compiles, and later changes to the array "
+            f"never seen. Annotate the parameter qd.types.ndarray() to read the array at every launch (or pass a "
+            f"tuple of numbers for compile-time constants)")
     try:
         hash(v)
     except TypeError:
@@ -309,12 +316,26 @@ def _template_key(v: Any) -> Any:
     return ("v", type(v), v)
 
 
+def _is_host_array(v: Any) -> bool:
+    """`v` is another library's array (numpy, torch, CuPy, ...): mutable memory, no compile-time value."""
+    t = type(v)
+    return isinstance(v, np.ndarray) or any(hasattr(t, a) for a in ("__array_interface__", "__cuda_array_interface__",
+                                                                      "__dlpack__"))
+
+
 def _scalar(p: Param, v: Any) -> Any:
     dt = dtypes.to_dtype(p.ann)
     if isinstance(v, (bool, np.bool_)):
         return int(v) if dt.is_int else float(v)
     if isinstance(v, (int, np.integer)):
-        return int(v) if dt.is_int else float(v)
+        v = int(v)
+        if dt.is_int:
+            return _int_in_range(p.name, dt, v)
+        try:
+            return float(v)
+        except OverflowError:
+            raise QuadrantsRuntimeTypeError(f"Argument '{p.name}' (int {v}) is too large for required type {dt}: "
+                                            f"pass a value within the float64 range") from None
     if isinstance(v, (float, np.floating)):
         if dt.is_int:
             raise _type_error(p, str(dt), v)
@@ -322,6 +343,20 @@ def _scalar(p: Param, v: Any) -> Any:
     if isinstance(v, np.ndarray) and v.ndim == 0:
         return _scalar(p, v[()])
     raise _type_error(p, str(dt), v)
+
+
+def _int_in_range(name: str, dt: DataType, v: int) -> int:
+    """`v` for integer parameter `name` of `dt`, as Quadrants takes it: a signed parameter any i64, an unsigned one
+    (u1 too) any u64, a narrower dtype keeping the low bits (two's complement, as the kernel's own casts). A value
+    outside that 64-bit range is refused: it has no 64-bit pattern to keep."""
+    lo, hi = (-(1 << 63), 1 << 63) if dt.is_signed else (0, 1 << 64)
+    if lo <= v < hi:
+        return v
+    what = "a signed" if dt.is_signed else "an unsigned"
+    raise QuadrantsRuntimeTypeError(
+        f"Argument '{name}' (int {v}) is out of range for required type {dt}: {what} integer parameter takes "
+        f"values in [{'-2**63' if lo else '0'}, {'2**63' if dt.is_signed else '2**64'}) (a narrower dtype keeps "
+        f"the low bits of that 64-bit value); pass a value in that range")
 
 
 def _matrix_args(p: Param, v: Any) -> list:
@@ -385,6 +420,11 @@ def ndarray_spec(p: Param, v: Any) -> tuple[DataType, int, tuple, Any, Callable 
     return dt, ndim, tuple(es), obj, post
 
 
+def size_class(obj: Any, ndim: int) -> int:
+    """`ir.size_class` of the outer axes of launch object `obj` (from `ndarray_spec`, `ndim` outer axes)."""
+    return ir.size_class(tuple(int(n) for n in obj.shape[:ndim]))
+
+
 def view_spec(p: Param, v: Any) -> tuple[DataType, int, tuple, Any, Callable | None]:
     """`ndarray_spec` of the ndarray behind BufferView argument `v` (QuadrantsRuntimeTypeError when `v` is no
     BufferView: a plain ndarray where a view is declared is refused)."""
@@ -426,6 +466,9 @@ def _as_numpy(p: Param, v: Any) -> tuple[np.ndarray, Any, Callable | None]:
         if v.flags.c_contiguous:
             return v, v, None
         a = np.ascontiguousarray(v)
+        if not v.flags.writeable:  # the copy stays read-only: a kernel that writes it is refused at the launch
+            a.flags.writeable = False
+            return a, a, None
 
         def back() -> None:
             v[...] = a
@@ -535,8 +578,10 @@ def _lifted_value(values: list, value_index: int, path: tuple, dt: DataType, nam
     from qd.frontend.guards import resolve
 
     v = resolve(values[value_index], path)
-    if isinstance(v, (bool, np.bool_)) or (isinstance(v, (int, np.integer)) and not dt.is_float):
+    if isinstance(v, (bool, np.bool_)):
         return int(v)
+    if isinstance(v, (int, np.integer)) and not dt.is_float:
+        return _int_in_range(name, dt, int(v))
     if dt.is_float and isinstance(v, (int, float, np.integer, np.floating)):
         return float(v)
     if isinstance(v, (float, np.floating)):
@@ -587,21 +632,22 @@ def convert(sig: Signature, values: list) -> tuple[tuple, list, list]:
     for p, v in zip(sig.params, values):
         p = _resolved(p, v)
         if p.kind == "template":
-            key.append(_template_key(v))
+            key.append(_template_key(v, p.name))
         elif p.kind == "scalar":
             args.append(_scalar(p, v))
         elif p.kind == "matrix":
             args.extend(_matrix_args(p, v))
         elif p.kind == "view":
             dt, ndim, es, obj, cb = view_spec(p, v)
-            key.append((dt, ndim, es))
+            key.append((dt, ndim, es, size_class(obj, ndim)))
             args.extend((obj, v.offset, v.size))
             if cb is not None:
                 post.append(cb)
         else:
             dt, ndim, es, obj, cb = ndarray_spec(p, v)
             lay = getattr(obj, "_layout", None)
-            key.append((dt, ndim, es) if lay is None else (dt, ndim, es, lay))
+            large = size_class(obj, ndim)
+            key.append((dt, ndim, es, large) if lay is None else (dt, ndim, es, large, lay))
             args.append(obj)
             if cb is not None:
                 post.append(cb)
@@ -629,8 +675,9 @@ def bind_kernel_params(t: Any, sig: Signature, values: list, assigned: set) -> N
             t.ctx.bind(p.name, t.init_var(_v.read(ref), name=p.name) if p.name in assigned else ref)
         else:
             spec = view_spec(p, v) if p.kind == "view" else ndarray_spec(p, v)
+            large = size_class(spec[3], spec[1])
             tensor = _bind_ndarray(b, p.name, *spec[:3], getattr(spec[3], "_layout", None),
-                                   clamp=getattr(p.ann, "boundary", "unsafe") == "clamp")
+                                   clamp=getattr(p.ann, "boundary", "unsafe") == "clamp", large=large)
             t.ctx.bind(p.name, _view_param(b, p.name, tensor) if p.kind == "view" else tensor)
     for p in sig.user_params:
         if p.kind == "struct":
@@ -653,12 +700,13 @@ def _struct_ref(t: Any, p: Param) -> _v.StructRef:
 
 
 def _bind_ndarray(b: Any, name: str, dt: DataType, ndim: int, es: tuple,
-                  layout: tuple | None = None, clamp: bool = False) -> _v.GlobalTensor:
-    """Declares an ndarray launch arg and its buffer (physical axes); its GlobalTensor (canonical axes)."""
+                  layout: tuple | None = None, clamp: bool = False, large: int = ir.SMALL) -> _v.GlobalTensor:
+    """Declares an ndarray launch arg and its buffer (physical axes); its GlobalTensor (canonical axes).
+    `large`: the argument's `ir.size_class` (part of the instantiation key)."""
     ai = len(b.args)
     bi = len(b.buffers)
     b.add_arg(ir.ArgDecl(name=name, kind="ndarray", dtype=dt, buffer=bi))
-    decl = ir.BufferDecl(kind="ndarray", dtype=dt, ndim=ndim, elem_shape=es, arg=ai, name=name)
+    decl = ir.BufferDecl(kind="ndarray", dtype=dt, ndim=ndim, elem_shape=es, arg=ai, name=name, large=large)
     b.add_buffer(("arg", ai), decl, None)
     if clamp:
         b.clamped.add(bi)

@@ -212,7 +212,7 @@ class Builder:
         name = f"{src.name}.{attr}"
         self.add_arg(ir.ArgDecl(name=name, kind="ndarray", dtype=src.dtype, buffer=len(self.buffers)))
         decl = ir.BufferDecl(kind="ndarray", dtype=src.dtype, ndim=src.ndim, elem_shape=src.elem_shape, arg=ai,
-                             name=name)
+                             name=name, large=src.large)
         self.hidden_args.append((src.arg, attr))
         return self.add_buffer(key, decl, None)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
+import os
 import textwrap
 from typing import Any, Callable
 
@@ -16,7 +17,9 @@ from qd.errors import (QuadrantsCompilationError, QuadrantsNameError, QuadrantsR
 class FuncSource:
     """A Python function's parsed AST with line numbers of the real file (built once per function)."""
 
-    def __init__(self, fn: Callable) -> None:
+    def __init__(self, fn: Callable, stamp: tuple | None = None) -> None:
+        """`stamp`: `file_stamp(fn)` when `fn` was decorated; a file changed since then is checked against `fn`'s
+        code (`_check_fresh`)."""
         self.fn = fn
         found = _quick_source(fn)
         if found is None:
@@ -38,6 +41,7 @@ class FuncSource:
             raise QuadrantsSyntaxError(f"{self.file}:{start}: expected a function definition")
         self.node: ast.FunctionDef = node  # type: ignore[assignment]
         self.name = fn.__name__
+        _check_fresh(fn, node, self.file, stamp)
         self.assigned = _assigned_names(node)
 
     def line(self, lineno: int) -> str:
@@ -67,14 +71,18 @@ class FuncSource:
         col, end = len(raw[:col].expandtabs(4)), len(raw[:end].expandtabs(4))
         carets = " " * col + "^" * max(1, end - col)
         out = [f'File "{self.file}", line {lineno}, in {self.name}:']
-        for i in range(0, max(len(text), len(carets), 1), _WRAP):
+        n = max(len(text), len(carets), 1)
+        for i in range(0, min(n, _WRAP * _MAX_ROWS), _WRAP):
             out.append(text[i:i + _WRAP])
             if carets[i:i + _WRAP].strip():
                 out.append(carets[i:i + _WRAP])
+        if n > _WRAP * _MAX_ROWS:
+            out.append(f"... ({n - _WRAP * _MAX_ROWS} more characters of this line)")
         return "\n".join(out) + "\n"
 
 
 _WRAP = 80
+_MAX_ROWS = 8  # rows of a wrapped line shown in a frame (a 900-term expression is one line)
 
 
 def _parse(lines: list[str]) -> ast.Module:
@@ -97,6 +105,7 @@ def _quick_source(fn: Callable) -> tuple[list[str], int, ast.Module] | None:
     file = inspect.getsourcefile(fn) if code is not None else None
     if not file:
         return None
+    linecache.checkcache(file)  # the file edited since linecache read it (a reload): read it again
     all_lines = linecache.getlines(file, fn.__globals__)
     start = code.co_firstlineno
     last = max((ln for _, _, ln in code.co_lines() if ln), default=start)
@@ -119,6 +128,38 @@ def _quick_source(fn: Callable) -> tuple[list[str], int, ast.Module] | None:
     return lines, start, tree
 
 
+def file_stamp(fn: Callable) -> tuple[int, int] | None:
+    """(mtime in ns, size) of the file defining `fn` now; None where there is no such file."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    try:
+        st = os.stat(code.co_filename)
+    except (OSError, ValueError):
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def _check_fresh(fn: Callable, node: ast.FunctionDef, file: str, stamp: tuple | None) -> None:
+    """Refuses source lines that are not `fn`'s: a def of another name there, or (when its file changed since `fn`
+    was decorated: edited without a reload) code lines of `fn` that hold no statement or expression of this def."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return
+    stale = node.name != code.co_name
+    if not stale and stamp is not None and file_stamp(fn) != stamp:
+        starts = {n.lineno for n in ast.walk(node) if hasattr(n, "lineno")}
+        starts.add(code.co_firstlineno)
+        params = [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs]
+        stale = any(ln not in starts for _, _, ln in code.co_lines() if ln) or \
+            params != list(code.co_varnames[:len(params)])
+    if stale:
+        raise QuadrantsCompilationError(
+            f"{file}:{code.co_firstlineno}: the source of {code.co_name} is not there any more: its file changed "
+            f"after the function was defined (edited without reloading its module). Reload the module "
+            f"(importlib.reload) or re-run the cell that defines it")
+
+
 def _assigned_names(node: ast.FunctionDef) -> set[str]:
     out: set[str] = set()
     for n in ast.walk(node):
@@ -129,15 +170,21 @@ def _assigned_names(node: ast.FunctionDef) -> set[str]:
     return out
 
 
-_SOURCES: dict[Any, FuncSource] = {}
+# id of a code object (or of a callable without one) -> (that object, its FuncSource). Keyed by identity: code
+# objects compare equal across files (`co_filename` is not compared) and across edits that keep the bytecode (an
+# annotation inside the body, which qd reads and Python drops), so an equality key served one kernel's source for
+# another. The entry holds the object, so its id is not reused while the entry lives.
+_SOURCES: dict[int, tuple[Any, FuncSource]] = {}
 
 
-def source_of(fn: Callable) -> FuncSource:
+def source_of(fn: Callable, stamp: tuple | None = None) -> FuncSource:
+    """`fn`'s parsed source, once per code object: every closure made by one `def` shares it; a new code object
+    (a reloaded module, a re-run notebook cell) reads its file again. `stamp`: see `FuncSource`."""
     key = getattr(fn, "__code__", fn)
-    s = _SOURCES.get(key)
-    if s is None:
-        s = _SOURCES[key] = FuncSource(fn)
-    return s
+    entry = _SOURCES.get(id(key))
+    if entry is None or entry[0] is not key:
+        entry = _SOURCES[id(key)] = (key, FuncSource(fn, stamp))
+    return entry[1]
 
 
 class FuncContext:
@@ -192,6 +239,10 @@ class FuncContext:
         raise QuadrantsNameError(f'Name "{name}" is not defined')
 
 
+TOO_DEEP = ("this nests too deeply to compile (Python's recursion limit): split the expression into several "
+            "statements, keeping partial results in local variables")
+
+
 def position_error(src: FuncSource, node: ast.AST, e: BaseException) -> BaseException:
     """`e` re-created with the node's position and source line in its message. An error already positioned
     in another function (an inlined `qd.func`) gets this call site's frame added, outermost first."""
@@ -202,7 +253,9 @@ def position_error(src: FuncSource, node: ast.AST, e: BaseException) -> BaseExce
             e._qd_src = src  # type: ignore[attr-defined]
         return e
     text = str(e) if str(e) else type(e).__name__
-    if isinstance(e, (QuadrantsCompilationError, QuadrantsRuntimeError)):
+    if isinstance(e, RecursionError):
+        new = QuadrantsCompilationError(src.pos_message(node, TOO_DEEP))
+    elif isinstance(e, (QuadrantsCompilationError, QuadrantsRuntimeError)):
         try:
             new = type(e)(src.pos_message(node, text))
         except TypeError:

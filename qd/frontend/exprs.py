@@ -287,7 +287,18 @@ class ExprMixin:
 
     # -------------------------------------------------------------- operators
     def visit_BinOp(self, node: ast.BinOp) -> Any:
-        lhs, rhs = self.visit(node.left), self.visit(node.right)
+        # `a + b + c + ...` nests to the left: its spine is walked in a loop, not by recursion, so a long sum does not
+        # exhaust Python's recursion limit (each inner node keeps its own position for errors)
+        spine = [node]
+        while isinstance(spine[-1].left, ast.BinOp):
+            spine.append(spine[-1].left)
+        acc = self.visit(spine[-1].left)
+        for inner in reversed(spine[1:]):
+            acc = self.at(inner, self._binop, acc)
+        return self._binop(node, acc)
+
+    def _binop(self, node: ast.BinOp, lhs: Any) -> Any:
+        rhs = self.visit(node.right)
         if type(node.op) is ast.MatMult or not (is_runtime(lhs) or is_runtime(rhs)):
             return _PYOPS[type(node.op)](lhs, rhs)
         return _e.binary(_BINOPS[type(node.op)], lhs, rhs)

@@ -13,7 +13,8 @@ import dataclasses
 import functools
 import threading
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -23,21 +24,21 @@ from qd.ad import tape as _tape
 from qd.ad.forward import forward as _forward
 from qd.ad.reverse import reverse as _reverse
 from qd.ad.validation import check_reverse_supported as _check_reverse
-from qd.ad.validation import stale_read_error as _stale_read_error
+from qd.ad.validation import stale_read_errors as _stale_read_errors
 from qd.ad.validation import validate_global_access as _validate
-from qd.errors import QuadrantsRuntimeError, QuadrantsSyntaxError
+from qd.errors import QuadrantsCompilationError, QuadrantsRuntimeError, QuadrantsSyntaxError
 from qd.frontend import args as _args
 from qd.frontend import builder as _bm
 from qd.frontend import guards as _guards
 from qd.frontend.builder import Builder
-from qd.frontend.context import FuncContext, source_of
+from qd.frontend.context import TOO_DEEP, FuncContext, file_stamp, source_of
 from qd.frontend.transformer import Transformer, fence
 from qd.runtime import config as _config
 from qd.runtime import launch as _launch
 from qd.runtime import launch_plan as _launch_plan
 from qd.types.enums import AutodiffMode
 
-_KERNELS: "weakref.WeakSet[Kernel]" = weakref.WeakSet()
+_KERNELS: weakref.WeakSet[Kernel] = weakref.WeakSet()
 _MISS = _clib.MISS
 
 
@@ -80,11 +81,12 @@ class Kernel:
         # key -> the lock of the thread compiling that instance (others wait for it: `_instance`)
         self._compiling: dict[tuple, threading.Lock] = {}
         self._compiling_lock = threading.Lock()
+        self._stamp = file_stamp(fn)  # its file as it was defined (`qd.frontend.context.FuncSource`)
         functools.update_wrapper(self, fn)
         _KERNELS.add(self)
 
     @property
-    def grad(self) -> "_GradKernel":
+    def grad(self) -> _GradKernel:
         """`kernel.grad(*same_args)`: runs the reverse-mode instance, accumulating into `.grad`."""
         return _GradKernel(self)
 
@@ -151,19 +153,32 @@ class Kernel:
             launch_args = list(launch_args) + grad_arrays
         self._last_ck = ck
         if mode == "grad" and ck.stale is not None and self._primal_launched:
-            raise type(ck.stale)(str(ck.stale))  # the forward kernel ran: its replay would read what it wrote
+            # the forward kernel ran: its replay would read what it wrote, unless a Tape put those buffers back
+            err = _stale_unserved(ck, bindings, launch_args, ad_state.before)
+            if err is not None:
+                raise type(err)(str(err))
         if mode in ("", "validate"):
             self._primal_launched = True
         if mode == "validate":  # fresh zeroed checkbits for every validated launch
             bindings = [b.zeros() if isinstance(b, _Checkbits) else b for b in bindings]
 
+        taped = None
+        if tape is not None and mode in ("", "validate") and hasattr(tape, "launched"):
+            # a launch inside a `grad_replaced` function: the Tape never replays its gradient (the function's
+            # `grad_for` does), so only its writes matter (to the recorded launches before it)
+            taped = _tape_launch(self, ck, bindings, launch_args, not ad_state.grad_replaced)
+            if hasattr(tape, "launching"):  # before the launch: the Tape saves what it overwrites (`qd.ad.snapshots`)
+                tape.launching(taped)
         try:
             result = _launch.launch(ck, bindings, launch_args)
+        except RecursionError:  # compiling for a tier at its first launch (GPU code, native code)
+            raise self._too_deep() from None
         finally:
             for fn in post:
                 fn()
-        if tape is not None and mode in ("", "validate") and hasattr(tape, "launched"):
-            tape.launched(_tape_launch(self, ck, bindings, launch_args))
+        if taped is not None:
+            taped.generations = {r.buffer: getattr(taped.owners[r.buffer], "generation", None) for r in taped.reads}
+            tape.launched(taped)
         if mode in ("", "grad"):  # the plan later calls of this shape launch through (primal, or kernel.grad)
             plan = None if tape is not None or nd_grads or ck.stale is not None else \
                 _launch_plan.armed(ck, sig, values, bindings, key not in self._hidden, self._guards.get(key, ()))
@@ -206,6 +221,17 @@ class Kernel:
         """(compiled kernel, bindings per buffer) of one instance. Its hidden args, the (launch arg index
         of x, "grad") entries of the `x.grad` arrays the kernel reads, go to `_hidden[key]`; `_run`
         launches them after the user's args."""
+        try:
+            return self._build(values, mode, nd_grads, key)
+        except RecursionError:  # in a pass or a code generator (the frontend positions its own)
+            raise self._too_deep() from None
+
+    def _too_deep(self) -> QuadrantsCompilationError:
+        code = getattr(self.fn, "__code__", None)
+        where = f"{code.co_filename}:{code.co_firstlineno}: " if code is not None else ""
+        return QuadrantsCompilationError(f"{where}kernel {self.fn.__name__}: {TOO_DEEP}")
+
+    def _build(self, values: list, mode: str, nd_grads: tuple, key: tuple | None) -> tuple:
         hidden: list[tuple[int, str]] = []
         k_ir, bindings = build_kernel_ir(self, values, hidden)
         if mode == "grad" and any(h[0] != "lifted" for h in hidden):
@@ -220,7 +246,7 @@ class Kernel:
 
         ck = _launch.compile_kernel(k_ir)
         if mode == "grad":
-            ck.stale = stale
+            ck.stale, ck.stale_by_buffer = next(iter(stale.values()), None), stale
         if hidden:
             self._hidden[key] = tuple(hidden)
         sig = self.signature
@@ -251,7 +277,7 @@ def _reverse_instance(k_ir: ir.KernelIR, bindings: list, nd_grads: tuple = ()) -
     gets a grad buffer, bound to that grad field; every ndarray argument listed in `nd_grads` (indices
     of its ArgDecl, whose launch value has a `.grad`) gets a grad buffer behind a new ndarray ArgDecl
     `<name>.grad`, appended after the kernel's own args (the frontend appends the grads' launch args). Third:
-    the error of a read its replay would see stale, or None (raised by a launch after the primal ran)."""
+    the errors of the reads its replay would see stale, by buffer (raised by a launch after the primal ran)."""
     if any(decl.kind != "field" and getattr(b, "grad", None) is not None for decl, b in zip(k_ir.buffers, bindings)):
         raise NotImplementedError("kernel.grad: gradients of ndarrays bound as globals are not supported yet "
                                   "(only fields with needs_grad=True and ndarray arguments)")
@@ -259,7 +285,7 @@ def _reverse_instance(k_ir: ir.KernelIR, bindings: list, nd_grads: tuple = ()) -
              if decl.kind == "field" and getattr(bindings[b], "has_grad", lambda: False)()]
     grads += [b for b, decl in enumerate(k_ir.buffers) if decl.kind == "ndarray" and decl.arg in nd_grads]
     _check_reverse(k_ir, grads)
-    stale = _stale_read_error(k_ir, grads)
+    stale = _stale_read_errors(k_ir, grads)
     from qd.passes.runner import run_passes
 
     def rev(k: ir.KernelIR) -> ir.KernelIR:
@@ -281,20 +307,39 @@ def _reverse_instance(k_ir: ir.KernelIR, bindings: list, nd_grads: tuple = ()) -
     return k_ir, bindings + [bindings[b].grad if k_ir.buffers[b].kind == "field" else None for b in grads], stale
 
 
-def _tape_launch(kernel: Kernel, ck: Any, bindings: list, launch_args: list) -> Any:
-    """What a Tape keeps of a launch to find reads a later launch overwrites (`qd.ad.stale_reads`)."""
-    from qd.ad.stale_reads import Launch, accesses
+def _tape_launch(kernel: Kernel, ck: Any, bindings: list, launch_args: list, replayed: bool) -> Any:
+    """What a Tape keeps of a launch to find reads a later launch overwrites (`qd.ad.stale_reads`): its writes, and
+    where the Tape replays its gradient (`replayed`: the launch was recorded) the reads that gradient needs and the
+    buffers it needs as they were before the launch (`before_launch_buffers`: their reads are served by the copy
+    the Tape saves before the launch, so they are not kept as reads). Its `generations` are set after the launch."""
+    from qd.ad.stale_reads import Launch, accesses, before_launch_buffers
 
     if ck.tape_accesses is None:
         grads = [b for b, decl in enumerate(ck.ir.buffers)
                  if (decl.kind == "field" and getattr(bindings[b], "has_grad", lambda: False)())
                  or (decl.kind == "ndarray" and getattr(launch_args[decl.arg], "grad", None) is not None)]
-        ck.tape_accesses = accesses(ck.ir, grads)
-    reads, writes = ck.tape_accesses
+        reads, writes = accesses(ck.ir, grads)
+        before = before_launch_buffers(ck.ir, grads)
+        ck.tape_accesses = ([r for r in reads if r.buffer not in before], writes, before)
+    reads, writes, before = ck.tape_accesses
+    if not replayed:
+        reads, before = [], frozenset()
     owners = _launch._owners(ck, bindings, launch_args)
-    generations = {r.buffer: getattr(owners[r.buffer], "generation", None) for r in reads}
     return Launch(kernel.fn.__name__, reads, writes, owners, list(launch_args), [decl.name for decl in ck.ir.buffers],
-                  generations)
+                  {}, before)
+
+
+def _stale_unserved(ck: Any, bindings: list, launch_args: list, before: frozenset) -> Exception | None:
+    """The error of the first stale read of a `kernel.grad` launch (`ck.stale_by_buffer`) whose object a Tape did
+    not put back as it was before the forward launch (`before`: their ids), or None."""
+    from qd.ad.snapshots import storage
+
+    owners = _launch._owners(ck, bindings, launch_args) if before else ()
+    for b, err in ck.stale_by_buffer.items():
+        obj = storage(owners[b]) if before else None
+        if obj is None or id(obj) not in before:
+            return err
+    return None
 
 
 class _Checkbits:
@@ -357,7 +402,7 @@ class _BoundKernel:
 def build_kernel_ir(kernel: Kernel, values: list, hidden: list | None = None) -> tuple[ir.KernelIR, list]:
     """Build the KernelIR of one instantiation; returns it with the per-buffer field bindings. `hidden`,
     when given, receives the builder's hidden args (`Builder.hidden_args`: `x.grad` of ndarray args)."""
-    src = source_of(kernel.fn)
+    src = source_of(kernel.fn, kernel._stamp)
     fence(src, is_kernel=True)
     sig = kernel.signature
     b = Builder(kernel.fn.__name__)
@@ -389,6 +434,7 @@ class Func:
         # Quadrants' `qd.func(requires_top_level=True)`: its loops must stay top-level (parallel) loops
         self.requires_top_level = requires_top_level
         self._sig: _args.Signature | None = None
+        self._stamp = file_stamp(fn)  # its file as it was defined (`qd.frontend.context.FuncSource`)
         functools.update_wrapper(self, fn)
 
     @property
@@ -416,7 +462,7 @@ class Func:
 
 
 def inline_func(func: Func, b: Builder, args: tuple, kwargs: dict) -> Any:
-    src = source_of(func.fn)
+    src = source_of(func.fn, func._stamp)
     fence(src)
     if b.func_depth > 64:
         raise QuadrantsSyntaxError(f"qd.func {func.fn.__name__} recursed more than 64 levels; recursion must end "
@@ -493,4 +539,4 @@ def is_data_oriented(obj: Any) -> bool:
     return bool(getattr(obj, "_data_oriented", False))
 
 
-__all__ = ["Kernel", "Func", "kernel", "func", "real_func", "pyfunc", "data_oriented", "is_data_oriented"]
+__all__ = ["Func", "Kernel", "data_oriented", "func", "is_data_oriented", "kernel", "pyfunc", "real_func"]

@@ -95,6 +95,20 @@ class Transformer(ExprMixin, AssignMixin, LoopMixin, CallMixin):
         finally:
             self.b.loc = old
 
+    def at(self, node: ast.AST, fn: Any, *args: Any) -> Any:
+        """`fn(node, *args)` with `node`'s position, as `visit` would run it: for nodes a visitor walks itself
+        instead of recursing (a long `a + b + c + ...` chain)."""
+        old = self.b.loc
+        self.b.loc = self.src.loc(node)
+        try:
+            return fn(node, *args)
+        except Exception as e:  # re-raised with the position
+            if getattr(e, "_qd_positioned", False):
+                raise
+            raise position_error(self.src, node, e) from None
+        finally:
+            self.b.loc = old
+
     def visit_body(self, stmts: list[ast.stmt]) -> None:
         """Statements of one block, in a new variable scope; stops after a return or a static break."""
         self.ctx.push_scope()

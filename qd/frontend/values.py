@@ -161,7 +161,8 @@ class GlobalTensor:
         if self.decl.kind != "ndarray":
             return tuple(self.decl.shape[p] for p in axes)
         b = _e.bld()
-        return tuple(Expr(b.emit(ir.ExternalShape, buffer=self.buffer, axis=p)) for p in axes)
+        return tuple(Expr(b.emit(ir.ExternalShape, buffer=self.buffer, axis=p, dtype=self.decl.axis_dtype(p)))
+                     for p in axes)
 
     def __repr__(self) -> str:
         return f"<{self.decl.kind} {self.decl.name or self.buffer}: {self.dtype}>"
@@ -182,12 +183,15 @@ class GlobalTensor:
         for ax, i in enumerate(flat):
             if self.offset and self.offset[ax]:
                 i = _e.binary("sub", i, self.offset[ax])
+            # an index is i32 (Quadrants'), i64 into an axis that may hold 2^31 elements or more
+            it = self.decl.axis_dtype(ax if self.layout is None else self.layout.index(ax))
             if isinstance(i, Expr):
                 if not i.dtype.is_int:
                     raise QuadrantsTypeError(f"indices of a {what.lower()} must be integers, got {i.dtype}")
-                out.append(_e.cast_expr(i, dtypes.i32) if i.dtype.bits > 32 or i.dtype is dtypes.u1 else i)
+                wide = it.bits == 64
+                out.append(_e.cast_expr(i, it) if i.dtype.bits > 32 or i.dtype is dtypes.u1 or wide else i)
             elif _e.is_number(i) and not isinstance(i, float):
-                out.append(_e.const(int(i), dtypes.i32))
+                out.append(_e.const(int(i), it))
             else:
                 raise QuadrantsTypeError(f"invalid index of type {type(i).__name__} into a {what.lower()}")
         if self.clamp:
@@ -248,8 +252,29 @@ def describe_object(obj: Any) -> tuple[DataType, tuple, tuple]:
     return dtypes.to_dtype(dt), shape, es
 
 
+class ComponentTensor(GlobalTensor):
+    """`v.get_scalar_field(i)` in a kernel: the buffer of vector/matrix field `v`, its elements' component `component`
+    as a scalar tensor (`qd.runtime.field_component`). `obj` is the component view (its `.grad` is the grad's)."""
+
+    def __init__(self, parent: GlobalTensor, component: tuple, obj: Any) -> None:
+        super().__init__(parent.buffer, parent.decl, obj, parent.offset or (), parent.layout)
+        self.component = component
+
+    @property
+    def elem_shape(self) -> tuple:
+        return ()
+
+    def ptrs(self, indices: list) -> list:
+        idx = tuple(i.value for i in self._index_values(indices))
+        b = _e.bld()
+        extra = tuple(b.const(dtypes.i32, k) for k in self.component)
+        return [b.emit(ir.GlobalPtr, buffer=self.buffer, indices=idx + extra, dtype=self.dtype)]
+
+
 def bind_global_object(obj: Any, name: str = "") -> GlobalTensor:
     """Register a field (or captured Ndarray) as a buffer of the kernel being built."""
+    if getattr(type(obj), "_qd_component_view", False):
+        return ComponentTensor(bind_global_object(obj._field, name), tuple(obj.component), obj)
     b = _e.bld()
     dt, shape, es = describe_object(obj)
     layout = getattr(obj, "_layout", None)

@@ -34,10 +34,12 @@ from qd.gpu.spirv_atomics import Atomics, workgroup_reduces
 from qd.gpu.spirv_defs import (GLSL, AddressingModel, BuiltIn, Capability, Decoration, ExecutionMode, ExecutionModel,
                                MemoryAccess, MemoryModel, StorageClass)
 from qd.gpu.spirv_defs import Op as S
+from qd.gpu.spirv_float import NO_FLOAT_CONTROLS, FloatControls, execution_modes, hides_operands, opaque
+from qd.gpu.spirv_flow import Nesting
 from qd.gpu.spirv_module import Function, Module
 from qd.jit.llvm import check_arg_table, print_table
 from qd.jit.llvm_reduce import find_reductions
-from qd.runtime.status import HEADER_WORDS, LOOP_LIMIT, PRINTLEN_WORD, STATUS_WORDS  # noqa: F401 (the slot layout)
+from qd.runtime.status import HEADER_WORDS, LOOP_LIMIT, PRINTLEN_WORD, STATUS_WORDS, ZERO_WORD
 from qd.types import dtypes as T
 
 
@@ -70,6 +72,9 @@ class Caps:
     subgroup_arith: bool = False
     loop_limit: int = 0  # a driver that ends any invocation's loops after this many iterations in all (lavapipe)
     per_index_grid: bool = False  # range tasks that do not reduce get one invocation per index (a CPU device)
+    float_controls: FloatControls = NO_FLOAT_CONTROLS  # execution modes declared under fast_math=False
+    hide_zeros: bool = False  # the driver folds constant zeros whatever the float controls (`spirv_float.py`)
+    max_nesting: int = 0  # nested loops and ifs the driver compiles right, 0: no limit known (`spirv_flow.py`)
 
 
 @dataclass
@@ -136,7 +141,7 @@ def assemble(k: ir.KernelIR, tasks: list[SpirvTask], ctx: list[tuple]) -> SpirvK
 
 
 @dataclass
-class FnEmitter(Atomics):
+class FnEmitter(Atomics, Nesting):
     """One task as one SPIR-V module with entry point `main` (the `so.Emit` protocol for op lowerings)."""
 
     kg: KernelGen
@@ -148,10 +153,13 @@ class FnEmitter(Atomics):
     vars: dict = field(default_factory=dict)
     loops: list = field(default_factory=list)
     reductions: dict = field(default_factory=dict)
+    depth: int = 0  # selection and loop constructs open around the code emitted now (`spirv_flow.Nesting`)
 
     def __post_init__(self) -> None:
         self.k, self.caps = self.kg.k, self.kg.caps
         self.fast = self.kg.fast_math
+        self.hide = self.caps.hide_zeros and not self.fast
+        self.opaque: dict = {}  # `spirv_float.opaque` per value
         self.wide_f32 = self.caps.float64
         self.found = find_reductions(self.task)  # the task's accumulators (`start_reductions`)
         self.per_group = workgroup_reduces(self.task, self.caps, self.found)  # they meet in workgroup memory
@@ -378,7 +386,32 @@ class FnEmitter(Atomics):
     def s_OpStmt(self, s: ir.OpStmt) -> None:
         if s in self.vals:  # hoisted before the loop (reduction pointers)
             return
-        self.vals[s] = so.lower_op(self, s.op, [a.dtype for a in s.args], s.dtype, [self.v(a) for a in s.args])
+        hide = self.hide and hides_operands(s.op)
+        args = [self.operand(a) if hide else self.v(a) for a in s.args]
+        self.vals[s] = so.lower_op(self, s.op, [a.dtype for a in s.args], s.dtype, args)
+
+    def operand(self, x: ir.Value) -> int:
+        """`v(x)`, for a float operand the driver might see as a constant OR-ed with a word that is always 0
+        (`Caps.hide_zeros`, `spirv_float.py`): same value, no constant to fold. Non-zero constants stay."""
+        if not (self.hide and x.dtype.is_float) or opaque(x, self.task.var, self.opaque):
+            return self.v(x)
+        if isinstance(x, ir.Const):
+            if x.value != 0:
+                return self.v(x)
+            return self._entry(("hidden", x.dtype.name, str(float(x.value))), lambda: self.hidden(x.dtype, self.v(x),
+                                                                                               self.entry))
+        return self.hidden(x.dtype, self.v(x), self.op)
+
+    def hidden(self, dt: T.DataType, v: int, emit: Any) -> int:
+        wide = dt.bits == 64
+        ut = self.u64 if wide else self.u32
+
+        def zero() -> int:
+            z = self.entry(S.Load, self.slot_ptr(ZERO_WORD, self.u64, at_entry=True), MemoryAccess.Aligned, 8,
+                           t=self.u64)
+            return z if wide else self.entry(S.UConvert, z, t=self.u32)
+        z = self._entry(("zero", wide), zero)
+        return emit(S.Bitcast, emit(S.BitwiseOr, emit(S.Bitcast, v, t=ut), z, t=ut), t=self.ty(dt))
 
     def s_Alloca(self, s: ir.Alloca) -> None:
         self.op(S.Store, self.local_var(s, self.ty(s.dtype)), self.c(s.dtype, 0))
@@ -390,13 +423,18 @@ class FnEmitter(Atomics):
         self.op(S.Store, self.local_var(s.var, self.ty(s.var.dtype)), self.v(s.value))
 
     def s_If(self, s: ir.If) -> None:
+        if self.flattens():  # deeper than the driver nests right
+            self.flat_if(s)
+            return
         then, other, merge = self.m.id(), self.m.id(), self.m.id()
         cond = so.truth(self, s.cond.dtype, self.v(s.cond))  # before the merge: it must precede the branch
         self.op(S.SelectionMerge, merge, 0)
         self.op(S.BranchConditional, cond, then, other)
         for blk, lid in ((s.then, then), (s.else_, other)):
             self.label(lid)
+            self.enter(s)
             self.block(blk)
+            self.leave()
             self.branch(merge)
         self.label(merge)
 
@@ -432,6 +470,8 @@ class FnEmitter(Atomics):
         self.op(S.Store, counter, self.op(S.IAdd, cur, step, t=self.u64))
         self.branch(header)
         self.label(merge)
+        self.tick()  # the header's last visit (its test ends the loop) counts towards the driver's limit too:
+        # lavapipe cut a nest of short inner loops at 2^15 outer iterations, silently, when only bodies counted
 
     def s_RangeFor(self, s: ir.RangeFor) -> None:
         counter = self.fn.local(self.m.pointer(StorageClass.Function, self.u64))
@@ -440,14 +480,18 @@ class FnEmitter(Atomics):
             self.wide[s.var] = i
             dt = s.var.dtype
             self.vals[s.var] = i if dt.bits == 64 else self.op(S.UConvert, i, t=self.ty(dt))
+            self.enter(s)
             self.block(s.body)
+            self.leave()
         self.loop(counter, self.index64(s.begin), self.index64(s.end), self.u64c(1), body)
 
     def s_While(self, s: ir.While) -> None:
         header, cont, merge = self.open_loop()
         self.tick()
         self.loops.append((cont, merge))
+        self.enter(s)
         self.block(s.body)
+        self.leave()
         self.loops.pop()
         self.branch(cont)
         self.label(cont)
@@ -642,10 +686,16 @@ class FnEmitter(Atomics):
         m = self.m
         m.entry_point(ExecutionModel.GLCompute, self.fn.id, "main", tuple(self.interface))
         m.execution_mode(self.fn.id, ExecutionMode.LocalSize, self.local_size, 1, 1)
+        if not self.fast:  # IEEE specials, subnormals and rounding as on the other tiers, where the device can
+            used = m.float_widths()
+            for cap, mode, width in execution_modes(self.caps.float_controls, used):
+                m.capability(cap)
+                m.execution_mode(self.fn.id, mode, width)
         return m.words()
 
     def range_task(self) -> None:
         t = self.task
+        self.depth = 1  # the grid-stride loop
         self.block(t.prologue)
         lo, hi = self.index64(t.begin), self.index64(t.end)
         accs = self.start_reductions()

@@ -39,9 +39,9 @@ class Atomics:
         if s in self.reductions:
             r = self.reductions[s]
             cur = self.op(S.Load, r.acc, t=self.ty(s.dtype))
-            self.op(S.Store, r.acc, self.combine(r.red.op, s.dtype, cur, self.v(s.value)))
+            self.op(S.Store, r.acc, self.combine(r.red.op, s.dtype, cur, self.operand(s.value)))
             return
-        self.vals[s] = self.atomic(s.op, s.dtype, self.vals[s.ptr], self.v(s.value))
+        self.vals[s] = self.atomic(s.op, s.dtype, self.vals[s.ptr], self.operand(s.value))
 
     def s_AtomicSwap(self, s: ir.AtomicSwap) -> None:
         """`OpAtomicExchange` (a float exchanges its bits) or `OpAtomicCompareExchange` at device scope."""
@@ -143,6 +143,7 @@ class Atomics:
         done_var = self.fn.local(self.m.pointer(StorageClass.Function, self.bool_t()))
         self.op(S.Store, seen_var, self.op(S.AtomicLoad, ptr, scope, sem, t=ity))
         header, cont, merge = self.open_loop()
+        self.tick()  # a driver's loop limit counts these iterations too
         bits = self.op(S.Load, seen_var, t=ity)
         old = bits if dt.is_int else self.op(S.Bitcast, bits, t=t)
         new = update(old)

@@ -168,6 +168,10 @@ class Module:
     def struct(self, *members: int, unique: bool = False) -> int:
         return self.type(Op.TypeStruct, *members, unique=unique)
 
+    def float_widths(self) -> set[int]:
+        """The widths of the float types declared so far."""
+        return {key[1] for key in self._types if key[0] == Op.TypeFloat}
+
     def pointer(self, storage: StorageClass, pointee: int) -> int:
         return self.type(Op.TypePointer, storage, pointee)
 

@@ -274,7 +274,8 @@ class Device:
     def _features(self, physical: Any) -> tuple[dict, Any]:
         """What the device has of what qd uses, and the feature chain that turns exactly that on: 8/16/64-bit
         ints and their storage access, f64, buffer device addresses (PhysicalStorageBuffer pointers: no
-        per-binding size cap, e.g. 128 MiB on lavapipe), 64-bit and float atomics, subgroup arithmetic."""
+        per-binding size cap, e.g. 128 MiB on lavapipe), 64-bit and float atomics, subgroup arithmetic; and the
+        float controls it supports (properties, nothing to turn on)."""
         vk = self.vk
         fa = vk.VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(
             sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT)
@@ -298,7 +299,7 @@ class Device:
              "float64_atomic_add": has_fa and bool(fa.shaderBufferFloat64AtomicAdd),
              "subgroup_arith": bool(sub.supportedOperations & vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)
              and bool(sub.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT),
-             "subgroup_size": int(sub.subgroupSize)}
+             "subgroup_size": int(sub.subgroupSize), "float_controls": self._float_controls(physical)}
         wfa = vk.VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(
             sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT,
             shaderBufferFloat32AtomicAdd=int(f["float32_atomic_add"]),
@@ -316,6 +317,22 @@ class Device:
                                                  shaderInt16=int(f["int16"])))
         self._keep = (wfa, w11, w12)  # the chain must outlive vkCreateDevice
         return f, want
+
+    def _float_controls(self, physical: Any) -> dict[str, Any]:
+        """The device's float controls (Vulkan 1.2 core, `VkPhysicalDeviceFloatControlsProperties`): per execution
+        mode the float widths it supports, and the independence rules (`qd/gpu/spirv_float.py`). A device without
+        them reports none."""
+        vk = self.vk
+        fc = vk.VkPhysicalDeviceFloatControlsProperties(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES)
+        vk.vkGetPhysicalDeviceProperties2(physical, vk.VkPhysicalDeviceProperties2(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, pNext=fc))
+
+        def widths(name: str) -> tuple[int, ...]:
+            return tuple(w for w in (16, 32, 64) if getattr(fc, f"{name}Float{w}"))
+        return {"preserve": widths("shaderSignedZeroInfNanPreserve"), "denorm_preserve": widths("shaderDenormPreserve"),
+                "rte": widths("shaderRoundingModeRTE"), "denorm_independence": int(fc.denormBehaviorIndependence),
+                "rounding_independence": int(fc.roundingModeIndependence)}
 
     def _max_allocation(self) -> int:
         vk = self.vk

@@ -21,6 +21,7 @@ import numpy as np
 
 from qd import ir
 from qd.gpu import spirv, spirv_cache
+from qd.gpu.spirv_float import FloatControls
 from qd.gpu.vulkan import Buffer, Device, Pipeline
 
 
@@ -30,6 +31,24 @@ _programs = itertools.count(1)
 # llvmpipe (lavapipe) ends the loops of an invocation after 65535 iterations in all, without an error: the
 # emitter counts iterations there and fails loudly first (`spirv.Caps.loop_limit`)
 LLVMPIPE_LOOP_LIMIT = 65535
+# llvmpipe drops the execution masks of loops and ifs nested deeper than this (gallivm's LP_MAX_TGSI_NESTING),
+# silently: the emitter flattens deep ifs and refuses deep loops there (`spirv.Caps.max_nesting`)
+LLVMPIPE_NESTING = 80
+
+
+def _tuning(name: str, default: int) -> int:
+    return int(os.environ.get(name, "") or default)
+
+
+def _hide_zeros(llvmpipe: bool, fc: FloatControls, float64: bool) -> bool:
+    """Whether constant float zeros are hidden from the driver under fast_math=False (`qd/gpu/spirv_float.py`):
+    on llvmpipe, whose LLVM builder folds them whatever the float controls, and on a device that cannot preserve
+    signed zeros, inf and NaN in every float width qd uses. `QD_VULKAN_HIDE_ZEROS=0|1` decides instead (to check
+    a driver's own float controls: tests/gpu_checks/vulkan_specials.py)."""
+    env = os.environ.get("QD_VULKAN_HIDE_ZEROS", "")
+    if env:
+        return env != "0"
+    return llvmpipe or not all(w in fc.preserve for w in ((32, 64) if float64 else (32,)))
 
 
 @dataclass
@@ -56,11 +75,14 @@ class VulkanBackend:
                                f"bufferDeviceAddress are required by the vulkan tier)")
         limit = int(self.dev.props.limits.maxComputeWorkGroupCount[0])
         cpu = self.dev.props.deviceType == self.dev.vk.VK_PHYSICAL_DEVICE_TYPE_CPU
+        llvmpipe = "llvmpipe" in self.dev.name
+        fc = FloatControls(**f["float_controls"])
         self.caps = spirv.Caps(float64=f["float64"], int64_atomics=f["int64_atomics"],
                                float32_atomic_add=f["float32_atomic_add"], float64_atomic_add=f["float64_atomic_add"],
                                subgroup_arith=f["subgroup_arith"],
-                               loop_limit=LLVMPIPE_LOOP_LIMIT if "llvmpipe" in self.dev.name else 0,
-                               per_index_grid=cpu)
+                               loop_limit=LLVMPIPE_LOOP_LIMIT if llvmpipe else 0,
+                               per_index_grid=cpu, float_controls=fc, hide_zeros=_hide_zeros(llvmpipe, fc, f["float64"]),
+                               max_nesting=_tuning("QD_VULKAN_MAX_NESTING", LLVMPIPE_NESTING if llvmpipe else 0))
         # `max_groups`: enough invocations to fill the device, for tasks that gain from running several indices
         # per invocation (reductions accumulate in registers, adstack rows) or whose range is unknown on the
         # host; the grid-stride loop covers the rest. `group_limit`: the grid of the other range tasks (on a

@@ -152,7 +152,7 @@ class FnLowering:
         if isinstance(x, ir.ExternalShape):
             sh = self.shape(x.buffer, x.axis)
             return self._entry(("eshape", x.buffer, x.axis, x.dtype.name),
-                               lambda eb: eb.trunc(sh, reg_type(x.dtype)))
+                               lambda eb: sh if x.dtype.bits == 64 else eb.trunc(sh, reg_type(x.dtype)))
         raise KeyError(f"value {x!r} used before its definition")
 
     def index64(self, x: ir.Value) -> L.Value:

@@ -61,6 +61,7 @@ class TierState:
     plan: Any = None  # the instance's compiled launch plan (`qd/_launch.pyx`): its launches are native ones
     planned: int = 0  # the plan's launch count when the Python path last launched
     size: int | None = None  # `_predicted_work`'s instructions per element
+    trips: int = 0  # the largest trip count of a range task with constant bounds
 
     @property
     def stats(self) -> dict:
@@ -113,11 +114,14 @@ def _record(st: TierState, tier: str) -> None:
 
 
 def _predicted_work(st: TierState, ck: Any, arrays: Sequence[Any]) -> int:
-    """Elements bound × the kernel's IR statements, in the interpreter's instructions (about 2 per 3 statements);
-    from the IR, so that a launch that goes native never lowers the bytecode."""
+    """Elements bound (or the iterations of a loop with constant bounds, such as a constant `qd.ndrange`, where
+    more) × the kernel's IR statements, in the interpreter's instructions (about 2 per 3 statements); from the
+    IR, so that a launch that goes native never lowers the bytecode."""
     if st.size is None:
         st.size = sum(1 for t in ck.ir.tasks for b in (t.prologue, t.body) for _ in ir.walk(b)) * 2 // 3
-    return max((getattr(a, "size", 0) for a in arrays), default=0) * st.size
+        st.trips = max((t.end.value - t.begin.value for t in ck.ir.tasks if t.kind == "range"
+                        and isinstance(t.begin, ir.Const) and isinstance(t.end, ir.Const)), default=0)
+    return max(max((getattr(a, "size", 0) for a in arrays), default=0), st.trips) * st.size
 
 
 def _finish(st: TierState, fut: cf.Future) -> Any:

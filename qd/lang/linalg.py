@@ -11,13 +11,17 @@ included, so an f32 decomposition never widens to f64 through a literal.
 Methods:
 - 2x2 polar: the closed form A = U P with U = (A ± cof A) / |A ± cof A| (sign of det A) and
   P = (AᵀA + |det A| I) / |A ± cof A|; branch-free and differentiable (reverse mode included). As in
-  Quadrants, U is a reflection when det A < 0 and P is always symmetric positive semidefinite.
+  Quadrants, U is a reflection when det A < 0 and P is always symmetric positive semidefinite. U's entries
+  are divided by the norm (not multiplied by its inverse): a rotation's U is within 1 ulp of it.
 - symmetric eigenproblems: cyclic Jacobi rotations (a 2x2 needs exactly one).
 - 3x3 SVD: Jacobi on AᵀA gives V (a rotation), its columns are sorted by descending singular value,
   then Givens QR of A V gives U (a rotation) and sigma = diag(R). Hence det U = det V = +1 and the sign
   of det A sits in sigma[2], Quadrants' convention; 3x3 polar is U Vᵀ (a rotation) and V sigma Vᵀ.
-- 2x2 SVD: from the 2x2 polar and the eigenvectors of P: sigma >= 0 descending, V a rotation.
-Inputs are scaled by their largest entry first, so f32 neither overflows nor underflows on squares.
+- 2x2 SVD: from the 2x2 polar and the eigenvectors of P: sigma >= 0 descending, V a rotation; V is I or the
+  swap where P is diagonal to 1e-5 of its scale (f32; ~84 epsilons in f64), as Quadrants does near the identity,
+  so U Vᵀ is exactly the polar factor there.
+Inputs are scaled by the largest power of two at most their largest entry first (exact: its exponent bits), so
+f32 neither overflows nor underflows on squares and the scaling rounds nothing.
 """
 
 from __future__ import annotations
@@ -36,6 +40,12 @@ Rows = list[list[Any]]
 _SWEEPS_F32 = {2: 1, 3: 4, 4: 5, 5: 6, 6: 6}
 _SWEEPS_F64 = {2: 1, 3: 5, 4: 6, 5: 7, 6: 8}
 _MAX_SYM_EIG = 6
+# 2x2 SVD: an off-diagonal of the polar factor P at most this fraction of its largest diagonal entry is dropped
+# (V = I or the swap). f32: Quadrants' 1e-5 (it compares |P01| < 1e-5 absolutely, so at unit scale the two agree);
+# f64: as many units of its epsilon (~84). Dropping it moves sigma by at most that much.
+_FLAT_F32 = 1e-5
+_FLAT_F64 = 1e-5 * 2.0 ** -52 / 2.0 ** -23
+_EXPONENT_BITS = {16: 0x7C00, 32: 0x7F800000, 64: 0x7FF0000000000000}
 
 
 def _b() -> Any:
@@ -72,6 +82,14 @@ class _Num:
     def safe(self, x: Any, is_zero: Any) -> Any:
         """`x`, or 1 where `is_zero`: a denominator that never divides by zero (also in the adjoint)."""
         return self.sel(is_zero, 1, x)
+
+    def pow2_floor(self, x: Any) -> Any:
+        """The largest power of two at most `x` (> 0: its exponent bits alone), an exact scale factor and a
+        constant to autodiff; `x` itself where that is 0 (a subnormal or zero `x`)."""
+        bits = dtypes.to_dtype(f"u{self.dt.bits}")
+        exponent = _b().bit_cast(self.c(x), bits) & _b().cast(_EXPONENT_BITS[self.dt.bits], bits)
+        p = _b().bit_cast(exponent, self.dt)
+        return self.sel(p == 0, x, p)
 
 
 # ---------------------------------------------------------------- checks and conversion
@@ -111,9 +129,11 @@ def _vector(vals: list, dt: DataType) -> Matrix:
 
 
 def _scale(rows: Rows, num: _Num) -> tuple[Rows, Any, Any]:
-    """(rows / m, m, m == 0) where m is the largest |entry| (rows unchanged, m = 0 for a zero matrix)."""
-    m = num.max([num.abs(x) for r in rows for x in r])
-    zero = m == 0
+    """(rows / m, m, zero): m is the largest power of two at most the largest |entry| (so the scaling rounds
+    nothing and the largest scaled entry is in [1, 2)); zero where every entry is 0 (rows unchanged, m = 0)."""
+    big = num.max([num.abs(x) for r in rows for x in r])
+    zero = big == 0
+    m = num.pow2_floor(big)
     inv = num.c(1) / num.safe(m, zero)
     return [[x * inv for x in r] for r in rows], m, zero
 
@@ -213,10 +233,12 @@ def _polar2(a: Rows, num: _Num) -> tuple[Rows, Rows]:
     det = a00 * a11 - a01 * a10
     sg = num.sel(det < 0, -1, 1)
     adet = num.abs(det)
-    r = a00 * a00 + a01 * a01 + a10 * a10 + a11 * a11 + 2 * adet  # |A ± cof A|² / 2 >= 1 unless A = 0
-    k = num.c(1) / num.sqrt(num.safe(r, zero))
-    u = [[num.sel(zero, 1, (a00 + sg * a11) * k), num.sel(zero, 0, (a01 - sg * a10) * k)],
-         [num.sel(zero, 0, (a10 - sg * a01) * k), num.sel(zero, 1, (a11 + sg * a00) * k)]]
+    b0, b1 = a00 + sg * a11, a01 - sg * a10  # A + sg cof A = [[b0, b1], [-sg b1, sg b0]]
+    r = b0 * b0 + b1 * b1  # its |det| = sum of squares + 2 |det A| >= 1 unless A = 0
+    norm = num.sqrt(num.safe(r, zero))
+    k = num.c(1) / norm
+    u0, u1 = b0 / norm, b1 / norm  # (divided, not times k: a rotation's U is within 1 ulp of it, most often equal)
+    u = [[num.sel(zero, 1, u0), num.sel(zero, 0, u1)], [num.sel(zero, 0, -sg * u1), num.sel(zero, 1, sg * u0)]]
     km = k * m
     p01 = (a00 * a01 + a10 * a11) * km
     p = [[(a00 * a00 + a10 * a10 + adet) * km, p01], [p01, (a01 * a01 + a11 * a11 + adet) * km]]
@@ -224,9 +246,13 @@ def _polar2(a: Rows, num: _Num) -> tuple[Rows, Rows]:
 
 
 def _svd2(a: Rows, num: _Num) -> tuple[Rows, list, Rows]:
-    """U, sigma (>= 0, descending), V of a 2x2: the eigenvectors of the polar factor P."""
+    """U, sigma (>= 0, descending), V of a 2x2: the eigenvectors of the polar factor P. Where P is diagonal to
+    `_FLAT` of its scale (A near a rotation: MLS-MPM's resting material) V is I or the swap, so U Vᵀ is the polar
+    factor exactly (`F - U Vᵀ` strain has no rounding of its own) and sigma is P's diagonal."""
     rot, p = _polar2(a, num)
     c, s, t = _jacobi_angle(p[0][0], p[1][1], p[0][1], num)
+    flat = num.abs(p[0][1]) <= num.c(_FLAT_F64 if num.dt.bits > 32 else _FLAT_F32) * num.max([p[0][0], p[1][1]])
+    c, s, t = num.sel(flat, 1, c), num.sel(flat, 0, s), num.sel(flat, 0, t)
     s1, s2 = p[0][0] - t * p[0][1], p[1][1] + t * p[0][1]
     swap = s1 < s2
     sig = [num.sel(swap, s2, s1), num.sel(swap, s1, s2)]

@@ -49,7 +49,7 @@ def _extent(k: ir.KernelIR, ptr: ir.GlobalPtr, axis: int, dt: DataType) -> tuple
         return [], b.elem_shape[axis - nd]
     if b.kind != "ndarray":
         return [], b.shape[axis]
-    shp = ir.ExternalShape(buffer=ptr.buffer, axis=axis, loc=ptr.loc)
+    shp = ir.ExternalShape(buffer=ptr.buffer, axis=axis, dtype=b.axis_dtype(axis), loc=ptr.loc)
     if shp.dtype is dt:
         return [shp], shp
     cast = ir.OpStmt(op=Op.CAST, args=(shp,), dtype=dt, loc=ptr.loc)

@@ -89,6 +89,18 @@ def as_array(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
+# Called with the object before every host write of its values while a `qd.ad.Tape` runs (set by `qd.ad.tape`: the
+# Tape saves the contents an earlier launch's gradient needs, `qd.ad.snapshots`); None otherwise.
+BEFORE_HOST_WRITE: Any = None
+
+
+def before_host_write(obj: Any) -> None:
+    """A host write into `obj` is about to change its values (`BEFORE_HOST_WRITE`)."""
+    hook = BEFORE_HOST_WRITE
+    if hook is not None:
+        hook(obj)
+
+
 class HostData:
     """Base of `Field` and `Ndarray`: owns the storage and implements the Python-scope data API."""
 
@@ -251,6 +263,8 @@ class HostData:
     def _store_element(self, idx: tuple[int, ...], value: Any) -> None:
         """Store at storage indices `idx` (offset already applied)."""
         v = self._cast_array(value, self.elem_shape) if self.elem_shape else cast_scalar(value, self.dtype)
+        if BEFORE_HOST_WRITE is not None:
+            BEFORE_HOST_WRITE(self)
         m = self._mirror
         if m is not None and not m.host_dirty and not self.escaped:
             # write through to the device copy, the element alone (the host copy may be stale: it gets the value
@@ -289,6 +303,8 @@ class HostData:
         """Set every element to `val` (a scalar, or for vector/matrix elements also one element). On a GPU arch
         the device copy is filled on the device, in order with the launches (no transfer)."""
         v = self._cast_array(val, self.elem_shape)
+        if BEFORE_HOST_WRITE is not None:
+            BEFORE_HOST_WRITE(self)
         m = self._mirror
         if m is None and not self.escaped:
             m = self._new_mirror()
@@ -317,6 +333,8 @@ class HostData:
             if not squeezed:  # an n x 1 element given as (n,), as to_numpy returns it
                 raise self._shape_mismatch(arr.shape)
             arr = arr.reshape(self._full_shape())
+        if BEFORE_HOST_WRITE is not None:
+            BEFORE_HOST_WRITE(self)
         np.copyto(self._overwrite_view(), arr, casting="unsafe")
         self._bump()
         self._upload_now()
@@ -408,6 +426,8 @@ class HostData:
     def copy_from(self, other: "HostData") -> None:
         """Copy all elements of another field/ndarray of the same shape (values cast to dtype)."""
         self._copy_source_check(other)
+        if BEFORE_HOST_WRITE is not None:
+            BEFORE_HOST_WRITE(self)
         np.copyto(self._host_view(), other._host_view(), casting="unsafe")
         self._bump()
 

@@ -29,8 +29,8 @@ from qd.ad.adstack import META_WORDS
 from qd.ad.maxreducer import Spec, recognize, substitute
 from qd.ad.reducer_task import spec_kernel
 from qd.ad.sizing import buffers_read, counted_ids, reads_data
+from qd.errors import QuadrantsAssertionError, QuadrantsRuntimeError
 from qd.jit.lanes import lanes_for
-from qd.errors import QuadrantsAssertionError
 
 
 class AdStackHeap:
@@ -93,8 +93,29 @@ class AdStackPlan:
         bound = [a if b in self.reads else None for b, a in enumerate(arrays)]
         with self.lock:
             self.sizing_runs += 1
-            value = {code: self.size_of(code, bound, ints, owners, args) for code in self.distinct}
+            value = {code: self.size_or_raise(code, bound, ints, owners, args) for code in self.distinct}
         return [value[code] for code in self.codes]
+
+    def size_or_raise(self, code: tuple, bound: list, ints: np.ndarray, owners: Sequence[Any] | None,
+                      args: Sequence[Any] = ()) -> int:
+        """`size_of`, with the sizer's errors (a walk past its guard, a read out of range) told as a Quadrants
+        error naming the kernel, the stack's loop and what to do."""
+        try:
+            return self.size_of(code, bound, ints, owners, args)
+        except QuadrantsRuntimeError:
+            raise
+        except RuntimeError as e:
+            raise self.sizing_error(self.codes.index(code), str(e)) from None
+
+    def sizing_error(self, k: int, why: str) -> QuadrantsRuntimeError:
+        st = self.k.stacks[k]
+        where = f"{st.loc.file}:{st.loc.line}" if st.loc else "?"
+        remedy = ("set qd.init(ad_stack_size=N) with N at least the loop's largest trip count (the sizer is then "
+                  "skipped), or give the loops around it bounds that do not follow each other's indices"
+                  if "guard" in why else "check the data the loop's bounds read")
+        why = why.removeprefix("adstack sizing: ")
+        return QuadrantsRuntimeError(f"Adstack sizing failed: kernel {self.k.name}, adstack {k} ({st.name}) of the loop "
+                                     f"at {where}: {why}. qd never truncates a size. Remedy: {remedy}.")
 
     def size_of(self, code: tuple, bound: list, ints: np.ndarray, owners: Sequence[Any] | None,
                 args: Sequence[Any] = ()) -> int:
@@ -145,6 +166,7 @@ class AdStackPlan:
         global _dispatches
         _dispatches += 1
         if MAXREDUCER_TASKS or self.device:
+            _sizer.check_spec_walk(self.array_of(sp.code), _host(bound), ints)  # no unbounded walk on the device
             value = self.task_value(sp, bound, args)
         else:
             value = int(_sizer.eval_max_parallel(self.array_of(sp.code), _host(bound), ints, self.nthreads))

@@ -4,6 +4,8 @@
 config (dtype defaults, bounds checks) works without an explicit `init`. `qd.init` replaces it.
 
 Options and what they do in qd. "no effect" options are accepted so that Quadrants code runs unchanged.
+Every value is checked when it is set (`qd/runtime/option_check.py`): a wrong type or an out-of-range value
+raises an error naming the option.
 
 | option                           | default            | in qd                                              |
 | -------------------------------- | ------------------ | -------------------------------------------------- |
@@ -24,6 +26,8 @@ Options and what they do in qd. "no effect" options are accepted so that Quadran
 | jit                              | "auto"             | "auto" / "interp" / "eager" tiering (DESIGN.md     |
 |                                  |                    | section 7)                                         |
 | cpu_max_num_threads              | usable cores       | worker threads of the CPU tier (CPU affinity aware)|
+|                                  |                    | at most 8 per usable core and 1024 (clamped, with  |
+|                                  |                    | a warning)                                         |
 | print_ir                         | False              | prints each kernel's IR after the passes           |
 | ad_stack_experimental_enabled    | True               | allows adstacks in reverse mode                    |
 | ad_stack_size                    | 0                  | 0: size every adstack exactly per launch; N: fixed |
@@ -32,7 +36,8 @@ Options and what they do in qd. "no effect" options are accepted so that Quadran
 |                                  |                    | (`qd.init`)                                        |
 | print_full_traceback             | False              | frontend errors keep qd's own frames               |
 | short_circuit_operators          | True               | `and`/`or` in kernels short-circuit                |
-| unrolling_limit                  | 32                 | cap on `qd.static` loop unrolling                  |
+| unrolling_limit                  | 32                 | a `qd.static` loop past it warns (SyntaxWarning);  |
+|                                  |                    | past 256 x it is refused; 0: no limit              |
 | ad_stack_sparse_threshold_bytes  | 100 MiB            | no effect: qd sizes every adstack heap exactly     |
 | cfg_optimization                 | True               | no effect (qd's passes do not depend on it)        |
 | advanced_optimization, opt_level | True, 1            | no effect                                          |
@@ -50,20 +55,11 @@ import os
 from typing import Any
 
 from qd import _launch
+from qd.runtime import option_check
+
+# log levels as Quadrants spells them (`qd.WARN` etc. are these strings); other modules read them here
+from qd.runtime.option_check import CRITICAL, DEBUG, ERROR, INFO, JIT_MODES, LOG_LEVELS, TRACE, WARN  # noqa: F401
 from qd.types import dtypes
-
-def _usable_cores() -> int:
-    """Cores this process may run on (a container or `taskset` may allow fewer than the machine has)."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-# Log levels, as Quadrants spells them (`qd.WARN` etc. are these strings).
-TRACE, DEBUG, INFO, WARN, ERROR, CRITICAL = "trace", "debug", "info", "warn", "error", "critical"
-LOG_LEVELS: tuple[str, ...] = (TRACE, DEBUG, INFO, WARN, ERROR, CRITICAL)
-JIT_MODES: tuple[str, ...] = ("auto", "interp", "eager")
 
 # Options qd acts on (or that other parts of qd read), with their defaults.
 _EFFECTIVE: dict[str, Any] = {
@@ -74,7 +70,7 @@ _EFFECTIVE: dict[str, Any] = {
     "offline_cache_file_path": os.path.join(os.path.expanduser("~"), ".cache", "qd"),
     "log_level": INFO,
     "jit": "auto",
-    "cpu_max_num_threads": _usable_cores(),
+    "cpu_max_num_threads": option_check.usable_cores(),
     "print_ir": False,
     "ad_stack_experimental_enabled": True,
     "ad_stack_size": 0,
@@ -179,6 +175,10 @@ class Config:
         # A misspelled option must not silently create a new attribute.
         if name not in _SETTABLE and not name.startswith("_"):
             raise AttributeError(f"qd.cfg has no option {name!r}")
+        if name in OPTIONS:  # a wrong type or value raises naming the option (`qd/runtime/option_check.py`)
+            value = option_check.checked(name, value, OPTIONS[name])
+        elif name in ("default_fp", "default_ip"):
+            value = option_check.dtype_option(name, value, name == "default_fp")
         super().__setattr__(name, value)
         _launch.bump_epoch()  # compiled launch plans were armed for the options as they were
 

@@ -107,6 +107,8 @@ def _state(rt: DeviceRuntime, ck: Any) -> _State:
 def launch(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Sequence[Any]) -> Any:
     """Enqueues kernel instance `ck`; returns its return values (waiting for them) or None at once. Launches
     from several Python threads are serialised (one device queue, one list of pending records)."""
+    if ck.written_args:  # a read-only numpy array the kernel writes: refused before anything is copied in
+        _launch.check_writeable(ck, args)
     with rt.lock:
         return _launch_locked(rt, ck, bindings, args)
 

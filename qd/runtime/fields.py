@@ -195,6 +195,13 @@ class Field(HostData):
     def _get_field_members(self) -> list["Field"]:
         return [self]
 
+    def get_scalar_field(self, *indices: int) -> Any:
+        """Quadrants' `MatrixField.get_scalar_field(i)` / `(i, j)`: component (i, j) of every element, as a scalar
+        field that host code and kernels read and write (`qd.runtime.field_component`)."""
+        from qd.runtime.field_component import component_view
+
+        return component_view(self, indices)
+
     def _index_count_message(self, n: int) -> str:
         # Quadrants' wording, which its tests match on
         return f"Slicing is not supported on qd.field ({len(self.shape)}d field indexed with {n}d indices)"
@@ -290,6 +297,8 @@ class _FieldKind(type):
     these tell its fields apart by their element shape (a vector field is a MatrixField, as in Quadrants)."""
 
     def __instancecheck__(cls, obj: Any) -> bool:
+        if getattr(type(obj), "_qd_component_view", False):  # `get_scalar_field`'s view: a scalar field
+            return not cls._matrix
         return isinstance(obj, Field) and bool(obj.elem_shape) is cls._matrix
 
     def __subclasscheck__(cls, sub: type) -> bool:

@@ -33,7 +33,7 @@ from qd import _interp, _launch, ir
 from qd.ad.adstack import OVERFLOW_KIND
 from qd.ad.counting import COUNTS_KIND
 from qd.jit import tiering
-from qd.errors import QuadrantsRuntimeError
+from qd.errors import QuadrantsRuntimeError, QuadrantsRuntimeTypeError
 from qd.bytecode.lower import KernelCode, lower_kernel, register_bits
 from qd.runtime import config, program
 from qd.runtime.adstack_heap import AdStackHeap, AdStackPlan
@@ -51,6 +51,7 @@ class CompiledKernel:
 
     ir: ir.KernelIR
     written: frozenset  # buffer indices the kernel may write (generation counters)
+    written_args: tuple = ()  # (launch arg, buffer) of every ndarray argument it may write (`check_writeable`)
     scratches: list = field(default_factory=list)  # idle launch states (`_Scratch`): one per concurrent launch
     tier: Any = None  # `qd.jit.tiering.TierState`: native code, background compile, launch counts
     adstack: AdStackPlan | None = None  # sizes and heap of a reverse-mode kernel's adstacks
@@ -59,7 +60,9 @@ class CompiledKernel:
     tier_stats: Any = None  # on a GPU arch: the callable behind `kernel.stats`
     plan: Any = None  # the compiled launch plan (`qd/runtime/launch_plan.py`); False: this instance has none
     stale: Exception | None = None  # a reverse instance's stale read (`qd.ad.validation.stale_read_error`)
-    tape_accesses: Any = None  # (reads, writes) a Tape compares across launches (`qd.ad.stale_reads.accesses`)
+    stale_by_buffer: dict = field(default_factory=dict)  # the first stale read's error of each buffer
+    # (reads, writes, buffers read as before the launch) a Tape compares across launches (`qd.ad.stale_reads`)
+    tape_accesses: Any = None
     _code: KernelCode | None = None
     _consts: np.ndarray | None = None
 
@@ -93,7 +96,9 @@ def compile_kernel(k: ir.KernelIR) -> CompiledKernel:
     if plan is not None and k.counter is not None:
         plan.counter = compile_kernel(k.counter)
         plan.counter.counts = plan.counts = np.zeros(max(plan.counted_loops) + 1, dtype=np.int64)
-    return CompiledKernel(k, _written_buffers(k), adstack=plan)
+    written = _written_buffers(k)
+    written_args = tuple(sorted((k.buffers[b].arg, b) for b in written if k.buffers[b].kind == "ndarray"))
+    return CompiledKernel(k, written, written_args, adstack=plan)
 
 
 def _written_buffers(k: ir.KernelIR) -> frozenset:
@@ -102,6 +107,29 @@ def _written_buffers(k: ir.KernelIR) -> frozenset:
         if isinstance(s, (ir.GlobalStore, ir.AtomicRMW, ir.AtomicSwap)):
             out.add(s.ptr.buffer)
     return frozenset(out)
+
+
+def check_writeable(ck: CompiledKernel, args: Sequence[Any]) -> None:
+    """Refuses a read-only numpy array (`flags.writeable` False: `bytes` memory, a read-only view) passed for an
+    ndarray argument the kernel writes (stores, atomics; a reverse pass's gradients too): every tier would write
+    into it. A read-only array the kernel only reads is fine."""
+    for ai, b in ck.written_args:
+        a = args[ai]
+        if isinstance(a, np.ndarray) and not a.flags.writeable:
+            raise read_only_error(ck, b)
+
+
+def read_only_error(ck: CompiledKernel, b: int) -> QuadrantsRuntimeTypeError:
+    """The error for buffer `b` (an ndarray argument) of `ck` bound to a read-only array: its name, the kernel's
+    first write into it (file:line), what to pass instead."""
+    name = ck.ir.buffers[b].name or f"#{ck.ir.buffers[b].arg}"
+    at = next((s.loc for s in ir.walk_kernel(ck.ir) if isinstance(s, (ir.GlobalStore, ir.AtomicRMW, ir.AtomicSwap))
+               and s.ptr.buffer == b and s.loc is not None), None)
+    where = f" at {at.file}:{at.line}" if at is not None else ""
+    return QuadrantsRuntimeTypeError(
+        f"Argument '{name}' of kernel {ck.ir.name} is a read-only numpy array (flags.writeable is False: memory of a "
+        f"bytes object, a view made read-only), but the kernel writes it{where}. Pass a writeable array: "
+        f"{name}.copy(), or np.require({name}, requirements='W') (which copies only when needed)")
 
 
 def _array_of(obj: Any) -> np.ndarray:
@@ -232,6 +260,8 @@ def prepare(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any],
     """Before a launch runs (shared with the debugger's launch): (threads, buffer owners, buffer arrays),
     with the while-loop counts and the adstack heap (`heap`, the launch's own; a new one if None) in place."""
     cfg = config.current()
+    if ck.written_args:
+        check_writeable(ck, args)
     nthreads = int(cfg.cpu_max_num_threads or 1)
     owners = _owners(ck, bindings, args)
     ad = ck.adstack
@@ -252,6 +282,8 @@ def finish(ck: CompiledKernel, sc: _Scratch, rc: int, owners: list, arrays: list
         flush_prints(ck.ir, prints, sc.printbuf, int(sc.printlen[0]), int(sc.status[8]))
     if rc == 1 or sc.status[0]:
         raise _failure(ck, check_args, sc.status, arrays, args)
+    if rc == _interp.INTERRUPTED:  # a signal handler raised during the launch (Ctrl-C): the kernel stopped early
+        raise sc.launch.interruption()
     if rc < 0:
         raise QuadrantsRuntimeError(f"kernel {ck.ir.name}: interpreter hit an invalid opcode")
     return decode_returns(ck.ir.rets, sc.rets) if ck.ir.rets else None

@@ -180,7 +180,8 @@ def _params(k: Any, sig: _args.Signature, values: list, written: frozenset) -> l
             out.append((P_SCALAR, ai, code, 0, 0, None))
             ai += 1
         elif p.kind == "ndarray":
-            entry = _ndarray_param(p, v, buffer_of.get(ai), written)
+            b = buffer_of.get(ai)
+            entry = _ndarray_param(p, v, b, written, k.buffers[b].large if b is not None else 0)
             if entry is None:
                 return None
             out.append(entry)
@@ -196,7 +197,7 @@ def _plain_arrays(sig: _args.Signature, values: list) -> bool:
                for p, v in zip(sig.params, values) if p.kind == "ndarray")
 
 
-def _ndarray_param(p: Any, v: Any, b: int | None, written: frozenset) -> tuple | None:
+def _ndarray_param(p: Any, v: Any, b: int | None, written: frozenset, large: int) -> tuple | None:
     if b is None:
         return None
     dt, ndim, es, _, _ = _args.ndarray_spec(p, v)
@@ -204,8 +205,8 @@ def _ndarray_param(p: Any, v: Any, b: int | None, written: frozenset) -> tuple |
     ann_es = tuple(p.ann.dtype.shape) if isinstance(p.ann.dtype, MatrixType) else ()
     npd = np.dtype(dt.np_dtype)
     numpy_ok = layout is None and ann_es == tuple(es) and dtypes.from_numpy_dtype(npd) is dt
-    return (P_NDARRAY, b, npd.num if numpy_ok else -1, ndim + len(es), int(b in written), ((dt, tuple(es)), layout,
-                                                                                          tuple(es)))
+    return (P_NDARRAY, b, npd.num if numpy_ok else -1, ndim + len(es), int(b in written),
+            ((dt, tuple(es)), layout, tuple(es), large))
 
 
 def _buffers(k: Any, bindings: Sequence[Any], written: frozenset, gpu: bool) -> list | None:

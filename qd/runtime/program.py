@@ -13,9 +13,10 @@ import sys
 import warnings
 from typing import Any, Callable
 
-from qd.errors import QuadrantsWarning
+from qd.errors import QuadrantsOptionError, QuadrantsWarning
 from qd.runtime import arch as _arch
 from qd.runtime import config as _config
+from qd.runtime import option_check
 from qd.types import dtypes
 
 _reset_hooks: list[Callable[[], None]] = []
@@ -60,7 +61,7 @@ def _parse_bool(name: str, text: str) -> bool:
         return True
     if t in ("0", "false", "no", "off"):
         return False
-    raise ValueError(f"Invalid {name}={text!r}: expected 0 or 1")
+    raise QuadrantsOptionError(f"Invalid {name}={text!r}: expected 0 or 1")
 
 
 def _parse_env(key: str, text: str) -> Any:
@@ -71,19 +72,12 @@ def _parse_env(key: str, text: str) -> Any:
     try:
         return t(text)
     except ValueError:
-        raise ValueError(f"Invalid {name}={text!r}: expected a {t.__name__}") from None
-
-
-def _normalize_log_level(level: Any) -> str:
-    text = str(level).strip().lower()
-    text = {"warning": _config.WARN, "fatal": _config.CRITICAL}.get(text, text)
-    if text not in _config.LOG_LEVELS:
-        raise ValueError(f"qd: unknown log_level {level!r} (expected one of {', '.join(_config.LOG_LEVELS)})")
-    return text
+        raise QuadrantsOptionError(f"Invalid {name}={text!r}: expected {'an' if t is int else 'a'} {t.__name__}") from None
 
 
 def _apply_options(cfg: _config.Config, kwargs: dict[str, Any]) -> None:
-    """Set every option from kwargs (winning) or `QD_<NAME>`; consumed keys are removed from kwargs."""
+    """Set every option from kwargs (winning) or `QD_<NAME>`; consumed keys are removed from kwargs. Each
+    value is checked as it is set (`Config.__setattr__`)."""
     for key in _config.OPTIONS:
         env_name = "QD_" + key.upper()
         env_value = os.environ.get(env_name, "")
@@ -94,9 +88,6 @@ def _apply_options(cfg: _config.Config, kwargs: dict[str, Any]) -> None:
             setattr(cfg, key, kwargs.pop(key))
         elif env_value:
             setattr(cfg, key, _parse_env(key, env_value))
-    cfg.log_level = _normalize_log_level(cfg.log_level)
-    if cfg.jit not in _config.JIT_MODES:
-        raise ValueError(f"qd: unknown jit mode {cfg.jit!r} (expected one of {', '.join(_config.JIT_MODES)})")
 
 
 def _dtype_from_env(name: str, options: dict[str, dtypes.DataType]) -> dtypes.DataType | None:
@@ -104,7 +95,7 @@ def _dtype_from_env(name: str, options: dict[str, dtypes.DataType]) -> dtypes.Da
     if not text:
         return None
     if text not in options:
-        raise ValueError(f"Invalid {name}={text}, should be {' or '.join(options)}")
+        raise QuadrantsOptionError(f"Invalid {name}={text}, should be {' or '.join(options)}")
     return options[text]
 
 
@@ -116,16 +107,7 @@ def _resolve_default(arg: Any, env_name: str, options: dict[str, dtypes.DataType
     if env is not None:
         warnings.warn(f'Environment variable {env_name} overridden by qd.init argument "{what}"',
                       QuadrantsWarning, stacklevel=4)
-    # `float`/`int` here would mean "the default", which is what is being set: take them as 64-bit,
-    # never as the current default.
-    if arg is float:
-        return dtypes.f64
-    if arg is int:
-        return dtypes.i64
-    t = dtypes.to_dtype(arg)
-    if t.is_float != float_wanted:
-        raise TypeError(f"qd.init: {what} must be a {'float' if float_wanted else 'integer'} type, got {t}")
-    return t
+    return option_check.dtype_option(what, arg, float_wanted)
 
 
 # ------------------------------------------------------------------ init
@@ -181,4 +163,4 @@ def init(arch: Any = None, default_fp: Any = None, default_ip: Any = None,
 
 def set_logging_level(level: str) -> None:
     """Quadrants' `qd.set_logging_level`: sets `qd.cfg.log_level`."""
-    _config.current().log_level = _normalize_log_level(level)
+    _config.current().log_level = level

@@ -121,6 +121,10 @@ class SNode:
                 self._place_field(arg, offset)
             elif getattr(type(arg), "_qd_struct_field", False):  # a struct field: each member's field
                 self.place(*arg.members.values(), offset=offset)
+            elif getattr(type(arg), "_qd_component_view", False):  # `v.get_scalar_field(i)`: an SoA layout
+                from qd.runtime.field_component import place_component
+
+                place_component(self, arg, offset)
             else:
                 raise ValueError(f"{arg!r} cannot be placed")
         return self

@@ -3,7 +3,8 @@ printed lines and return values on the host (DESIGN §3, §6).
 
 Status buffer (int64 words): [0] failure flag (the first failing thread wins by CAS), [1] check id,
 [2] thread (loop index), [3] number of recorded args, [4:8] the args' raw register bits, [8] print
-records dropped because the print buffer was full. Print records: [print id, thread, n, n values].
+records dropped because the print buffer was full, [15] always 0 (`ZERO_WORD`). Print records: [print id,
+thread, n, n values].
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ PRINT_WORDS = 1 << 16
 # a GPU launch slot (`qd/runtime/device_launch.py`): the status words, the print length, then the return words
 PRINTLEN_WORD = 16
 HEADER_WORDS = 17
+# a status word nothing writes: 0 in every launch slot (the Vulkan emitter ORs it into constants a driver must not
+# see as constants, `qd/gpu/spirv_float.py`)
+ZERO_WORD = 15
 LOOP_LIMIT = -2  # the check id recorded when an invocation reaches a driver's loop limit (Vulkan's `Caps.loop_limit`)
 _F32 = struct.Struct("<f")
 _F64 = struct.Struct("<d")

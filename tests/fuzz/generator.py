@@ -28,7 +28,12 @@ Options (`GenOptions`): `shared_mul` (`*=` / `qd.atomic_mul` on kernel-scope loc
 locals in a parallel loop: a race, for hunting, off by default), `bit_casts` (`qd.bit_cast` f32<->i32,
 f64<->i64, f32 -> f16 -> i16 and i16 -> f16 -> f32, see `BitCast`), `loop_reductions` (kernel-scope reductions
 favoured inside data-dependent inner loops, beside their atomics), `loop_shapes` (parallel loops also as
-`qd.ndrange(n, 1)` and over i64 bounds straddling 2^31), `max_n`.
+`qd.ndrange(n, 1)` and over i64 bounds straddling 2^31), `max_n`;
+`specials` (issue 27: IEEE specials,
+float literals inf, -inf, nan, 0.0 and -0.0 often, such inputs (and subnormals) in `x`/`y`, float `/` and `%`,
+and exact floats compared with the sign of zero; exact min/max reductions add 0.0 to their values, so no
+order-dependent -0 reaches them); `deep_ifs` (issue 27: one chain of up to that many nested `if`s, at most 88,
+each level's condition mostly true, in some parallel loop).
 """
 
 from __future__ import annotations
@@ -58,6 +63,10 @@ ARG_TYPES = {**INPUTS, **OUTPUTS, **CELLS, "kso_i": "i64", "kso_f": "f64"}
 INT_LITS = [0, 1, -1, 2, 3, 5, 7, -7, 13, 100, -100, 65535, 2147483647, -2147483647]
 I64_LITS = [1 << 40, -(1 << 33) + 5, 9223372036854775807]
 FLOAT_LITS = [0.0, 0.5, 1.5, -0.25, 2.0, -1.0, 3.0, 0.125]
+SPECIAL_LITS = [0.0, -0.0, 0.0, -0.0, float("inf"), float("-inf"), float("nan")]  # `GenOptions.specials`
+SPECIAL_INPUTS = {"f32": [np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-40, -3e-39],
+                  "f64": [np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-310, 5e-324]}
+MAX_DEEP_IFS = 88  # Python allows 100 indentation levels; a chain may start inside three compound statements
 
 
 @dataclass
@@ -69,6 +78,8 @@ class GenOptions:
     loop_reductions: bool = True  # reductions into kernel-scope locals favoured inside inner for/while loops
     loop_shapes: bool = True  # parallel loops also as `qd.ndrange(n, 1)` and over i64 bounds near 2^31
     max_n: int = 300
+    specials: bool = False  # IEEE specials: inf/nan/+-0 literals and inputs, float / and %, signed-zero compare
+    deep_ifs: int = 0  # a chain of up to this many nested ifs (0: none)
 
 
 # ------------------------------------------------------------------ expressions
@@ -92,12 +103,20 @@ class Lit(E):
     fuzzy: bool = False
 
     def qd(self) -> str:
+        if self.ty in FLOATS and np.isnan(self.v):  # typed: Python's min/max would fold a bare nan its own way
+            return f"qd.{self.ty}(qd.math.nan)"
+        if self.ty in FLOATS and np.isinf(self.v):
+            text = "qd.math.inf" if self.v > 0 else "(-qd.math.inf)"
+            return text if self.ty == "f32" else f"qd.f64({text})"
         if self.ty in ("i32", "f32"):
-            return f"({self.v!r})" if self.v < 0 else repr(self.v)
+            return f"({self.v!r})" if np.signbit(self.v) else repr(self.v)
         return f"qd.{self.ty}({self.v!r})"
 
     def ref(self) -> str:
-        return f"({self.v!r})" if self.ty in INTS else f"{FT[self.ty]}({self.v!r})"
+        if self.ty in INTS:
+            return f"({self.v!r})"
+        v = f"float('{self.v!r}')" if not np.isfinite(self.v) else repr(self.v)
+        return f"{FT[self.ty]}({v})"
 
 
 @dataclass
@@ -195,6 +214,8 @@ class Bin(E):
             return f"({l} {self.op} {r})"
         if self.op in ("min", "max"):
             return f"f{self.op}({l}, {r})"
+        if self.op == "%":
+            return f"ffmod({l}, {r})"
         return f"({l} {self.op} {r})"
 
 
@@ -541,6 +562,11 @@ class Program:
                 frac = rng.random(n) < 0.3
                 v = np.where(frac, rng.standard_normal(n), v)
                 arrs[name] = v.astype(NP[ty])
+        if self.options.specials:  # drawn after the others: the default inputs of a seed stay as they were
+            for name, ty in INPUTS.items():
+                if ty in FLOATS:
+                    where = rng.random(n) < 0.25
+                    arrs[name][where] = rng.choice(np.array(SPECIAL_INPUTS[ty], NP[ty]), int(where.sum()))
         for name, ty in OUTPUTS.items():
             arrs[name] = np.zeros(n, NP[ty])
         for name, ty in CELLS.items():
@@ -575,6 +601,7 @@ class Generator:
         self.depth = 0  # statement nesting inside a parallel loop
         self.inner = 0  # enclosing inner loops (for `break`)
         self.budget = 0
+        self.chained = False  # the program has its deep if chain (`GenOptions.deep_ifs`)
 
     def fresh(self, prefix: str) -> str:
         self.names += 1
@@ -623,6 +650,8 @@ class Generator:
         if ty in INTS:
             lits = INT_LITS + (I64_LITS if ty == "i64" else [])
             return Lit(ty, self.r.choice(lits))
+        if self.opt.specials and self.r.random() < 0.6:
+            return Lit(ty, self.r.choice(SPECIAL_LITS))
         return Lit(ty, self.r.choice(FLOAT_LITS))
 
     def expr(self, ty: str, depth: int, exact: bool = False) -> E:
@@ -641,7 +670,7 @@ class Generator:
             if ty in INTS:
                 op = self.r.choice(["+", "-", "*", "//", "%", "&", "|", "^", "<<", ">>", "min", "max", "+", "*"])
             else:
-                op = self.r.choice(["+", "-", "*", "min", "max", "+", "*"])
+                op = self.r.choice(["+", "-", "*", "min", "max", "+", "*"] + (["/", "%", "*"] if self.opt.specials else []))
             l, r = self.expr(ty, depth - 1, exact), self.expr(ty, depth - 1, exact)
             return Bin(ty, op, l, r, l.fuzzy or r.fuzzy)
         if k < 0.8:
@@ -677,6 +706,9 @@ class Generator:
         compound = self.depth < 3 and self.budget > 0
         if self.opt.loop_reductions and self.inner and self.reduced and r < 0.1:
             return self.shared_update()  # a reduction beside the atomics of a data-dependent loop
+        if compound and self.opt.deep_ifs and not self.chained and self.in_par and self.r.random() < 0.3:
+            self.chained = True
+            return self.deep_if_chain(self.r.randint(1, min(self.opt.deep_ifs, MAX_DEEP_IFS)))
         if compound and r < 0.12:
             return self.if_stmt()
         if compound and r < 0.22:
@@ -744,7 +776,28 @@ class Generator:
         e = self.expr(loc.ty, 2, exact=not loc.fuzzy)
         if fam == "mul" and loc.ty in FLOATS:  # keep float products in range: factors in [0.5, 1.5]
             e = Bin(loc.ty, "max", Bin(loc.ty, "min", e, Lit(loc.ty, 1.5), e.fuzzy), Lit(loc.ty, 0.5), e.fuzzy)
+        if self.opt.specials and fam in ("min", "max") and loc.ty in FLOATS:  # -0 + 0 = +0: no order-dependent zero
+            e = Bin(loc.ty, "+", e, Lit(loc.ty, 0.0), e.fuzzy)
         return Update(name, name, loc.ty, op, e)
+
+    def deep_if_chain(self, levels: int) -> S:
+        """`levels` nested ifs (`GenOptions.deep_ifs`), each with simple statements around the next level and
+        sometimes an else branch; a level's condition holds for ~99% of values (`e % 97 != k`), now and then a
+        random one, so the deep levels run."""
+        if self.r.random() < 0.9:
+            c = Cmp("!=", Bin("i32", "%", self.expr("i32", 1, True), Lit("i32", 97)), Lit("i32", self.r.randint(0, 96)))
+        else:
+            c = self.cond()
+        budget, self.budget = self.budget, -(10**9)  # simple statements only: no compound statement inside
+        self.scopes.append({})
+        then = [s for s in (self.stmt() for _ in range(self.r.randint(0, 2))) if s is not None]
+        if levels > 1:
+            then.append(self.deep_if_chain(levels - 1))
+        then += [s for s in (self.stmt() for _ in range(self.r.randint(0, 1))) if s is not None]
+        self.scopes.pop()
+        els = self.block(1) if self.r.random() < 0.25 else []
+        self.budget = budget
+        return If(c, then, els)
 
     def if_stmt(self) -> S:
         self.depth += 1

@@ -25,7 +25,9 @@ What it assumes about qd (DESIGN §4), which is what the fuzzer checks:
   that cancel leave another order's rounding above the result), at least 1e-3; elements whose reference
   value is not finite or is above 1e20 in magnitude are not checked). Fuzzy values never reach a comparison, a cast to int, an index
   or a trip count. Every other float is compared exactly (NaN equals NaN; -0 equals +0, because a min/max
-  reduction keeps whichever zero comes first), and every integer exactly.
+  reduction keeps whichever zero comes first; with `GenOptions.specials` the signs of zeros must agree too,
+  min/max reductions then adding 0.0 to their values), and every integer exactly.
+- Float `%` is `a - b * floor(a / b)` at the operands' width (`ffmod`).
 - `qd.bit_cast` reinterprets bits as numpy's `.view` does; an f32 -> f16 cast rounds to nearest even (numpy's
   `astype`). The generator gives it only exact operands and canonicalises what the op table leaves open
   (`generator.BitCast`).
@@ -118,6 +120,11 @@ def bitcast_bits_f64(x: int) -> Any:
         np.float64)[()]
 
 
+def ffmod(a: Any, b: Any) -> Any:
+    """qd's float `%` (Quadrants'): `a - b * floor(a / b)`, each step rounded at the operands' width."""
+    return a - b * np.floor(a / b)
+
+
 _MAGNITUDE = [0.0]  # of the current reference run (`facc`)
 
 
@@ -132,9 +139,9 @@ def facc(x: Any, y: Any, sym: str) -> Any:
 
 
 NAMESPACE = {name: globals()[name] for name in
-             ("F32", "F64", "w32", "w64", "fdiv", "mod", "fmin", "fmax", "i2f", "f2i", "fsin", "fsqrt", "facc",
-              "bitcast_f16_bits", "bitcast_f32_bits", "bitcast_f64_bits", "bitcast_bits_f16", "bitcast_bits_f32",
-              "bitcast_bits_f64")}
+             ("F32", "F64", "w32", "w64", "fdiv", "mod", "fmin", "fmax", "i2f", "f2i", "fsin", "fsqrt", "ffmod",
+              "facc", "bitcast_f16_bits", "bitcast_f32_bits", "bitcast_f64_bits", "bitcast_bits_f16",
+              "bitcast_bits_f32", "bitcast_bits_f64")}
 NAMESPACE["np"] = np
 
 

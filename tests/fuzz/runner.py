@@ -24,8 +24,8 @@ import numpy as np
 
 import qd
 
-from .generator import (FLOATS, INTS, NP, E, GenOptions, Program, S, generate, Bin, Un, Cast, Lit, Var, Load,
-                        Decl, Assign, Update, Store, If, For, While, Break, _constant)
+from .generator import (FLOATS, INTS, MAX_DEEP_IFS, NP, E, GenOptions, Program, S, generate, Bin, Un, Cast, Lit, Var,
+                        Load, Decl, Assign, Update, Store, If, For, While, Break, _constant)
 from .reference import run_reference
 
 # the tiers compared with the reference: `QD_FUZZ_TIERS=interp,cpu,vulkan` (or `--tiers`) adds a GPU tier
@@ -133,16 +133,18 @@ def run_tier(tier: str, src: str, arrays: dict[str, np.ndarray], repeat: int = 1
 RTOL = 1e-3
 
 
-def _float_diff(want: np.ndarray, got: np.ndarray, fuzzy: np.ndarray, magnitude: float = 0.0) -> np.ndarray:
-    """Indices where float `got` differs from `want`: exact elements must be equal (NaN == NaN, and
-    -0 == +0: a min/max reduction may keep either zero); fuzzy ones within tolerance (relative to the
-    array's largest magnitude, or to `magnitude`, the largest a float reduction added)."""
+def _float_diff(want: np.ndarray, got: np.ndarray, fuzzy: np.ndarray, magnitude: float = 0.0,
+                signed_zeros: bool = False) -> np.ndarray:
+    """Indices where float `got` differs from `want`: exact elements must be equal (NaN == NaN, any NaN; and
+    -0 == +0, a min/max reduction may keep either zero, unless `signed_zeros`); fuzzy ones within tolerance
+    (relative to the array's largest magnitude, or to `magnitude`, the largest a float reduction added)."""
     w = want.astype(np.float64)
     g = got.astype(np.float64)
     if fuzzy.shape != w.shape:  # a shrunk candidate's arrays may differ in length from the original's mask
         fuzzy = np.full(w.shape, bool(np.any(fuzzy)))
     both_nan = np.isnan(w) & np.isnan(g)
-    exact_bad = ~((w == g) | both_nan)
+    equal = (w == g) & (np.signbit(w) == np.signbit(g)) if signed_zeros else w == g
+    exact_bad = ~(equal | both_nan)
     finite = np.isfinite(w) & (np.abs(w) <= 1e20)
     scale = max(1.0, float(np.max(np.abs(w[finite]), initial=0.0)), magnitude if magnitude <= 1e20 else 0.0)
     rtol = RTOL
@@ -156,10 +158,11 @@ def compare(program: Program, ref: Outcome, got: Outcome) -> list[str]:
     if got.error is not None:
         return [f"raised {got.error}"]
     diffs = []
+    signed = program.options.specials
     for name, want in ref.arrays.items():
         have = got.arrays[name]
         if want.dtype.kind == "f":
-            bad = _float_diff(want, have, program.fuzzy[name], ref.magnitude)
+            bad = _float_diff(want, have, program.fuzzy[name], ref.magnitude, signed)
         else:
             bad = np.nonzero(want != have)[0]
         if len(bad):
@@ -171,7 +174,7 @@ def compare(program: Program, ref: Outcome, got: Outcome) -> list[str]:
         ok = int(ref.ret) == int(got.ret)
     else:
         w, g = np.array([ref.ret], NP[ty]), np.array([got.ret], NP[ty])
-        ok = len(_float_diff(w, g, np.array([program.ret_fuzzy]), ref.magnitude)) == 0
+        ok = len(_float_diff(w, g, np.array([program.ret_fuzzy]), ref.magnitude, signed)) == 0
     if not ok:
         diffs.append(f"return: want {ref.ret!r} got {got.ret!r}")
     return diffs
@@ -412,6 +415,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-shared-updates", action="store_true", help="no reductions into kernel-scope locals")
     ap.add_argument("--racy-store", action="store_true", help="also plain stores s = s + e (races)")
     ap.add_argument("--max-n", type=int, default=300)
+    ap.add_argument("--specials", action="store_true",
+                    help="IEEE specials: inf/nan/+-0 literals and inputs, float / and %%, signed zeros compared")
+    ap.add_argument("--deep-ifs", type=int, default=0, metavar="N",
+                    help=f"one chain of up to N nested ifs per program (at most {MAX_DEEP_IFS})")
     ap.add_argument("--repeat", type=int, default=1, help="launches per tier (races show up more often)")
     ap.add_argument("--threads", type=int, default=None, help="launch from this many Python threads at once")
     ap.add_argument("--no-shrink", action="store_true")
@@ -422,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
         global THREADS
         THREADS = a.threads
     opt = GenOptions(shared_updates=not a.no_shared_updates, shared_mul=not a.no_shared_mul,
-                     racy_store=a.racy_store, max_n=a.max_n)
+                     racy_store=a.racy_store, max_n=a.max_n, specials=a.specials, deep_ifs=a.deep_ifs)
     if a.show is not None:
         p = generate(a.show, opt)
         print(p.qd_source())
