@@ -75,16 +75,23 @@ TOL: dict[str, dict[str, tuple[float, float]]] = {
 }
 
 XFAIL = {  # what qd refuses today: each test fails with the exception of XFAIL_RAISES (default: a compile error)
-    "billiards": "issue 28: false refusal: collide(t) reads x[t, i] inside the qd.func collide_pair(t, i, j) "
-                 "(t a parameter); advance(t + 1) writes x[t + 1, i]",
-    "rigid_body": "issue 28: false refusal: apply_spring_force(t) reads rotation[t, i] inside the qd.func "
-                  "to_world(t, i, ...) (t a parameter); advance_toi(t + 1) writes rotation[t + 1, i]",
-    "diffmpm": "issue 28: false refusal: kernels launched inside the grad_replaced advance(s) are checked as Tape "
-               "launches (g2p reads grid_v_out, grid_op writes it next step); the Tape never replays them",
-    "smoke_taichi_cpu": "issue 28 item 3: MatrixField.get_scalar_field is missing (soa(v) places v's components "
-                        "one by one)",
+    # kernel.grad's cross-iteration check (qd/ad/reverse.py) refuses these parallel loops; with it off, each passes
+    # every check here (interp, cpu; finite differences, Quadrants), so the refusals are false.
+    # apply_spring_force's loop over springs scatters with ti.atomic_add(v_inc[t + 1, a], ...) and (..., b), a and
+    # b data: the atomic's target is taken for a read (a load of the vector the frontend makes), at another index
+    "mass_spring": "issue 28: false refusal: kernel.grad of apply_spring_force: 'Cross-iteration read-after-write' "
+                   "between ti.atomic_add(v_inc[t + 1, a], ...) and (v_inc[t + 1, b], ...), scatters whose results "
+                   "are unused",
+    # the same in the qd.func apply_impulse(t, i, ...), called for both anchors of a spring
+    "rigid_body": "issue 28: false refusal: kernel.grad of apply_spring_force: 'Cross-iteration read-after-write' "
+                  "on ti.atomic_add(x_inc[t + 1, i], ...) in the qd.func apply_impulse, for both anchors a and b",
+    # fdtd(t) writes p[t, i, j] and reads p[t - 1, i + 1, j], p[t - 2, ...] through laplacian(t - 1, i, j) ->
+    # get_p(t, i + 1, j): the time axis keeps them apart by a constant, but only axes following i are compared
+    "wave": "issue 28: false refusal: kernel.grad of fdtd: 'Cross-iteration read-after-write' between the write "
+            "p[t, i, j] and the reads p[t - 1, i + 1, j] (through laplacian(t - 1, i, j) -> get_p): another time "
+            "slice",
 }
-XFAIL_RAISES: dict[str, type[Exception]] = {"smoke_taichi_cpu": AttributeError}
+XFAIL_RAISES: dict[str, type[Exception]] = {}
 
 FD_STEP = 1e-5  # central differences in f64: 1e-7 of the derivative or better on these programs (h = 1e-6: 2e-6)
 FD_RTOL = 1e-6
@@ -270,10 +277,12 @@ def test_simulation_program(arch: _arch.Arch, name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["electric", pytest.param("electric@large", marks=pytest.mark.slow)])
-def test_electric_read_before_write_is_refused(arch: _arch.Arch, name: str) -> None:
-    """electric.py's nn1(t) reads x[t], v[t] before advance(t) writes them in the same step, so a replay of nn1 reads
-    the new state: Quadrants' gradient (recorded) is not the derivative of the forward pass (central differences of
-    qd's). qd refuses the Tape, naming the read and the write; if it ever gives a gradient, it must be the true one."""
+def test_electric_read_before_write(arch: _arch.Arch, name: str) -> None:
+    """electric.py's nn1(t) reads x[t], v[t] before advance(t) writes them in the same step: in a training iteration
+    it reads the state the previous forward pass left (for the previous task). The loss is then a function of the
+    weights with that stale state fixed (central differences restore it before each pass). qd must refuse the Tape,
+    naming the read and the write, or give that function's gradient. Quadrants' replay of nn1 reads the new state:
+    its gradient (recorded) is wrong for nn1's weights (weight1, bias1) and right for nn2's."""
     case = cases.ALL_CASES[name]
     _init(arch, case)
     m = cases.load_case(case, qd)
@@ -289,16 +298,17 @@ def test_electric_read_before_write_is_refused(arch: _arch.Arch, name: str) -> N
     _close(np.asarray(case.loss(m)), np.asarray(rec["loss"]["values"][0]), _tol(case, "loss"),
            "electric's forward pass vs Quadrants")
     rng = np.random.default_rng(1)
-    wrong = []
     for field, prefix in case.wrt:
         shape, stride = rec[f"{field}.grad"]["shape"], rec[f"{field}.grad"]["stride"]
         d = np.zeros(int(np.prod(shape)))
         d[::stride] = rng.standard_normal(len(d[::stride]))  # only where Quadrants' gradient was recorded
         d = d.reshape(shape) / np.linalg.norm(d)
-        fd = _directional_fd(m, case, field, prefix, d)[0]
+        fd, noise = _directional_fd(m, case, field, prefix, d)
         q = float(np.dot(d.ravel()[::stride], rec[f"{field}.grad"]["values"]))
-        wrong.append(abs(q - fd) > 1e-5 * abs(fd))  # 4e-4 to 4e-3 here; differences are good to ~1e-9
-    assert all(wrong), "Quadrants' electric gradient matches the forward pass: is nn1's read still before the write?"
+        if field in ("weight1", "bias1"):  # 1.9 and 5e-3 off at the test's sizes, 0.9 and 1.4e-3 at the published
+            assert abs(q - fd) > 1e-3 * abs(fd), f"Quadrants' d loss / d {field} matches the forward pass"
+        else:
+            assert abs(q - fd) <= 1e-6 * abs(fd) + noise, f"Quadrants' d loss / d {field}: {q:.9e}, true {fd:.9e}"
 
 
 # The `slow` tests: published step counts (tests/programs/cases.py, `_LARGE`), several training iterations, compared
