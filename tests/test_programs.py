@@ -4,23 +4,25 @@ drivers of `tests/programs/cases.py` on every tier.
 
 Each case is checked three ways:
 - across tiers: against the interpreter, bit for bit where the op table promises it under `fast_math=False`
-  (`EXACT`: outputs computed with `+ - * /`, sqrt, casts, floor, min/max and no float atomics that two threads
-  share are identical on every tier; with transcendentals, identical on interp and cpu, which share libm), else
-  within rounding (`TOL`: atomic scatter adds in another order, transcendentals within their ulps);
+  (`EXACT`: outputs no gradient touched, computed with `+ - * /`, sqrt, casts, floor, min/max and no float atomics
+  that two threads share, are identical on every tier; with transcendentals and float pow, on interp and cpu,
+  which share libm), else within rounding (`TOL`: atomic scatter adds in another order, transcendentals within
+  their ulps);
 - gradients against central differences of the program's forward pass, in f64, along a random direction per
   parameter field;
 - against Quadrants 1.3.3 running the same case (`tests/programs/data/`, recorded with
   `tests/programs/record_quadrants.py` in bench's peer venv; fast math, so within `TOL`).
 
-Programs qd refuses today although their gradients are right (issue 28's false refusals) are `xfail(strict=True)`:
-they flip to failures, to be unmarked, once the refusal is fixed. electric.py reads state before the step that
-writes it: qd must refuse it (or give the true gradient), and Quadrants' gradient is checked to be wrong there.
+Programs qd refuses although their gradients are right (issue 28's false refusals) are `xfail(strict=True)`: they
+flip to failures, to be unmarked, once the refusal is fixed. electric.py reads state before the step that writes
+it: qd must refuse it or give the true gradient, and Quadrants' gradient is checked to be wrong there.
 
 The IR verifier, which tests run after every pass (`QD_VERIFY=1`, conftest.py), is off here except in the `slow`
-tests: these kernels are large (unrolled `ti.static` loops and their gradients), and verifying them costs 1.5 times
-the compile itself, most of this file's time. The interpreter runs these programs on one thread (`cpu_max_num_threads=1`): their kernels are small, and handing
-a 2-iteration loop to the interpreter's thread pool costs about 1 ms a launch on a busy 2-core machine, 30 times
-the work. Longer runs (published step counts, several training iterations) are marked `slow`.
+tests: these kernels are large (unrolled `ti.static` loops and their gradients), and verifying them costs 1.5
+times the compile itself, most of this file's time. The interpreter runs these programs on one thread
+(`cpu_max_num_threads=1`): their kernels are small, and handing a 2-iteration loop to the interpreter's thread pool
+costs about 1 ms a launch on a busy 2-core machine, 30 times the work. Longer runs (published step counts, several
+training iterations) are marked `slow`.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ TOL: dict[str, dict[str, tuple[float, float]]] = {
     # p2g scatters with float atomics: another order per run; C of resting fluid is rounding noise around 0
     # (its scale is |v| / dx ~ 35)
     "mpm88": {"x": (1e-5, 0.0), "v": (1e-4, 0.0), "C": (1e-5, 35.0)},
-    # the same, and svd near the identity (qd and Quadrants differ there, issue 28 item 5)
+    # the same, and svd near the identity (issue 28 item 5)
     "mpm99": {"v": (1e-3, 0.0), "C": (1e-3, 0.0), "F": (1e-5, 0.0)},
     # 48 steps of tanh-controlled charges: Quadrants' fast-math tanh and exp move the loss by ~5e-10
     "electric": {"loss": (1e-8, 0.0)},
