@@ -266,7 +266,9 @@ def _stable_fluid(m: types.ModuleType) -> Outputs:
             "pressure": m.pressures_pair.cur.to_numpy(), "curl": m.velocity_curls.to_numpy()}
 
 
-_ADSTACK = {"ad_stack_experimental_enabled": True}  # Quadrants refuses non-static inner loops in reverse mode without it
+# Quadrants 1.3.3 refuses non-static inner loops in reverse mode without it ("Cannot use non static range in
+# Backwards mode")
+_ADSTACK = {"ad_stack_experimental_enabled": True}
 
 CASES: dict[str, Case] = {c.name: c for c in [
     Case("mass_spring", "mass_spring", {"steps": 32, "max_steps": 64, "iters": 1}, "f64", _mass_spring,
@@ -287,7 +289,8 @@ CASES: dict[str, Case] = {c.name: c for c in [
     Case("wave", "wave", {"n_grid": 16, "steps": 12, "max_steps": 24, "iters": 1}, "f64", _wave, _accumulated_loss,
          (("initial", ()),), quadrants_init=_ADSTACK),
     Case("volume_renderer", "volume_renderer", {"res": 16, "density_res": 8, "n_views": 2, "marching_steps": 48,
-                                                "iters": 1, "learning_rate": 15 * (16 / 512) ** 2}, "f64", _volume, _volume_loss, (("density", ()),), quadrants_init=_ADSTACK),
+                                                "iters": 1, "learning_rate": 15 * (16 / 512) ** 2}, "f64",
+         _volume, _volume_loss, (("density", ()),), quadrants_init=_ADSTACK),
     Case("mpm88", "mpm88", {"n_particles": 256, "n_grid": 32, "frames": 1}, "f32", _mpm88, has_real=False),
     Case("mpm99", "mpm99", {"n_particles": 300, "n_grid": 32, "frames": 2}, "f32", _mpm99, has_real=False),
     Case("nbody", "nbody", {"N": 64, "frames": 2}, "f32", _nbody, has_real=False),
