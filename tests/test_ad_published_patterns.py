@@ -490,3 +490,72 @@ def test_a_parallel_loop_reading_another_iterations_cell_through_a_local_is_refu
 
     with pytest.raises(qd.QuadrantsCompilationError, match="Cross-iteration read-after-write|`y` is read here"):
         chain.grad()
+
+
+def test_spring_scatters_through_data_indices_and_time_offset_reads_run(arch: object) -> None:
+    """difftaichi mass_spring.py's `apply_spring_force(t)` (vector `atomic_add(v_inc[t + 1, a], ...)` to both
+    anchors a, b read from data into locals) and wave.py's `fdtd(t)` (writes `p[t, i]`, reads `p[t - 1, i + 1]` and
+    `p[t - 2, i]` through a func taking the step): seeing indices through locals refused both once; neither reads
+    a cell another iteration of the same loop writes (an atomic's unused old value is no read; steps t - 1 and t
+    never meet), and their gradients are checked against central differences."""
+    n_s, n_o, T = 3, 3, 4
+    anchor_a = qd.field(qd.i32, shape=n_s)
+    anchor_b = qd.field(qd.i32, shape=n_s)
+    x = qd.Vector.field(2, qd.f64, shape=(T, n_o), needs_grad=True)
+    v_inc = qd.Vector.field(2, qd.f64, shape=(T, n_o), needs_grad=True)
+    p = qd.field(qd.f64, shape=(T, 6), needs_grad=True)
+    loss = qd.field(qd.f64, shape=(), needs_grad=True)
+
+    @qd.func
+    def at(t: qd.i32, i: qd.i32) -> qd.f64:
+        return p[t, i]
+
+    @qd.kernel
+    def springs(t: qd.i32):
+        for i in range(n_s):
+            a = anchor_a[i]
+            b = anchor_b[i]
+            d = x[t, a] - x[t, b]
+            qd.atomic_add(v_inc[t + 1, a], -0.5 * d)
+            qd.atomic_add(v_inc[t + 1, b], 0.5 * d)
+
+    @qd.kernel
+    def fdtd(t: qd.i32):
+        for i in range(5):
+            p[t, i] = 2.0 * at(t - 1, i) - at(t - 2, i) + 0.1 * (at(t - 1, i + 1) - at(t - 1, i))
+
+    @qd.kernel
+    def total():
+        for i in range(n_o):
+            loss[None] += v_inc[2, i].dot(v_inc[2, i]) + v_inc[1, i][0]
+        for i in range(6):
+            loss[None] += p[3, i] * p[3, i]
+
+    anchor_a.from_numpy(np.array([0, 1, 2], np.int32))
+    anchor_b.from_numpy(np.array([1, 2, 0], np.int32))
+    rng = np.random.default_rng(5)
+    x0 = rng.standard_normal((T, n_o, 2))
+    p0 = rng.standard_normal((T, 6))
+
+    def run(xv: np.ndarray, pv: np.ndarray) -> float:
+        x.from_numpy(xv)
+        p.from_numpy(pv)
+        v_inc.fill(0)
+        loss[None] = 0.0
+        for t in (0, 1):
+            springs(t)
+        for t in (2, 3):
+            fdtd(t)
+        total()
+        return loss[None]
+
+    run(x0, p0)
+    loss.grad[None] = 1.0
+    total.grad()
+    for t in (3, 2):
+        fdtd.grad(t)
+    for t in (1, 0):
+        springs.grad(t)
+    gx, gp = x.grad.to_numpy(), p.grad.to_numpy()
+    np.testing.assert_allclose(gx, _central(lambda xv: run(xv, p0), x0), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(gp[:2], _central(lambda pv: run(x0, pv), p0)[:2], rtol=1e-6, atol=1e-8)

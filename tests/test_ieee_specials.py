@@ -5,6 +5,7 @@ and through an unrolled loop, as a driver's constant propagation would see them,
 simplify pass folds (it keeps only exact identities: `x * 1`, `x - 0.0`, `x + -0.0`). Then the SPIR-V side without a
 device: the float-controls execution modes a module declares, and the hidden zeros (`qd/gpu/spirv_float.py`)."""
 
+import os
 from typing import Any
 
 import numpy as np
@@ -150,7 +151,7 @@ def test_modules_declare_float_controls_and_hide_zeros(fast_math: bool, hide: bo
                                            ("SignedZeroInfNanPreserve", 64)])
     ors = sum(1 for i in ins if i[0] & 0xFFFF == S.BitwiseOr)
     assert (ors == 2) == (hide and not fast_math) and (ors == 0) == (not hide or fast_math)
-    if not fast_math:
+    if not fast_math and os.environ.get("QD_SPIRV_VALIDATE") == "1":  # conftest: set where spirv-val is installed
         from qd.gpu.vulkan_tier import validate
 
         validate(words, "the float-controls test module")

@@ -186,6 +186,15 @@ class Forms:
         fa = self.form(a)
         return fa is not None and fa == self.form(b)
 
+    def apart(self, a: ir.Value, b: ir.Value, var: ir.LoopVar) -> bool:
+        """Whether index values `a` and `b` differ by a nonzero constant and neither follows loop variable `var`:
+        the two accesses never meet, in one iteration or across two (`p[t, ...]` and `p[t - 1, ...]`)."""
+        fa, fb = self.form(a), self.form(b)
+        if fa is None or fb is None or self.depends(a, var) or self.depends(b, var):
+            return False
+        d = _combine(fa, fb, -1)
+        return not d.terms and d.const != 0
+
     def depends(self, v: Any, var: ir.LoopVar) -> bool:
         """Whether value or atom `v` is computed from loop variable `var` (through locals assigned once)."""
         if isinstance(v, tuple):

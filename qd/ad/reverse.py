@@ -620,11 +620,14 @@ def _check_cross_iteration(s: ir.RangeFor, grad_of: dict, forms: Forms) -> None:
 
     def crosses(a: tuple, b: tuple) -> bool:
         pairs = list(zip(a, b))
-        if any(forms.owned(x, y, s) for x, y in pairs):
-            return False  # an axis pins both accesses to cells of the same iteration
+        if any(forms.owned(x, y, s) or forms.apart(x, y, s.var) for x, y in pairs):
+            return False  # an axis pins both accesses to cells of the same iteration, or keeps them apart
         return any(not forms.same(x, y) and forms.depends(x, s.var) and forms.depends(y, s.var) for x, y in pairs)
 
+    used = {a for st in ir.walk(s.body) for a in st.operands()}
     for ld in loads:
+        if ld not in used:  # a value nothing reads (e.g. the old value of a vector atomic): no dependence
+            continue
         for stt in stores:
             if ld.ptr.buffer == stt.ptr.buffer and crosses(ld.ptr.indices, stt.ptr.indices):
                 raise QuadrantsCompilationError(

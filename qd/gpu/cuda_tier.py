@@ -207,7 +207,7 @@ class CudaBackend:
             ptx = nvptx.warm_up(self.arch)
             self.drv.unload(self.drv.load_module(ptx.encode() + b"\0"))
         except Exception:  # noqa: BLE001  only a head start: the first compile reports what is wrong
-            pass
+            return
 
     @property
     def device_name(self) -> str:
@@ -268,7 +268,14 @@ class CudaBackend:
     def compile(self, k: ir.KernelIR, fast_math: bool, print_words: int, cache_dir: str | None = None) -> Program:
         t0 = time.perf_counter()
         pk = nvptx.compile_ptx(k, fast_math, self.arch, cache_dir)
-        module = self.drv.load_module(self._image(pk.ptx, cache_dir))
+        try:
+            module = self._module(pk.ptx, cache_dir)
+        except Exception:  # the driver refuses PTX from the disk cache: deleted, and made afresh
+            if not pk.from_cache:
+                raise
+            cache.discard(cache_dir, pk.cache_key)
+            pk = nvptx.compile_ptx(k, fast_math, self.arch, cache_dir)
+            module = self._module(pk.ptx, cache_dir)
         functions = [self.drv.function(module, sym) for _, sym in pk.tasks]
         ctx, rng_words = _context(k, print_words)
         tasks = [CudaTask(t.kind, LOCAL_SIZE, t, reduces=_reduces(t)) for t in k.tasks]
@@ -276,19 +283,20 @@ class CudaBackend:
         return Program(sk, module, functions, rng_words, compile_ms=(time.perf_counter() - t0) * 1e3,
                        from_cache=pk.from_cache)
 
-    def _image(self, ptx: str, cache_dir: str | None) -> bytes:
-        """What the driver loads for `ptx`: its cubin from the on-disk cache (made once, by the driver's compiler
-        for this device and driver), or the PTX itself where there is no cache."""
+    def _module(self, ptx: str, cache_dir: str | None) -> Any:
+        """The driver's module of `ptx`: from its cubin in the on-disk cache (made once, by the driver's compiler
+        for this device and driver; a cubin the driver refuses is deleted and made again), or from the PTX itself
+        where there is no cache."""
         text = ptx.encode() + b"\0"
         if cache_dir is None:
-            return text
+            return self.drv.load_module(text)
         key = hashlib.sha256(b"cubin\0%s\0%d\0%s" % (self.arch.encode(), self.drv.version, text)).hexdigest()
-        hit = cache.load(cache_dir, key)
-        if hit is not None:
-            return hit[0]
+        module = cache.load_with(cache_dir, key, lambda cubin, _: self.drv.load_module(cubin))
+        if module is not None:
+            return module
         cubin = self.drv.cubin(text)
         cache.store(cache_dir, key, cubin, None)
-        return cubin
+        return self.drv.load_module(cubin)
 
     def release(self, prog: Program) -> None:
         self.drv.unload(prog.module)

@@ -11,7 +11,11 @@ print length and return words, then the context words this kernel reads (`("shap
 `("arg", i)` scalar argument bits). A serial task runs on global id 0; a range task is a grid-stride loop over
 [begin, end) whose prologue each work item computes itself, or, on a CPU device, each work item a contiguous
 block of it (`blocked`); `ThreadSlot` is the global id. Recognized reductions accumulate per work item and end
-with one atomic each.
+with one atomic each, or, on a GPU (`group_reduce`) in a task where every work item reaches the end, with a
+local-memory tree over the group (the kernel's only barriers, after all of its control flow) and one atomic per
+group. A CPU device gets no barrier at all: PoCL 3.1 miscompiles a barrier that follows a data-dependent loop
+holding a compare-and-swap loop (issue 27 item 10: it read a wild address), and a CPU's work group runs on one
+core, where the tree gains nothing.
 
 Statement semantics are the interpreter's word for word, as the LLVM lowering's (`qd/jit/llvm_fn.py`,
 `qd/jit/llvm_ops.py`): ints wrap (arithmetic through the unsigned type), Python `//` and `%` with `x // 0 == 0`,
@@ -76,13 +80,30 @@ PRELUDE = r"""
 /* f16 <-> float. A NaN keeps its sign and the top 10 bits of its payload, quieted, on a store or rounding (as
    the x86 conversions of the other tiers do; PoCL's vstore_half gives 0x7FFF for every NaN); bit_cast keeps a
    NaN's bits as they are (a signaling NaN stays signaling). */
+/* an identity the compiler cannot see through (NVIDIA: a PTX mov), so |x| is never its abs instruction, which
+   NVIDIA's compiler takes to be non-negative (abs(INT_MIN) % m became an unsigned remainder) */
+#ifdef __NV_CL_C_VERSION
+static inline uchar qd_opaque_uchar(uchar x) { ushort y; asm("mov.b16 %0, %1;" : "=h"(y) : "h"((ushort)x)); return (uchar)y; }
+static inline ushort qd_opaque_ushort(ushort x) { ushort y; asm("mov.b16 %0, %1;" : "=h"(y) : "h"(x)); return y; }
+static inline uint qd_opaque_uint(uint x) { uint y; asm("mov.b32 %0, %1;" : "=r"(y) : "r"(x)); return y; }
+static inline ulong qd_opaque_ulong(ulong x) { ulong y; asm("mov.b64 %0, %1;" : "=l"(y) : "l"(x)); return y; }
+#else
+static inline uchar qd_opaque_uchar(uchar x) { return x; }
+static inline ushort qd_opaque_ushort(ushort x) { return x; }
+static inline uint qd_opaque_uint(uint x) { return x; }
+static inline ulong qd_opaque_ulong(ulong x) { return x; }
+#endif
 static inline int qd_isnan_bits(uint u) { return (u & 0x7FFFFFFFu) > 0x7F800000u; }
 static inline ushort qd_f2hb(float x) {
   uint u = as_uint(x); ushort h;
   if (qd_isnan_bits(u)) return (ushort)(((u >> 16) & 0x8000u) | 0x7E00u | ((u >> 13) & 0x3FFu));
   vstore_half_rte(x, 0, (__private half*)&h); return h;
 }
-static inline float qd_rh(float x) { ushort h = qd_f2hb(x); return vload_half(0, (__private half*)&h); }
+static inline float qd_h2f(ushort h) {  /* a load: NaNs keep sign and payload, quieted (NVIDIA's vload_half doesn't) */
+  if ((h & 0x7FFFu) <= 0x7C00u) return vload_half(0, (__private half*)&h);
+  return as_float((((uint)h & 0x8000u) << 16) | 0x7FC00000u | (((uint)h & 0x3FFu) << 13));
+}
+static inline float qd_rh(float x) { return qd_h2f(qd_f2hb(x)); }
 static inline short qd_f16_bits(float x) {
   uint u = as_uint(x), m = (u >> 13) & 0x3FFu;
   return qd_isnan_bits(u) ? (short)(((u >> 16) & 0x8000u) | 0x7C00u | (m ? m : 0x200u)) : (short)qd_f2hb(x);
@@ -158,7 +179,7 @@ static inline float NAME(volatile __global half* p, float v) {                  
   ulong addr = (ulong)p; volatile __global uint* w = (volatile __global uint*)(addr & ~3UL);  \
   uint shift = (uint)(addr & 3UL) * 8u, mask = 0xFFFFu << shift;                             \
   uint old = *w;                                                                             \
-  for (;;) { ushort ob = (ushort)((old & mask) >> shift); float o = vload_half(0, (const __private half*)&ob); \
+  for (;;) { ushort ob = (ushort)((old & mask) >> shift); float o = qd_h2f(ob); \
              float n = (EXPR); ushort nb = qd_f2hb(n);                                      \
              uint nw = (old & ~mask) | ((uint)nb << shift);                                  \
              uint seen = atomic_cmpxchg(w, old, nw); if (seen == old) return o; old = seen; }  \
@@ -304,8 +325,8 @@ def _op(op: Op, dt: T.DataType, xs: list[str]) -> str:
         return _wrap(dt, f"({u})0 - ({u})({x})")
     if op is Op.BIT_NOT:
         return _wrap(dt, f"~({x})")
-    if op is Op.ABS:
-        return f"(({x}) < 0 ? {_wrap(dt, f'({u})0 - ({u})({x})')} : ({x}))" if dt.is_signed else x
+    if op is Op.ABS:  # the negation through qd_opaque (NVIDIA's compiler takes its abs of INT_MIN to be >= 0)
+        return f"(({x}) < 0 ? {_wrap(dt, f'({u})0 - ({u})qd_opaque_{u}(({u})({x}))')} : ({x}))" if dt.is_signed else x
     if op is Op.SGN:
         return f"(({t})((({x}) > 0) - (({x}) < 0)))" if dt.is_signed else f"(({t})(({x}) != 0))"
     if op is Op.POPCNT:
@@ -395,10 +416,10 @@ class _Gen:
     """Kernel-wide state: the context layout, print numbering and the source lines."""
 
     def __init__(self, k: ir.KernelIR, fast_math: bool, print_words: int, local_size: int, blocked: bool,
-                 int64_atomics: bool) -> None:
+                 int64_atomics: bool, group_reduce: bool) -> None:
         assert k.tasks is not None, "the OpenCL renderer needs an offloaded kernel (run the pass pipeline)"
         self.k, self.fast_math, self.print_words, self.local_size = k, fast_math, print_words, local_size
-        self.blocked, self.int64_atomics = blocked, int64_atomics
+        self.blocked, self.int64_atomics, self.group_reduce = blocked, int64_atomics, group_reduce
         self.ctx: dict[tuple, int] = {}
         self.print_ids = {s: i for i, s in enumerate(s for s in ir.walk_kernel(k) if isinstance(s, ir.Print))}
         self.uses_fp64 = any(getattr(s, "dtype", None) is T.f64 for s in ir.walk_kernel(k)) or any(
@@ -506,11 +527,11 @@ class _Fn:
         if s.volatile and dt is T.f16:  # the bits through a volatile pointer (vload_half takes no volatile one)
             bits = self.fresh("hb")
             self.emit(f"ushort {bits} = *((volatile __global ushort*){p});")
-            self.define(s, reg(dt), f"vload_half(0, (const __private half*)&{bits})")
+            self.define(s, reg(dt), f"qd_h2f({bits})")
             return
         if s.volatile:  # read through a volatile pointer: never cached or hoisted
             p = f"((volatile __global {_MEM[dt]}*){p})"
-        expr = f"vload_half(0, {p})" if dt is T.f16 else f"((int)(*{p} != 0))" if dt is T.u1 else f"*{p}"
+        expr = f"qd_h2f(*((__global ushort*){p}))" if dt is T.f16 else f"((int)(*{p} != 0))" if dt is T.u1 else f"*{p}"
         self.define(s, reg(dt), expr)
 
     def s_GlobalStore(self, s: ir.GlobalStore) -> None:
@@ -552,7 +573,8 @@ class _Fn:
 
     def flush_reductions(self, converged: bool = False) -> None:
         """Each accumulator into its cell. `converged` (every work item of the group gets here: no check or
-        return can stop one early): the group's accumulators are first combined in local memory (a tree
+        return can stop one early, after all of the body's control flow; and the device combines in groups,
+        `build(group_reduce=True)`): the group's accumulators are first combined in local memory (a tree
         over the power-of-two group size), then one atomic per group; else one atomic per work item."""
         for red, acc, ptr in self.accs:
             op = Op.ADD if red.op is Op.SUB and red.dtype.is_float else red.op
@@ -737,19 +759,21 @@ class _Fn:
             self.emit("}")
             stops = any(isinstance(s, (ir.Check, ir.Return)) for s in ir.walk(t.body)) or \
                 any(isinstance(s, ir.Check) for s in ir.walk(t.prologue))
-            self.flush_reductions(converged=not stops)
+            self.flush_reductions(converged=self.g.group_reduce and not stops)
         head = f"__kernel void qd_task{n}({', '.join(params)}) {{"
         return "\n".join([head] + self.lines + ["}"])
 
 
 def build(k: ir.KernelIR, fast_math: bool, print_words: int, local_size: int, blocked: bool = False,
-          int64_atomics: bool = True) -> CLKernel:
+          int64_atomics: bool = True, group_reduce: bool = True) -> CLKernel:
     """The OpenCL C program of offloaded kernel `k` (see the module docstring); `blocked`: each work item runs a
-    contiguous block of a range task's indices (for CPU devices) instead of the grid-stride loop. Without
+    contiguous block of a range task's indices (for CPU devices) instead of the grid-stride loop. `group_reduce`:
+    a reducing task combines its work group's accumulators in local memory (barriers) before one atomic per
+    group; off (a CPU device), one atomic per work item and no barrier in any kernel. Without
     `int64_atomics` (a device without `cl_khr_int64_base/extended_atomics`) a 64-bit atomic is a clear error
     and the status and print words take 32-bit atomics; the source then also undefines the extensions' macros,
     so a device that has them compiles what one without them would."""
-    g = _Gen(k, fast_math, print_words, local_size, blocked, int64_atomics)
+    g = _Gen(k, fast_math, print_words, local_size, blocked, int64_atomics, group_reduce)
     bodies, tasks = [], []
     for n, t in enumerate(k.tasks):
         bodies.append(_Fn(g, t).render(n))

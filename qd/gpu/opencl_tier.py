@@ -11,14 +11,22 @@ A launch: the slot (status, print length, returns, context words; a host array w
 copied in, temporaries are zero-filled, each task's kernel runs with (slot, its random key, the print buffer,
 every buffer), and the header (and the print buffer, where the kernel prints) is copied back; the last
 copy's event is the launch's completion. Everything is on the one in-order queue.
+
+A driver call that fails with anything but an OpenCL error status (`cl.Error`) threw through the driver: PoCL's
+compiler, out of memory under a memory limit, throws `std::bad_alloc` through its C code and leaves its compiler
+lock held, after which building a program or releasing one blocks forever (also at `qd.reset` and at exit).
+The backend is then *broken*: every program it made is kept (never released), and a later compile raises at
+once instead of blocking; kernels already built still launch.
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import itertools
 import os
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +58,41 @@ class Program:
     from_cache: bool = False
     serial: int = field(default_factory=lambda: next(_serials))
     events: Any = None  # (first, last) kernel events of the last launch (`elapsed_ms`)
+    # (cache dir, key) of the binary this program came from until its first launch was enqueued (PoCL compiles
+    # the binary's kernels there): `cache.load_with(until_confirmed=True)`
+    unconfirmed: tuple | None = None
+    built: bool = False  # built from the source and not launched yet (`_trim_heap` after its first launch)
+
+
+class CompilerRefused(RuntimeError):
+    """The driver's compiler refused a program (an OpenCL status: a bug in the generated source)."""
+
+
+_kept: list = []  # driver objects never to be released (a broken driver blocks in their release)
+
+
+def _keep_forever(obj: Any) -> None:
+    """`obj` is never freed, not even at interpreter exit (its finaliser would call into a broken driver)."""
+    _kept.append(obj)
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
+
+
+def _malloc_trim() -> Any:
+    try:
+        return ctypes.CDLL(None).malloc_trim  # glibc
+    except (AttributeError, OSError):
+        return None
+
+
+_malloc_trim_fn = _malloc_trim()
+
+
+def _trim_heap() -> None:
+    """Gives the free pages of the C heap back to the system (glibc's `malloc_trim`; elsewhere nothing). PoCL's
+    compiler frees most of what a build allocates, but the pages stayed resident: 0.23 MB per kernel of 0.25
+    (issue 27). Once per program built from source (2.5 ms with a 280 MB heap, of a 250-600 ms build)."""
+    if _malloc_trim_fn is not None:
+        _malloc_trim_fn(0)
 
 
 class Buffer:
@@ -101,6 +144,7 @@ class OpenCLBackend:
         self.cl = cl
         self.device = _choose_device(cl)
         self.ctx = cl.Context([self.device])
+        self._platform = str(self.device.platform.name).strip()  # (no driver call once it is broken)
         self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
         ext = self.device.extensions
         self.caps = Caps(int64_atomics="cl_khr_int64_extended_atomics" in ext, float64="cl_khr_fp64" in ext)
@@ -117,6 +161,13 @@ class OpenCLBackend:
         # atomics): on a GPU fewer, longer groups contend less (W2 2^24 on the H200's OpenCL: 0.37 ms of device
         # time at 8 groups per compute unit, 0.16 at 4, 0.098 at 2, 0.095 at 1)
         self.reduce_groups = self.max_groups if self.blocked else units * 2
+        self.broken: str | None = None  # why the driver can no longer build or release programs (`_driver_threw`)
+        # every program made, by serial (kept for ever once the driver is broken)
+        self._programs: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+        # the group's local-memory tree (barriers) only on a GPU: on a CPU device the work items of a group run
+        # in turn on one core (the tree gains nothing), and PoCL 3.1 miscompiles a barrier after a data-dependent
+        # loop holding a compare-and-swap loop (a wild read; issue 27 item 10)
+        self.group_reduce = not self.blocked
         self._dummy = cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, 8)
 
     @property
@@ -138,7 +189,12 @@ class OpenCLBackend:
 
     # ------------------------------------------------------------ memory
     def alloc(self, nbytes: int, host: bool = False) -> Buffer:
-        return Buffer(self.cl, self.ctx, nbytes, host)
+        try:
+            return Buffer(self.cl, self.ctx, nbytes, host)
+        except self.cl.Error as e:
+            raise MemoryError(f"qd: OpenCL device {self.device_name} could not allocate a buffer of {int(nbytes)} "
+                              f"bytes ({e}; its largest buffer is {int(self.device.max_mem_alloc_size)} bytes, its "
+                              f"memory {int(self.device.global_mem_size)}): use smaller fields or ndarrays") from None
 
     def free(self, buf: Buffer) -> None:
         buf.dev.release()
@@ -160,23 +216,55 @@ class OpenCLBackend:
     # ------------------------------------------------------------ code
     def compile(self, k: ir.KernelIR, fast_math: bool, print_words: int, cache_dir: str | None = None) -> Program:
         t0 = time.perf_counter()
-        ck = opencl_c.build(k, fast_math, print_words, LOCAL_SIZE, self.blocked, self.caps.int64_atomics)
+        ck = opencl_c.build(k, fast_math, print_words, LOCAL_SIZE, self.blocked, self.caps.int64_atomics,
+                            self.group_reduce)
         if ck.uses_fp64 and not self.caps.float64:
             from qd.errors import QuadrantsTypeError
 
             raise QuadrantsTypeError(f"kernel {k.name} uses f64, which OpenCL device {self.device_name} lacks "
                                      f"(no cl_khr_fp64)")
-        program, from_cache = self._program(k.name, ck.source, cache_dir)
-        kernels = [getattr(program, t.name) for t in ck.tasks]
+        if self.broken is not None:
+            from qd.errors import QuadrantsRuntimeError
+
+            raise QuadrantsRuntimeError(f"qd: cannot compile kernel {k.name} on OpenCL: {self.broken}")
+        try:
+            program, unconfirmed = self._program(k.name, ck.source, cache_dir)
+            kernels = [getattr(program, t.name) for t in ck.tasks]
+        except (self.cl.Error, CompilerRefused):
+            raise
+        except Exception as e:  # noqa: BLE001  thrown through the driver: see the module docstring
+            raise self._driver_threw(e, f"building kernel {k.name}") from None
         base = HEADER_WORDS + ck.nrets + len(ck.ctx)
         ck.ctx = list(ck.ctx) + [("rng", n) for n in range(len(ck.tasks))]
         return Program(ck, program, kernels, [base + n for n in range(len(ck.tasks))],
-                       compile_ms=(time.perf_counter() - t0) * 1e3, from_cache=from_cache)
+                       compile_ms=(time.perf_counter() - t0) * 1e3, from_cache=unconfirmed is not None,
+                       unconfirmed=unconfirmed, built=unconfirmed is None)
 
-    def _program(self, name: str, source: str, cache_dir: str | None) -> tuple[Any, bool]:
-        """The built program of OpenCL C `source`, and whether its binary came from the on-disk cache. The cache
-        (`cache_dir`, qd's offline cache) holds the driver's binary per source, options, device and driver:
-        PoCL takes 0.6-0.7 s to build even a source it has built before, and 2-3 ms to load its binary."""
+    def _driver_threw(self, e: BaseException, what: str) -> BaseException:
+        """The driver threw `e` (no OpenCL status) while `what`: it is broken from now on (the module docstring);
+        every program it made is kept for ever. Returns the error to raise (a MemoryError stays one)."""
+        if self.broken is None:
+            self.broken = (f"the OpenCL driver ({self._platform}) failed with "
+                           f"{type(e).__name__}: {e} while {what}; it cannot build or release programs in this process "
+                           f"any more (PoCL leaves its compiler locked): restart the process to compile new kernels; "
+                           f"the kernels built before still run")
+            for program in list(self._programs.values()):
+                _keep_forever(program)
+        return (MemoryError if isinstance(e, MemoryError) else RuntimeError)(f"qd: {self.broken}")
+
+    def _new_program(self, *args: Any) -> Any:
+        """`cl.Program(*args)`, recorded (`_driver_threw` keeps it for ever once the driver is broken)."""
+        program = self.cl.Program(*args)
+        self._programs[next(_serials)] = program
+        return program
+
+    def _program(self, name: str, source: str, cache_dir: str | None) -> tuple[Any, tuple | None]:
+        """The built program of OpenCL C `source`, and where its binary came from the on-disk cache, (cache dir,
+        key) (the entry is on probation until the first launch: `cache.load_with`). The cache (`cache_dir`, qd's
+        offline cache) holds the driver's binary per source, options, device and driver: PoCL takes 0.6-0.7 s
+        to build even a source it has built before, and 2-3 ms to load its binary. A binary the driver refuses
+        is deleted and built again from the source; one that crashed a process (PoCL's loader asserts on a
+        damaged binary) is deleted by the next."""
         opts = BUILD_OPTIONS
         key = None
         if cache_dir is not None:
@@ -184,21 +272,19 @@ class OpenCLBackend:
             ident = "\0".join([source, " ".join(opts), d.platform.name, d.platform.version, d.name, d.version,
                                d.driver_version])
             key = hashlib.sha256(ident.encode()).hexdigest()
-            hit = cache.load(cache_dir, key)
+            hit = cache.load_with(cache_dir, key, lambda binary, _: self._new_program(self.ctx, [d], [binary]).build(
+                options=list(opts)), until_confirmed=True, refusals=(self.cl.Error,))
             if hit is not None:
-                try:
-                    return self.cl.Program(self.ctx, [d], [hit[0]]).build(options=list(opts)), True
-                except self.cl.Error:  # a binary the driver no longer takes: built again from the source
-                    pass
+                return hit, (cache_dir, key)
         try:
-            program = self.cl.Program(self.ctx, source).build(options=list(opts))
+            program = self._new_program(self.ctx, source).build(options=list(opts))
         except self.cl.RuntimeError as e:
-            raise RuntimeError(f"qd: the OpenCL compiler refused kernel {name}: {e}") from None
+            raise CompilerRefused(f"qd: the OpenCL compiler refused kernel {name}: {e}") from None
         if key is not None:
             binary = program.get_info(self.cl.program_info.BINARIES)[0]
             if binary:
                 cache.store(cache_dir, key, bytes(binary), None)
-        return program, False
+        return program, None
 
     def release(self, prog: Program) -> None:
         pass
@@ -208,6 +294,15 @@ class OpenCLBackend:
 
     def enqueue(self, prog: Program, slot: Buffer, groups: list[int], zero: list[tuple[Buffer, int]],
                 streams: list | None = None, bufs: dict | None = None, printbuf: Buffer | None = None) -> Any:
+        try:
+            return self._enqueue(prog, slot, groups, zero, bufs, printbuf)
+        except self.cl.Error:
+            raise
+        except Exception as e:  # noqa: BLE001  thrown through the driver (PoCL compiles at a first launch)
+            raise self._driver_threw(e, "launching a kernel") from None
+
+    def _enqueue(self, prog: Program, slot: Buffer, groups: list[int], zero: list[tuple[Buffer, int]],
+                 bufs: dict | None, printbuf: Buffer | None) -> Any:
         cl, q, ck = self.cl, self.queue, prog.kernel
         nslot = 8 * ck.slot_words
         cl.enqueue_copy(q, slot.dev, slot.arr[:nslot], is_blocking=False)
@@ -224,6 +319,12 @@ class OpenCLBackend:
             first = first or ev
             last = ev
         prog.events = (first, last)
+        if prog.unconfirmed is not None:  # the cached binary's kernels compiled and were enqueued: it is sound
+            cache.confirm(*prog.unconfirmed)
+            prog.unconfirmed = None
+        if prog.built:  # the driver compiled the program, then its kernels (PoCL: at their first enqueue)
+            prog.built = False
+            _trim_heap()
         done = cl.enqueue_copy(q, slot.arr[:8 * (HEADER_WORDS + ck.nrets)], slot.dev, is_blocking=False)
         if printbuf is not None:
             done = cl.enqueue_copy(q, printbuf.arr, printbuf.dev, is_blocking=False)

@@ -24,7 +24,6 @@ from qd.gpu import spirv, spirv_cache
 from qd.gpu.spirv_float import FloatControls
 from qd.gpu.vulkan import Buffer, Device, Pipeline
 
-
 _programs = itertools.count(1)
 
 
@@ -193,12 +192,17 @@ class VulkanBackend:
         try:
             for n, t in enumerate(sk.tasks):
                 pipelines.append(self.dev.pipeline(t.words, 0, push_bytes=8))
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001  whatever the driver raises: named below
             for p in pipelines:
                 p.destroy()
+            if from_cache:  # a cached module the driver refuses: deleted, and built afresh (issue 27 item 13)
+                spirv_cache.discard(cache_dir, key)
+                return self.compile(k, fast_math, print_words, cache_dir)
             raise RuntimeError(f"qd: the Vulkan driver of {self.dev.name} could not compile task {len(pipelines)} of "
                                f"kernel {k.name} ({type(e).__name__}); set QD_DUMP_SPIRV=<folder> to keep its "
                                f"SPIR-V") from None
+        if from_cache:
+            spirv_cache.confirm(cache_dir, key)
         return Program(sk, pipelines, compile_ms=(time.perf_counter() - t0) * 1e3, from_cache=from_cache)
 
     def release(self, prog: Program) -> None:
@@ -289,7 +293,7 @@ def validate(words: list[int], what: str) -> None:
     with tempfile.NamedTemporaryFile(suffix=".spv") as f:
         f.write(struct.pack(f"<{len(words)}I", *words))
         f.flush()
-        r = subprocess.run([val, "--target-env", "vulkan1.2", f.name], capture_output=True, text=True)
+        r = subprocess.run([val, "--target-env", "vulkan1.2", f.name], check=False, capture_output=True, text=True)
     if r.returncode:
         raise RuntimeError(f"qd: invalid SPIR-V for {what}: {(r.stdout + r.stderr).strip()}")
 

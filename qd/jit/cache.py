@@ -5,19 +5,29 @@ print/check tables, under a key hashing everything the machine code depends on: 
 target (triple, CPU, features, LLVM version), fast_math, the qd version and the code generator's own
 source. Entries are written atomically (temp file + rename); a corrupt, truncated or stale entry
 reads as a miss and is rebuilt, never an error.
+
+An entry whose digest matches can still be bad for the loader it feeds (issue 27 item 13: a bad object made LLVM's
+object loader or PoCL's binary loader crash every later run). `load_with` runs the caller's loader: an entry it
+refuses (raises) is a miss that deletes it; and while it loads, a marker file (`<key>.loading`) names the process,
+so an entry whose marker names a process that no longer runs crashed that process: it is deleted instead of
+loaded again. With `until_confirmed` the marker stays until the caller's `confirm` (the CPU tier: after the
+code's first run) or the normal end of the process.
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import pickle
 import tempfile
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from qd import ir
 
 _FORMAT = 1
+_R = TypeVar("_R")
 _digests: dict[tuple[str, str], str] = {}
 
 
@@ -60,6 +70,98 @@ def default_dir() -> str:
 def _paths(directory: str | None, key: str) -> tuple[str, str]:
     d = directory or default_dir()
     return os.path.join(d, key + ".o"), os.path.join(d, key + ".meta")
+
+
+def _marker(directory: str | None, key: str) -> str:
+    return os.path.join(directory or default_dir(), key + ".loading")
+
+
+def discard(directory: str | None, key: str) -> None:
+    """Deletes entry `key` (best effort: a cache that cannot be written keeps it)."""
+    for path in (*_paths(directory, key), _marker(directory, key)):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
+
+
+def _crashed_loading(directory: str | None, key: str) -> bool:
+    """Whether a process that no longer runs was loading entry `key` (its marker is still there)."""
+    try:
+        with open(_marker(directory, key)) as f:
+            pid = int(f.read().strip() or "0")
+    except (OSError, ValueError):
+        return False
+    return pid != os.getpid() and not _running(pid)
+
+
+_unconfirmed: set[str] = set()  # markers this process keeps until `confirm` (or its normal end)
+
+
+def _drop_marker(marker: str) -> None:
+    """Removes `marker` if it still names this process (another may have loaded the entry since)."""
+    try:
+        with open(marker) as f:
+            mine = f.read().strip() == str(os.getpid())
+        if mine:
+            os.unlink(marker)
+    except OSError:
+        pass
+
+
+def confirm(directory: str | None, key: str) -> None:
+    """The code loaded from entry `key` (`load_with(until_confirmed=True)`) ran: its marker goes."""
+    marker = _marker(directory, key)
+    if marker in _unconfirmed:
+        _unconfirmed.discard(marker)
+        _drop_marker(marker)
+
+
+@atexit.register
+def _at_exit() -> None:  # a normal end: code loaded but never run crashed nothing
+    for marker in list(_unconfirmed):
+        _drop_marker(marker)
+
+
+def load_with(directory: str | None, key: str, loader: Callable[[bytes, Any], _R], until_confirmed: bool = False,
+              refusals: tuple[type[BaseException], ...] = (Exception,)) -> _R | None:
+    """`loader(obj, meta)` of entry `key`, or None (a miss): no entry, a bad one (`load`), one that crashed a
+    process while it loaded, or one `loader` refuses by raising one of `refusals`; the last two are deleted (other
+    exceptions propagate). While `loader` runs (with `until_confirmed`, until `confirm` of a result that is not
+    None), the entry's marker names this process (see the module docstring)."""
+    if _crashed_loading(directory, key):
+        discard(directory, key)
+        return None
+    hit = load(directory, key)
+    if hit is None:
+        return None
+    marker = _marker(directory, key)
+    try:
+        with open(marker, "w") as f:
+            f.write(str(os.getpid()))
+    except OSError:  # a cache that cannot be written: loaded unguarded
+        marker = ""
+    out = None
+    try:
+        out = loader(*hit)
+    except refusals:  # the loader refuses the entry: a miss that deletes it
+        discard(directory, key)
+    finally:  # (an interrupt is no fault of the entry)
+        if marker and until_confirmed and out is not None:
+            _unconfirmed.add(marker)
+        elif marker:
+            _drop_marker(marker)
+    return out
 
 
 def load(directory: str | None, key: str) -> tuple[bytes, Any] | None:

@@ -16,7 +16,7 @@ from typing import Any
 import llvmlite.binding as llvm
 
 from qd import ir
-from qd.jit import cache, vecmath
+from qd.jit import cache, objcheck, vecmath
 from qd.jit.lanes import lanes_for
 from qd.jit.targets import CpuTarget
 
@@ -44,6 +44,14 @@ class NativeKernel:
     from_cache: bool
     _keep: list = field(default_factory=list, repr=False)  # execution engines own the code
     quick: bool = False  # compiled quickly for a first launch that waits (`qd.jit.tiering`); not the O3 code
+    # (cache dir, key) of the entry this code came from until it first ran (`cache.load_with(until_confirmed)`)
+    unconfirmed: tuple | None = None
+
+    def ran(self) -> None:
+        """The code ran once (`qd.runtime.launch`): a crash from here on is no fault of its cache entry."""
+        if self.unconfirmed is not None:
+            cache.confirm(*self.unconfirmed)
+            self.unconfirmed = None
 
 
 def _machine() -> tuple[Any, CpuTarget]:
@@ -100,7 +108,7 @@ def warm_up(fast_math: bool) -> NativeKernel:
 
 def target_key() -> str:
     """What the machine code depends on besides the IR: triple, CPU and its features, LLVM."""
-    tm, target = _machine()
+    _tm, target = _machine()
     return "|".join((target.triple, target.cpu_name, target.features, ".".join(map(str, llvm.llvm_version_info))))
 
 
@@ -148,6 +156,25 @@ def _parsed(k: ir.KernelIR, target: CpuTarget, fast_math: bool) -> tuple[Any, An
     return mod, built
 
 
+def _load_cached(obj: bytes, meta: Any, k: ir.KernelIR) -> tuple[Any, list, list, list] | None:
+    """(engine, task symbols, print table, check-arg table) of a cache entry (`cache.load_with`'s loader); None
+    where its code has more SIMD lanes than the adstack heap of `k` has rows for (rebuilt, kept). An entry LLVM's
+    object loader must not see (`objcheck.problem`), or whose symbols do not resolve, raises: a miss that deletes
+    it (issue 27 item 13)."""
+    symbols, prints, check_args = meta
+    if max((getattr(s, "lanes", 1) for s in symbols), default=1) > lanes_for(k):
+        return None
+    names = [str(n) for s in symbols for n in (s.fn, s.prologue) if n]
+    why = objcheck.problem(obj, names)
+    if why is not None:
+        raise ValueError(f"cached object refused: {why}")
+    with _lock:
+        ee = _engine_for(obj, None, _machine()[0])
+        if not all(ee.get_function_address(n) for n in names):
+            raise ValueError("cached object refused: a task's symbol does not resolve")
+    return ee, list(symbols), prints, check_args
+
+
 def compile_native(k: ir.KernelIR, fast_math: bool, use_cache: bool = True,
                    cache_dir: str | None = None, quick: bool = False) -> NativeKernel:
     """Offloaded `k` -> NativeKernel, from the disk cache when an entry for this IR and machine exists.
@@ -158,18 +185,15 @@ def compile_native(k: ir.KernelIR, fast_math: bool, use_cache: bool = True,
     t0 = time.perf_counter()
     tm, target = _machine()
     key = cache.key_for(k, target_key(), fast_math) if use_cache else None
-    hit = cache.load(cache_dir, key) if key else None
+    hit = cache.load_with(cache_dir, key, lambda obj, meta: _load_cached(obj, meta, k), True) if key else None
     quick_key = f"{key}-quick" if key and quick else None
     from_quick = False
     if hit is None and quick_key:  # the quick code a process before this one made (no O3 code yet)
-        hit = cache.load(cache_dir, quick_key)
+        hit = cache.load_with(cache_dir, quick_key, lambda obj, meta: _load_cached(obj, meta, k), True)
         from_quick = hit is not None
-    if hit is not None and max((getattr(s, "lanes", 1) for s in hit[1][0]), default=1) > lanes_for(k):
-        hit, from_quick = None, False  # code in more SIMD lanes than the adstack heap has rows for: rebuilt
     with _lock:
         if hit is not None:
-            obj, (symbols, prints, check_args) = hit
-            ee = _engine_for(obj, None, tm)
+            ee, symbols, prints, check_args = hit
             quick = from_quick
         elif quick:
             mod, (_, symbols, prints, check_args) = _parsed(k, target, fast_math)
@@ -191,4 +215,5 @@ def compile_native(k: ir.KernelIR, fast_math: bool, use_cache: bool = True,
                             ee.get_function_address(s.prologue) if s.prologue else 0,
                             2 if s.heavy else 4096, getattr(s, "lanes", 1)) for s in symbols]
     ms = (time.perf_counter() - t0) * 1e3
-    return NativeKernel(tasks, prints, check_args, ms, hit is not None, [ee], quick)
+    unconfirmed = (cache_dir, quick_key if from_quick else key) if hit is not None else None
+    return NativeKernel(tasks, prints, check_args, ms, hit is not None, [ee], quick, unconfirmed)

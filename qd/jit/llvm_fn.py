@@ -17,7 +17,7 @@ from llvmlite import ir as L
 
 from qd import ir
 from qd.jit.llvm_ops import I1, I8, OpCtx, const, fminmax, lower_op, mem_type, reg_type
-from qd.jit.targets import F16, F32, F64, I16, I32, I64
+from qd.jit.targets import F32, F64, I32, I64
 from qd.ops import Op
 from qd.types import dtypes as T
 
@@ -217,14 +217,14 @@ class FnLowering:
         if dt is T.u1:
             return self.b.icmp_unsigned("!=", raw, L.Constant(I8, 0))
         if dt is T.f16:
-            return self.b.fpext(self.b.bitcast(raw, F16), F32)
+            return self.mg.target.f16_from_bits(self.b, raw)
         return raw
 
     def to_mem(self, dt: T.DataType, v: L.Value) -> L.Value:
         if dt is T.u1:
             return self.b.zext(v, I8)
         if dt is T.f16:
-            return self.b.bitcast(self.b.fptrunc(v, F16), I16)
+            return self.mg.target.f16_to_bits(self.b, v)
         return v
 
     def s_GlobalStore(self, s: ir.GlobalStore) -> None:

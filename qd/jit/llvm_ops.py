@@ -233,7 +233,7 @@ def _unary(op: Op) -> Lowering:
         if op is Op.BIT_NOT:
             return b.not_(x)
         if op is Op.ABS:
-            return b.select(b.icmp_signed("<", x, _zero(x)), b.sub(_zero(x), x), x) if dt.is_signed else x
+            return c.target.int_abs(b, x) if dt.is_signed else x
         if op is Op.POPCNT:
             return b.call(b.module.declare_intrinsic("llvm.ctpop", [x.type]), [x])
         name = f"llvm.ctlz.i{x.type.width}"  # llvmlite declares ctlz without its i1 operand

@@ -33,6 +33,7 @@ class PtxKernel:
     prints: list
     check_args: list
     from_cache: bool = False
+    cache_key: str | None = None  # its entry in the disk cache (`discard`ed when the driver refuses the PTX)
 
 
 def libdevice_path() -> str | None:
@@ -101,22 +102,32 @@ def compile_ptx(k: ir.KernelIR, fast_math: bool, arch: str = "sm_90", cache_dir:
     from qd.jit import cache
 
     key = cache.key_for(k, f"ptx {arch}", fast_math) if cache_dir else None
-    hit = cache.load(cache_dir, key) if key else None
+    hit = cache.load_with(cache_dir, key, lambda raw, meta: _cached(raw, meta, key)) if key else None
     if hit is not None:
-        ptx, (tasks, prints, check_args) = hit
-        return PtxKernel(ptx.decode(), [tuple(t) for t in tasks], prints, check_args, from_cache=True)
+        return hit
     out = _compile(k, fast_math, arch)
     if key:
         cache.store(cache_dir, key, out.ptx.encode(), (out.tasks, out.prints, out.check_args))
+        out.cache_key = key
     return out
+
+
+def _cached(raw: bytes, meta: tuple, key: str) -> PtxKernel:
+    """The kernel of a cache entry (`cache.load_with`'s loader): an error where it is no text naming its task
+    entry points (a miss that deletes it; PTX the driver then refuses is `cache.discard`ed by the CUDA tier)."""
+    tasks, prints, check_args = meta
+    ptx = raw.decode()
+    tasks = [(str(kind), str(sym)) for kind, sym in tasks]
+    if any(f".entry {sym}(" not in ptx for _, sym in tasks):
+        raise ValueError("cached PTX refused: a task's entry point is missing")
+    return PtxKernel(ptx, tasks, prints, check_args, from_cache=True, cache_key=key)
 
 
 def _compile(k: ir.KernelIR, fast_math: bool, arch: str) -> PtxKernel:
     import llvmlite.binding as llvm
 
-    from qd.jit.llvm import build_module
-
     from qd.jit.cpu import _lock  # llvmlite's LLVM context is one: the CPU tier's compiler thread uses it too
+    from qd.jit.llvm import build_module
 
     with _lock:
         t = target(arch)
@@ -150,8 +161,8 @@ def ptxas(ptx: str, arch: str = "sm_90") -> None:
         src = os.path.join(d, "k.ptx")
         with open(src, "w") as f:
             f.write(ptx)
-        r = subprocess.run([exe, f"-arch={arch}", src, "-o", os.path.join(d, "k.cubin")], capture_output=True,
-                           text=True, timeout=120)
+        r = subprocess.run([exe, f"-arch={arch}", src, "-o", os.path.join(d, "k.cubin")], check=False,
+                           capture_output=True, text=True, timeout=120)
         if r.returncode:
             raise RuntimeError(f"ptxas -arch={arch} refused the PTX:\n{r.stderr[-3000:]}")
 

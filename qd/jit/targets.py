@@ -80,7 +80,22 @@ class Target:
 
     def f32_round_f16(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
         """`x` (float) rounded to the nearest half, as a float."""
-        return b.fpext(b.fptrunc(x, F16), F32)
+        return self.f16_from_bits(b, self.f16_to_bits(b, x))
+
+    def int_abs(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+        """|x| of a signed int, wrapping (abs(INT_MIN) == INT_MIN, the op table's)."""
+        zero = ir.Constant(x.type, 0)
+        return b.select(b.icmp_signed("<", x, zero), b.sub(zero, x), x)
+
+    def f16_from_bits(self, b: ir.IRBuilder, h: ir.Value) -> ir.Value:
+        """The float of half bits `h` (i16) read from memory; a NaN keeps its sign and payload, quieted (x86's
+        conversion: the contract of every tier, DESIGN §4)."""
+        return b.fpext(b.bitcast(h, F16), F32)
+
+    def f16_to_bits(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+        """The half bits (i16) of float `x` rounded to nearest even; a NaN keeps its sign and top 10 payload bits,
+        quieted (as `f16_from_bits`)."""
+        return b.bitcast(b.fptrunc(x, F16), I16)
 
     def add_entry_points(self, module: ir.Module, tasks: list) -> None:
         """Hook for targets whose launch needs wrappers (GPU kernels); the CPU needs none."""
@@ -181,6 +196,33 @@ class NvptxTarget(Target):
 
     def target_machine(self) -> llvm.TargetMachine:
         return self._tm
+
+    def int_abs(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+        """|x| with its negation through an opaque copy of `x` (PTX `mov`), so that LLVM cannot form `abs.s32`,
+        which ptxas takes to be non-negative: `abs(INT_MIN) % m` became an unsigned remainder on an H200."""
+        w = x.type.width
+        reg = {16: "h", 32: "r", 64: "l"}.get(w)
+        if reg is None:
+            return super().int_abs(b, x)
+        copy = b.asm(ir.FunctionType(x.type, [x.type]), f"mov.b{w} $0, $1;", f"={reg},{reg}", [x], False)
+        zero = ir.Constant(x.type, 0)
+        return b.select(b.icmp_signed("<", x, zero), b.sub(zero, copy), x)
+
+    def f16_from_bits(self, b: ir.IRBuilder, h: ir.Value) -> ir.Value:
+        """PTX's `cvt.f32.f16` gives the canonical NaN for every NaN: a NaN is rebuilt from its bits instead."""
+        sign = b.shl(b.zext(b.and_(h, ir.Constant(I16, 0x8000)), I32), ir.Constant(I32, 16))
+        mant = b.shl(b.zext(b.and_(h, ir.Constant(I16, 0x3FF)), I32), ir.Constant(I32, 13))
+        nan = b.or_(b.or_(sign, ir.Constant(I32, 0x7FC00000)), mant)
+        is_nan = b.icmp_unsigned(">", b.and_(h, ir.Constant(I16, 0x7FFF)), ir.Constant(I16, 0x7C00))
+        return b.select(is_nan, b.bitcast(nan, F32), b.fpext(b.bitcast(h, F16), F32))
+
+    def f16_to_bits(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+        """PTX's `cvt.rn.f16.f32` gives 0x7FFF for every NaN: a NaN's half is built from its bits instead."""
+        u = b.bitcast(x, I32)
+        sign = b.and_(b.trunc(b.lshr(u, ir.Constant(I32, 16)), I16), ir.Constant(I16, 0x8000))
+        mant = b.and_(b.trunc(b.lshr(u, ir.Constant(I32, 13)), I16), ir.Constant(I16, 0x3FF))
+        nan = b.or_(b.or_(sign, ir.Constant(I16, 0x7E00)), mant)
+        return b.select(b.fcmp_unordered("uno", x, x), nan, b.bitcast(b.fptrunc(x, F16), I16))
 
     def math_call(self, b: ir.IRBuilder, name: str, args: Sequence[ir.Value]) -> ir.Value:
         if name in EXACT_INTRINSICS:

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -107,7 +108,7 @@ def _build(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any],
     rets = [value_code(dt) for dt in k.rets]
     rt = sig.return_type
     restructure = None if rt is None or isinstance(rt, DataType) else sig.restructure_return
-    sc = _launch_mod._Scratch(ck, interp=False)
+    sc = _launch_mod._Scratch(ck, interp=False, host_prints=gpu is None)
     guards = [(vars(_tape), "_any_active", None), (vars(_launch_mod), "launch", _launch_mod.LAUNCH),
               (vars(_config), "_current", _config.current())]
     common = (params, buffers)
