@@ -76,23 +76,12 @@ TOL: dict[str, dict[str, tuple[float, float]]] = {
     "electric@large": {"loss": (1e-4, 0.0)},  # 512 steps: 2e-5
 }
 
-XFAIL = {  # what qd refuses today: each test fails with the exception of XFAIL_RAISES (default: a compile error)
-    # kernel.grad's cross-iteration check (qd/ad/reverse.py) refuses these parallel loops; with it off, each passes
-    # every check here (interp, cpu; finite differences, Quadrants), so the refusals are false.
-    # apply_spring_force's loop over springs scatters with ti.atomic_add(v_inc[t + 1, a], ...) and (..., b), a and
-    # b data: the atomic's target is taken for a read (a load of the vector the frontend makes), at another index
-    "mass_spring": "issue 28: false refusal: kernel.grad of apply_spring_force: 'Cross-iteration read-after-write' "
-                   "between ti.atomic_add(v_inc[t + 1, a], ...) and (v_inc[t + 1, b], ...), scatters whose results "
-                   "are unused",
-    # the same in the qd.func apply_impulse(t, i, ...), called for both anchors of a spring
-    "rigid_body": "issue 28: false refusal: kernel.grad of apply_spring_force: 'Cross-iteration read-after-write' "
-                  "on ti.atomic_add(x_inc[t + 1, i], ...) in the qd.func apply_impulse, for both anchors a and b",
-    # fdtd(t) writes p[t, i, j] and reads p[t - 1, i + 1, j], p[t - 2, ...] through laplacian(t - 1, i, j) ->
-    # get_p(t, i + 1, j): the time axis keeps them apart by a constant, but only axes following i are compared
-    "wave": "issue 28: false refusal: kernel.grad of fdtd: 'Cross-iteration read-after-write' between the write "
-            "p[t, i, j] and the reads p[t - 1, i + 1, j] (through laplacian(t - 1, i, j) -> get_p): another time "
-            "slice",
-}
+# What qd refuses although the gradient is right (`xfail(strict=True)` with the reason; XFAIL_RAISES: the exception
+# when it is not a compile error). Empty since main's b450914: the suite found, and saw fixed, billiards' and
+# rigid_body's reads through qd.func parameters, diffmpm's kernels inside grad_replaced, smoke_taichi_cpu's missing
+# get_scalar_field, then mass_spring's, rigid_body's and wave's cross-iteration refusals (atomics taken for reads,
+# time slices p[t] and p[t - 1] taken to meet).
+XFAIL: dict[str, str] = {}
 XFAIL_RAISES: dict[str, type[Exception]] = {}
 
 FD_STEP = 1e-5  # central differences in f64: 1e-7 of the derivative or better on these programs (h = 1e-6: 2e-6)
