@@ -278,7 +278,8 @@ class FnLowering:
             if not dt.is_signed and op in (Op.MIN, Op.MAX):
                 name = "u" + name
             return b.atomic_rmw(name, ptr, v, self.mg.target.atomic_order)
-        if dt is not T.f16 and op in (Op.ADD, Op.SUB):
+        flushes = dt is T.f32 and self.mg.target.f32_atomic_add_flushes and not self.c.fast
+        if dt is not T.f16 and op in (Op.ADD, Op.SUB) and not flushes:
             return b.atomic_rmw("fadd" if op is Op.ADD else "fsub", ptr, v, self.mg.target.atomic_order)
 
         def update(old: L.Value) -> L.Value:

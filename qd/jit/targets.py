@@ -39,6 +39,9 @@ class Target:
     global_addrspace = 0  # address space of kernel buffers
     atomic_order = "seq_cst"  # of buffer atomics (results are read after the launch: any order is enough)
     strided_bodies = False  # range bodies take a step: `body(Ctx*, lo, hi, step)` runs lo, lo + step, ... < hi
+    # whether the native f32 atomic add flushes subnormals (PTX's atom.add.f32 does): under fast_math=False such
+    # an add is a compare-and-swap loop instead, so that it rounds as every other tier does
+    f32_atomic_add_flushes = False
 
     def configure(self, module: ir.Module) -> None:
         """Sets triple and data layout on a fresh module."""
@@ -183,6 +186,7 @@ class NvptxTarget(Target):
     triple = "nvptx64-nvidia-cuda"
     atomic_order = "monotonic"
     strided_bodies = True
+    f32_atomic_add_flushes = True
 
     def __init__(self, arch: str = "sm_90") -> None:
         import llvmlite.binding as llvm
