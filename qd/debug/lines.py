@@ -19,6 +19,8 @@ import linecache
 import os
 import sys
 
+from qd.frontend.context import PARSE_LOCK
+
 _KERNEL_DECORATORS = frozenset({"kernel", "func", "real_func", "pyfunc"})
 _cache: dict[str, tuple[float, list[tuple[int, int]], frozenset[int]]] = {}
 
@@ -92,7 +94,8 @@ def kernel_lines(path: str) -> tuple[list[tuple[int, int]], frozenset[int]]:
     linecache.checkcache(path)
     text = "".join(linecache.getlines(path))
     try:
-        tree = ast.parse(text)
+        with PARSE_LOCK:  # (ast.parse is not thread-safe on 3.11: qd.frontend.context)
+            tree = ast.parse(text)
     except SyntaxError:
         tree = ast.Module(body=[], type_ignores=[])
     wrapped = _wrapped_names(tree)

@@ -7,6 +7,7 @@ import builtins
 import inspect
 import os
 import textwrap
+import threading
 from typing import Any, Callable
 
 from qd import ir
@@ -85,8 +86,15 @@ _WRAP = 80
 _MAX_ROWS = 8  # rows of a wrapped line shown in a frame (a 900-term expression is one line)
 
 
+# CPython 3.11's ast.parse keeps its recursion depth per interpreter, not per thread: two threads parsing at once
+# can raise "SystemError: AST constructor recursion depth mismatch" (seen in test_threads' concurrent first calls)
+PARSE_LOCK = threading.Lock()
+
+
 def _parse(lines: list[str]) -> ast.Module:
-    return ast.parse(textwrap.dedent("".join(lines)))
+    text = textwrap.dedent("".join(lines))
+    with PARSE_LOCK:
+        return ast.parse(text)
 
 
 def _indent(line: str) -> int:
