@@ -10,23 +10,11 @@ a copy of the loop variable or a per-ray base (volume rendering, NeRF-style), an
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 import pytest
 
 import qd
-
-
-def _central(f: Callable[[np.ndarray], float], x0: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    """Central finite differences of scalar `f` at `x0`, one entry at a time."""
-    out = np.zeros_like(x0)
-    for k in range(x0.size):
-        d = np.zeros_like(x0)
-        d.flat[k] = eps
-        out.flat[k] = (f(x0 + d) - f(x0 - d)) / (2 * eps)
-    return out
-
+from tests.finite_diff import central
 
 # ---------------------------------------------------------------- diffmpm.py: kernels of a grad_replaced step
 
@@ -131,8 +119,8 @@ def test_kernels_of_a_grad_replaced_step_reuse_scratch_fields(arch: object) -> N
 
     run(V0, 0.7, tape=True)
     got_v, got_k = v.grad.to_numpy()[0].copy(), stiff.grad[None]
-    np.testing.assert_allclose(got_v, _central(lambda a: run(a, 0.7, False), V0), rtol=1e-6, atol=1e-9)
-    want_k = _central(lambda a: run(V0, float(a[0]), False), np.array([0.7]))[0]
+    np.testing.assert_allclose(got_v, central(lambda a: run(a, 0.7, False), V0), rtol=1e-6, atol=1e-9)
+    want_k = central(lambda a: run(V0, float(a[0]), False), np.array([0.7]))[0]
     np.testing.assert_allclose(got_k, want_k, rtol=1e-6)
 
 
@@ -245,7 +233,7 @@ def test_a_step_read_inside_a_func_parameterised_by_the_step(arch: object) -> No
     run, init_v, impulse = _billiards()
     run(0.6, tape=True)
     assert np.abs(impulse.to_numpy()).max() > 0  # the balls did collide
-    want = _central(lambda a: run(float(a[0]), False), np.array([0.6]))[0]
+    want = central(lambda a: run(float(a[0]), False), np.array([0.6]))[0]
     np.testing.assert_allclose(init_v.grad[None], want, rtol=1e-6)
 
 
@@ -326,7 +314,7 @@ def test_a_read_the_same_step_overwrites_gets_the_true_gradient(arch: object, th
     _reset = forward.reset
     run(w0, tape=True)
     got = w.grad.to_numpy()
-    np.testing.assert_allclose(got, _central(lambda a: run(a, False), w0), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(got, central(lambda a: run(a, False), w0), rtol=1e-6, atol=1e-9)
 
 
 # ---------------------------------------------------------------- scans in one kernel: kernel.grad
@@ -417,9 +405,9 @@ def test_a_scan_through_a_copy_of_the_loop_variable_or_a_per_ray_base(arch: obje
         return float(sum(out[cell] for cell in last))
 
     starts = [(r, 0) for r in range(R)] if kind == "copy" else [(0, 0), (0, K + 1)]
-    want_t = _central(lambda a: total(_with(t0, starts, a), cs), np.array([t0[s] for s in starts]))
+    want_t = central(lambda a: total(_with(t0, starts, a), cs), np.array([t0[s] for s in starts]))
     np.testing.assert_allclose([T.grad[s] for s in starts], want_t, rtol=1e-6)
-    np.testing.assert_allclose(c.grad.to_numpy(), _central(lambda a: total(t0, a), cs), rtol=1e-6)
+    np.testing.assert_allclose(c.grad.to_numpy(), central(lambda a: total(t0, a), cs), rtol=1e-6)
 
 
 def _with(t0: np.ndarray, cells: list, values: np.ndarray) -> np.ndarray:
@@ -557,5 +545,5 @@ def test_spring_scatters_through_data_indices_and_time_offset_reads_run(arch: ob
     for t in (1, 0):
         springs.grad(t)
     gx, gp = x.grad.to_numpy(), p.grad.to_numpy()
-    np.testing.assert_allclose(gx, _central(lambda xv: run(xv, p0), x0), rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose(gp[:2], _central(lambda pv: run(x0, pv), p0)[:2], rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(gx, central(lambda xv: run(xv, p0), x0), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(gp[:2], central(lambda pv: run(x0, pv), p0)[:2], rtol=1e-6, atol=1e-8)

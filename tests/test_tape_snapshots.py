@@ -7,25 +7,17 @@ cases a copy cannot make right are still refused."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 import pytest
 
 import qd
+from tests.finite_diff import central
 
 N, STEPS = 4, 5
 X0 = np.array([0.31, 0.52, 0.77, 1.13])
 W0 = np.array([0.9, 1.1, 1.25, 0.8])
 
 
-def _central(f: Callable[[np.ndarray], float], x0: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    out = np.zeros_like(x0)
-    for k in range(x0.size):
-        d = np.zeros_like(x0)
-        d.flat[k] = eps
-        out.flat[k] = (f(x0 + d) - f(x0 - d)) / (2 * eps)
-    return out
 
 
 def _tensor(kind: str, shape: object) -> object:
@@ -110,8 +102,8 @@ def test_in_place_state_across_steps(arch: object, kind: str) -> None:
     gx, gw, final = x.grad.to_numpy(), w.grad.to_numpy(), x.to_numpy()
     run(X0, W0, tape=False)
     np.testing.assert_array_equal(final, x.to_numpy())  # the Tape put back the forward's final values
-    np.testing.assert_allclose(gx, _central(lambda a: run(a, W0, False), X0), rtol=1e-6, atol=1e-10)
-    np.testing.assert_allclose(gw, _central(lambda a: run(X0, a, False), W0), rtol=1e-6, atol=1e-10)
+    np.testing.assert_allclose(gx, central(lambda a: run(a, W0, False), X0), rtol=1e-6, atol=1e-10)
+    np.testing.assert_allclose(gw, central(lambda a: run(X0, a, False), W0), rtol=1e-6, atol=1e-10)
 
     # the same program with each step's state in its own row: the gradients agree to rounding, and nothing is copied
     xs, ws = _tensor(kind, (STEPS + 1, N)), _tensor(kind, N)
@@ -163,7 +155,7 @@ def test_in_place_update_of_a_vector_field(arch: object) -> None:
         return loss[None]
 
     run(W0 * 0.5, tape=True)
-    np.testing.assert_allclose(s.grad.to_numpy(), _central(lambda a: run(a, False), W0 * 0.5), rtol=1e-6)
+    np.testing.assert_allclose(s.grad.to_numpy(), central(lambda a: run(a, False), W0 * 0.5), rtol=1e-6)
 
 
 # ---------------------------------------------------------------- host writes inside the Tape
@@ -208,7 +200,7 @@ def test_a_host_write_between_two_taped_kernels(arch: object, write: str) -> Non
 
     run(W0, tape=True)
     got = w.grad.to_numpy()
-    np.testing.assert_allclose(got, _central(lambda a: run(a, False), W0), rtol=1e-6, atol=1e-10)
+    np.testing.assert_allclose(got, central(lambda a: run(a, False), W0), rtol=1e-6, atol=1e-10)
 
     # the same with the second values in a field of their own
     y_b = qd.field(qd.f64, shape=N, needs_grad=True)
@@ -274,7 +266,7 @@ def test_read_before_a_later_kernel_overwrites_it(arch: object) -> None:
     got = w.grad.to_numpy()
     run(W0, separate=True, tape=True)
     np.testing.assert_allclose(got, w.grad.to_numpy(), rtol=1e-12)
-    np.testing.assert_allclose(got, _central(lambda a: run(a, False, False), W0), rtol=1e-6)
+    np.testing.assert_allclose(got, central(lambda a: run(a, False, False), W0), rtol=1e-6)
 
 
 # ---------------------------------------------------------------- what a copy cannot make right
