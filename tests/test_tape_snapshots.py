@@ -18,8 +18,6 @@ X0 = np.array([0.31, 0.52, 0.77, 1.13])
 W0 = np.array([0.9, 1.1, 1.25, 0.8])
 
 
-
-
 def _tensor(kind: str, shape: object) -> object:
     if kind == "field":
         return qd.field(qd.f64, shape=shape, needs_grad=True)
