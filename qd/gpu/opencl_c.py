@@ -93,6 +93,19 @@ static inline ushort qd_opaque_ushort(ushort x) { return x; }
 static inline uint qd_opaque_uint(uint x) { return x; }
 static inline ulong qd_opaque_ulong(ulong x) { return x; }
 #endif
+/* -x wrapping. On NVIDIA as ~x + 1 in PTX: ptxas folds a neg into a three-way integer min/max (VIMNMX3) and
+   drops the negation (max(acc, max(a, -a)) was max(acc, a, a) on an H200: DESIGN section 4) */
+#ifdef __NV_CL_C_VERSION
+static inline uchar qd_neg_uchar(uchar x) { ushort y; asm("not.b16 %0, %1; add.s16 %0, %0, 1;" : "=h"(y) : "h"((ushort)x)); return (uchar)y; }
+static inline ushort qd_neg_ushort(ushort x) { ushort y; asm("not.b16 %0, %1; add.s16 %0, %0, 1;" : "=h"(y) : "h"(x)); return y; }
+static inline uint qd_neg_uint(uint x) { uint y; asm("not.b32 %0, %1; add.s32 %0, %0, 1;" : "=r"(y) : "r"(x)); return y; }
+static inline ulong qd_neg_ulong(ulong x) { ulong y; asm("not.b64 %0, %1; add.s64 %0, %0, 1;" : "=l"(y) : "l"(x)); return y; }
+#else
+static inline uchar qd_neg_uchar(uchar x) { return (uchar)(0 - x); }
+static inline ushort qd_neg_ushort(ushort x) { return (ushort)(0 - x); }
+static inline uint qd_neg_uint(uint x) { return 0u - x; }
+static inline ulong qd_neg_ulong(ulong x) { return 0UL - x; }
+#endif
 static inline int qd_isnan_bits(uint u) { return (u & 0x7FFFFFFFu) > 0x7F800000u; }
 static inline ushort qd_f2hb(float x) {
   uint u = as_uint(x); ushort h;
@@ -322,7 +335,7 @@ def _op(op: Op, dt: T.DataType, xs: list[str]) -> str:
     if op is Op.BIT_SHR:
         return _wrap(dt, f"({u})({x}) >> (({y}) & {bits - 1})")
     if op is Op.NEG:
-        return _wrap(dt, f"({u})0 - ({u})({x})")
+        return _wrap(dt, f"qd_neg_{u}(({u})({x}))")
     if op is Op.BIT_NOT:
         return _wrap(dt, f"~({x})")
     if op is Op.ABS:  # the negation through qd_opaque (NVIDIA's compiler takes its abs of INT_MIN to be >= 0)

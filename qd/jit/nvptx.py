@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -143,9 +144,34 @@ def _compile(k: ir.KernelIR, fast_math: bool, arch: str) -> PtxKernel:
         pto = llvm.create_pipeline_tuning_options(speed_level=3)
         pb = llvm.create_pass_builder(t.target_machine(), pto)
         pb.getModulePassManager().run(mod, pb)
-        ptx = t.target_machine().emit_assembly(mod)
+        ptx = _ptxas_safe_integer_ops(t.target_machine().emit_assembly(mod))
     tasks = [(s.kind, kernels[n]) for n, s in enumerate(symbols)]
     return PtxKernel(ptx, tasks, prints, check_args)
+
+
+_INT_NEG = re.compile(r"\bneg\.s(16|32|64)\s+(%\w+),\s*(%\w+);")
+_INT_ABS = re.compile(r"\babs\.s(16|32|64)\s+(%\w+),\s*(%\w+);")
+
+
+def _neg(m: re.Match) -> str:
+    w, d, a = m[1], m[2], m[3]
+    return f"not.b{w} \t{d}, {a};\n\tadd.s{w} \t{d}, {d}, 1;"
+
+
+def _abs(m: re.Match) -> str:
+    w, d, a = m[1], m[2], m[3]
+    return (f"{{ .reg .pred %qd_p; .reg .b{w} %qd_t; setp.lt.s{w} %qd_p, {a}, 0; not.b{w} %qd_t, {a}; "
+            f"add.s{w} %qd_t, %qd_t, 1; selp.b{w} {d}, %qd_t, {a}, %qd_p; }}")
+
+
+def _ptxas_safe_integer_ops(ptx: str) -> str:
+    """`ptx` with its integer negations and absolute values written as ptxas does not miscompile them (the same
+    wrapping values; both seen on an H200, driver 580, at every ptxas optimization level but 0, DESIGN §4):
+    - `neg.sN d, a` as `not; add 1`: ptxas folds a `neg` into a three-way integer min/max (SASS `VIMNMX3`) as a
+      source of its own and drops the negation (`max(acc, max(a, -a))` became `max(acc, a, a)`);
+    - `abs.sN d, a` (LLVM's form of `max(a, -a)`) as a compare and select of that negation: ptxas takes `abs` to
+      be non-negative, so `abs(INT_MIN) % m` became an unsigned remainder."""
+    return _INT_ABS.sub(_abs, _INT_NEG.sub(_neg, ptx))
 
 
 def ptxas_path() -> str | None:
