@@ -161,3 +161,11 @@ def test_fuzzy_tolerance_follows_the_largest_reduction_operand():
     assert len(runner._float_diff(want, got, np.array([True]))) == 1
     assert len(runner._float_diff(want, got, np.array([True]), magnitude)) == 0
     assert len(runner._float_diff(want, got, np.array([False]), magnitude)) == 1  # exact values stay exact
+
+
+def test_fuzzy_tolerance_beyond_1e20():
+    """A reduction over values near 1e19 rounds by thousands in another order, and `sin(c - s)` of it is any value
+    in [-1, 1] (campaign seed 1600162 on 16 cores: oy = 0.578 where the serial order gave -0.021)."""
+    want, got = np.array([-0.021], np.float64), np.array([0.578], np.float64)
+    assert len(runner._float_diff(want, got, np.array([True]), 3e21)) == 0
+    assert len(runner._float_diff(want, got, np.array([False]), 3e21)) == 1
