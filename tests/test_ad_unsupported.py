@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import qd
+from tests.finite_diff import central
 
 N = 4
 
@@ -155,7 +156,7 @@ def _scale_in_place(x, y, loss):
 def test_a_read_overwritten_later_in_the_kernel_replays_the_saved_value(arch: object) -> None:
     """`y[i] *= x[i]`: the replay would read the product where the forward pass read 3, and x.grad would be
     3·x instead of 3. The Tape copies y before the launch and replays with it (`qd.ad.snapshots`): x.grad = 3,
-    y.grad = x, and y ends as the forward pass left it. (`kernel.grad` alone still refuses it: below.)"""
+    y.grad = x, and y ends as the forward pass left it. (`kernel.grad` alone: below.)"""
     x, y, _, loss = _stale_fields()
 
     scale = _scale_in_place(x, y, loss)
@@ -247,10 +248,14 @@ def test_time_steps_written_ahead_of_their_reads_are_differentiated(arch: object
     np.testing.assert_allclose(x.grad.to_numpy()[0], want, rtol=1e-4)
 
 
-def test_a_stale_read_is_refused_only_once_the_forward_kernel_ran(arch: object) -> None:
-    """`kernel.grad` without the forward launch replays memory as the forward pass would see it (Quadrants'
-    tests call it so): the gradient is right and it runs. After a forward launch the same read is stale."""
+def test_kernel_grad_replays_the_last_launch_with_the_values_it_saved(arch: object) -> None:
+    """`kernel.grad` without the forward launch replays memory as the forward pass would see it (Quadrants' tests
+    call it so). After a forward launch outside a Tape, the launch copied y (its gradient reads y as it was before
+    it: `qd.ad.snapshots.LaunchCopies`) and kernel.grad replays with that copy, once: x.grad is 3 again, not the
+    3·x a replay of the new y gives, and y keeps what it holds. A second kernel.grad of the same launch is refused
+    (it would replay the new y), naming the Tape."""
     x, y, _, loss = _stale_fields()
+    xs = np.arange(1, N + 1, dtype=np.float32)
 
     scale = _scale_in_place(x, y, loss)
 
@@ -258,8 +263,82 @@ def test_a_stale_read_is_refused_only_once_the_forward_kernel_ran(arch: object) 
     scale.grad()
     np.testing.assert_allclose(x.grad.to_numpy(), np.full(N, 3.0))
     scale()
-    with pytest.raises(qd.QuadrantsCompilationError, match="`y` is read here"):
+    y.fill(100.0)  # a host write between the launch and its gradient: the copy is from before the launch
+    x.grad.fill(0.0)
+    y.grad.fill(0.0)
+    scale.grad()
+    np.testing.assert_allclose(x.grad.to_numpy(), np.full(N, 3.0))
+    np.testing.assert_allclose(y.grad.to_numpy(), xs)
+    np.testing.assert_allclose(y.to_numpy(), np.full(N, 100.0))
+    with pytest.raises(qd.QuadrantsCompilationError, match="(?s)`y` is read here.*once.*qd.ad.Tape"):
         scale.grad()
+    y.from_numpy(np.full(N, 2.0, np.float32))
+    scale()
+    x.grad.fill(0.0)
+    y.grad.fill(0.0)
+    scale.grad()
+    np.testing.assert_allclose(x.grad.to_numpy(), np.full(N, 2.0))
+    np.testing.assert_allclose(y.to_numpy(), 2.0 * xs)
+
+
+def test_kernel_grad_of_an_in_place_ndarray_kernel(arch: object) -> None:
+    """The same for a qd.ndarray argument with a gradient (`x[i] = x[i] * x[i]`): the gradient of the last launch
+    is 2·x0 against float64 finite differences of the forward pass."""
+    x0 = np.linspace(-1.5, 2.0, N).astype(np.float32)
+
+    @qd.kernel
+    def square(a: qd.types.ndarray(qd.f32, 1)):
+        for i in range(a.shape[0]):
+            a[i] = a[i] * a[i]
+
+    a = qd.ndarray(qd.f32, shape=N, needs_grad=True)
+    a.from_numpy(x0)
+    square(a)
+    a.grad.from_numpy(np.ones(N, np.float32))
+    square.grad(a)
+    want = central(lambda v: float(np.sum(v.astype(np.float64) ** 2)), x0.astype(np.float64))
+    np.testing.assert_allclose(a.grad.to_numpy(), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(a.to_numpy(), x0 * x0)
+
+
+def test_kernel_grad_copies_are_per_thread(arch: object) -> None:
+    """Threads that each launch a kernel and its gradient on their own fields get their own launch's copies."""
+    import threading
+
+    @qd.kernel
+    def scale(y: qd.template(), x: qd.template(), loss: qd.template()):
+        for i in range(N):
+            y[i] *= x[i]
+        for i in range(N):
+            loss[None] += y[i]
+
+    sets = [_stale_fields() for _ in range(4)]
+    for k, (x, y, _, loss) in enumerate(sets):
+        y.from_numpy(np.full(N, 1.0 + k, np.float32))
+        loss.grad[None] = 1.0
+    barrier = threading.Barrier(len(sets))
+    errors = []
+
+    def work(x, y, loss):
+        try:
+            barrier.wait()
+            for _ in range(5):
+                x.grad.fill(0.0)
+                y.grad.fill(0.0)
+                scale(y, x, loss)
+                scale.grad(y, x, loss)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(x, y, loss)) for x, y, _, loss in sets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    xs = np.arange(1, N + 1, dtype=np.float64)
+    for k, (x, _, _, _) in enumerate(sets):  # the last launch read y = (1 + k) x^4
+        np.testing.assert_allclose(x.grad.to_numpy(), (1.0 + k) * xs ** 4, rtol=1e-6)
 
 
 def test_a_tape_whose_later_kernel_overwrites_a_read_is_differentiated(arch: object) -> None:

@@ -132,9 +132,10 @@ def test_without_debug_warns_and_the_tape_replays_the_read_value(arch: object) -
     assert x.grad[1] == 10.0 and b.grad[None] == 1.0
 
 
-def test_without_a_tape_the_gradient_refuses_the_stale_read(arch: object) -> None:
-    """`kernel.grad` alone after the forward launch has no saved copy: the read it would replay stale is refused
-    (`qd.ad.stale_reads`), naming the line."""
+def test_without_a_tape_the_gradient_replays_the_saved_read_once(arch: object) -> None:
+    """`kernel.grad` alone after the forward launch: the launch copied b (its gradient reads b as it was before it)
+    and the gradient replays that copy (x.grad[1] = 10, not Quadrants' 110); b keeps what the launch left. A second
+    `kernel.grad` of the same launch would replay b = 110: refused (`qd.ad.stale_reads`), naming the line."""
     _debug(arch, debug=False)
     x, loss, b = _fields()
 
@@ -145,6 +146,9 @@ def test_without_a_tape_the_gradient_refuses_the_stale_read(arch: object) -> Non
 
     broke_rule()
     loss.grad[None] = 1.0
+    broke_rule.grad()
+    assert x.grad[1] == 10.0 and b.grad[None] == 1.0
+    assert b[None] == 110
     with pytest.raises(qd.QuadrantsCompilationError, match=r"`b` is read here.*loss\[None\] = x\[1\] \* b"):
         broke_rule.grad()
 

@@ -188,4 +188,30 @@ class Snapshots:
         return {"copies": self.made, "bytes": self.bytes}
 
 
-__all__ = ["Snapshots", "storage"]
+class LaunchCopies:
+    """`kernel.grad` outside a Tape: the objects one primal launch overwrites that its gradient reads as they were
+    before it (`before_launch_buffers`: `x[i] = x[i] * x[i]`), copied just before that launch. The kernel keeps the
+    copies of its last launch per thread, for one reverse launch: `put_back` gives the objects those contents for
+    it, `restore` the contents they had when it was called. Memory: one copy of each such object per kernel and
+    thread; time: one copy per launch, made only where the kernel has a buffer with a gradient."""
+
+    def __init__(self, objs: list[HostData]) -> None:
+        self.saved = {id(o): (o, np.array(o._host_view(), copy=True)) for o in objs}
+
+    def ids(self) -> frozenset:
+        return frozenset(self.saved)
+
+    def put_back(self) -> list:
+        current = []
+        for obj, a in self.saved.values():
+            current.append((obj, np.array(obj._host_view(), copy=True)))
+            obj.from_numpy(a)
+        return current
+
+    @staticmethod
+    def restore(current: list) -> None:
+        for obj, a in current:
+            obj.from_numpy(a)
+
+
+__all__ = ["LaunchCopies", "Snapshots", "storage"]

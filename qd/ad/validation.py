@@ -168,8 +168,9 @@ def stale_read_errors(k: ir.KernelIR, grads: Sequence[int]) -> dict:
             f"kernel.grad: `{name}` is read here and written by the same kernel after it (or again in a loop around "
             f"it): the reverse pass replays the read after the forward pass wrote it, so the gradient would use the "
             f"new value. Write the result to another field (a time-indexed one, as differentiable simulations do) or "
-            f"split the kernel (a qd.ad.Tape saves the buffer before such a launch only where every read of it "
-            f"comes before its writes and no loop runs a write before a read){_where(stale.loc)}")
+            f"split the kernel (qd copies the buffer before such a launch, for a qd.ad.Tape or for one kernel.grad of "
+            f"the last launch, only where every read of it comes before its writes and no loop runs a write before "
+            f"a read){_where(stale.loc)}")
     return out
 
 

@@ -78,6 +78,9 @@ class Kernel:
         self._plan: Any = None
         self._grad_plan: Any = None  # `kernel.grad`'s
         self._primal_launched = False  # a `kernel.grad` after it replays memory the primal wrote (`ck.stale`)
+        # per thread: `copies`, what the last primal launch outside a Tape overwrote that its gradient reads
+        # (`qd.ad.snapshots.LaunchCopies`, for one `kernel.grad`), and `used`, set once a kernel.grad took them
+        self._before = threading.local()
         # key -> the lock of the thread compiling that instance (others wait for it: `_instance`)
         self._compiling: dict[tuple, threading.Lock] = {}
         self._compiling_lock = threading.Lock()
@@ -152,13 +155,23 @@ class Kernel:
         if grad_arrays:  # the reverse pass appends the grads' ArgDecls after all others
             launch_args = list(launch_args) + grad_arrays
         self._last_ck = ck
+        copies = None
         if mode == "grad" and ck.stale is not None and self._primal_launched:
-            # the forward kernel ran: its replay would read what it wrote, unless a Tape put those buffers back
-            err = _stale_unserved(ck, bindings, launch_args, ad_state.before)
+            # the forward kernel ran: its replay would read what it wrote, unless a Tape put those buffers back or
+            # the forward launch saved them (`LaunchCopies`)
+            before = ad_state.before
+            if not before:
+                copies, self._before.copies = getattr(self._before, "copies", None), None
+                before = copies.ids() if copies is not None else frozenset()
+            err = _stale_unserved(ck, bindings, launch_args, before)
             if err is not None:
-                raise type(err)(str(err))
+                raise type(err)(str(err) + (_USED_COPIES.format(name=self.fn.__name__)
+                                            if getattr(self._before, "used", False) else ""))
+            self._before.used = copies is not None
         if mode in ("", "validate"):
             self._primal_launched = True
+            if tape is None or ad_state.grad_replaced:  # a `kernel.grad` may follow: keep what its replay reads
+                self._before.copies = _launch_copies(ck, bindings, launch_args)
         if mode == "validate":  # fresh zeroed checkbits for every validated launch
             bindings = [b.zeros() if isinstance(b, _Checkbits) else b for b in bindings]
 
@@ -169,6 +182,7 @@ class Kernel:
             taped = _tape_launch(self, ck, bindings, launch_args, not ad_state.grad_replaced)
             if hasattr(tape, "launching"):  # before the launch: the Tape saves what it overwrites (`qd.ad.snapshots`)
                 tape.launching(taped)
+        current = copies.put_back() if copies is not None else None
         try:
             result = _launch.launch(ck, bindings, launch_args)
         except RecursionError:  # compiling for a tier at its first launch (GPU code, native code)
@@ -176,11 +190,13 @@ class Kernel:
         finally:
             for fn in post:
                 fn()
+            if current is not None:
+                copies.restore(current)
         if taped is not None:
             taped.generations = {r.buffer: getattr(taped.owners[r.buffer], "generation", None) for r in taped.reads}
             tape.launched(taped)
         if mode in ("", "grad"):  # the plan later calls of this shape launch through (primal, or kernel.grad)
-            plan = None if tape is not None or nd_grads or ck.stale is not None else \
+            plan = None if tape is not None or nd_grads or ck.stale is not None or _copies_before(ck) else \
                 _launch_plan.armed(ck, sig, values, bindings, key not in self._hidden, self._guards.get(key, ()))
             if mode:
                 self._grad_plan = plan
@@ -307,12 +323,15 @@ def _reverse_instance(k_ir: ir.KernelIR, bindings: list, nd_grads: tuple = ()) -
     return k_ir, bindings + [bindings[b].grad if k_ir.buffers[b].kind == "field" else None for b in grads], stale
 
 
-def _tape_launch(kernel: Kernel, ck: Any, bindings: list, launch_args: list, replayed: bool) -> Any:
-    """What a Tape keeps of a launch to find reads a later launch overwrites (`qd.ad.stale_reads`): its writes, and
-    where the Tape replays its gradient (`replayed`: the launch was recorded) the reads that gradient needs and the
-    buffers it needs as they were before the launch (`before_launch_buffers`: their reads are served by the copy
-    the Tape saves before the launch, so they are not kept as reads). Its `generations` are set after the launch."""
-    from qd.ad.stale_reads import Launch, accesses, before_launch_buffers
+_USED_COPIES = (" (kernel.grad of {name} outside a qd.ad.Tape replays its last launch with the values that launch "
+                "saved, once: differentiate several launches of {name} inside a qd.ad.Tape)")
+
+
+def _accesses(ck: Any, bindings: list, launch_args: list) -> tuple:
+    """(reads its gradient needs, writes, buffers its gradient reads as they were before it) of a primal instance
+    (`qd.ad.stale_reads`; kept on `ck`), the reads without those buffers' (a copy from before the launch serves
+    them)."""
+    from qd.ad.stale_reads import accesses, before_launch_buffers
 
     if ck.tape_accesses is None:
         grads = [b for b, decl in enumerate(ck.ir.buffers)
@@ -321,7 +340,35 @@ def _tape_launch(kernel: Kernel, ck: Any, bindings: list, launch_args: list, rep
         reads, writes = accesses(ck.ir, grads)
         before = before_launch_buffers(ck.ir, grads)
         ck.tape_accesses = ([r for r in reads if r.buffer not in before], writes, before)
-    reads, writes, before = ck.tape_accesses
+    return ck.tape_accesses
+
+
+def _copies_before(ck: Any) -> bool:
+    """Whether primal launches of `ck` save copies for a `kernel.grad` (`_launch_copies`: not through a plan)."""
+    return bool(ck.tape_accesses is not None and ck.tape_accesses[2])
+
+
+def _launch_copies(ck: Any, bindings: list, launch_args: list) -> Any:
+    """The copies a primal launch outside a Tape makes of what it overwrites that its gradient reads as it was
+    before it (`qd.ad.snapshots.LaunchCopies`), or None where there is none or the kernel has no gradient."""
+    from qd.ad.snapshots import LaunchCopies, storage
+
+    before = _accesses(ck, bindings, launch_args)[2]
+    if not before:
+        return None
+    owners = _launch._owners(ck, bindings, launch_args)
+    objs = {id(o): o for o in (storage(owners[b]) for b in sorted(before)) if o is not None}
+    return LaunchCopies(list(objs.values())) if objs else None
+
+
+def _tape_launch(kernel: Kernel, ck: Any, bindings: list, launch_args: list, replayed: bool) -> Any:
+    """What a Tape keeps of a launch to find reads a later launch overwrites (`qd.ad.stale_reads`): its writes, and
+    where the Tape replays its gradient (`replayed`: the launch was recorded) the reads that gradient needs and the
+    buffers it needs as they were before the launch (`before_launch_buffers`: their reads are served by the copy
+    the Tape saves before the launch, so they are not kept as reads). Its `generations` are set after the launch."""
+    from qd.ad.stale_reads import Launch
+
+    reads, writes, before = _accesses(ck, bindings, launch_args)
     if not replayed:
         reads, before = [], frozenset()
     owners = _launch._owners(ck, bindings, launch_args)
