@@ -25,7 +25,7 @@ from qd.runtime._hostdata import HostData
 
 def storage(owner: Any) -> HostData | None:
     """The object whose storage `owner` is (a field component's parent), when the Tape can copy and track it."""
-    if getattr(owner, "_qd_component_view", False):
+    if getattr(type(owner), "_qd_component_view", False):  # on the class: a Field's __getattr__ costs ~5 us
         owner = owner._field
     if isinstance(owner, HostData) and getattr(owner, "_arr", None) is not None:
         return owner

@@ -331,7 +331,12 @@ def tape_stale_reads(launches: Sequence[Launch]) -> Iterator[tuple]:
     index dimensions both fix to constants or scalar arguments (`x[t, i]` read by step t, `x[t + 1, i]` written)."""
     # id(owner) -> {positions a write fixes: {those values: (launch, write)}}: one lookup per read and kind of write
     later: dict = {}
-    for launch in reversed(launches):
+    # only writes after some read of the same object can hit: the others are not indexed (a Tape whose 1000 steps keep
+    # writes only, being inside a `grad_replaced` function, and whose last kernels read)
+    read_owners = {id(lc.owners[r.buffer]) for lc in launches for r in lc.reads}
+    first_reader = next((n for n, lc in enumerate(launches) if lc.reads), len(launches))
+    for n in range(len(launches) - 1, -1, -1):
+        launch = launches[n]
         for r in launch.reads:
             owner = launch.owners[r.buffer]
             if owner is None:
@@ -346,9 +351,11 @@ def tape_stale_reads(launches: Sequence[Launch]) -> Iterator[tuple]:
                 if hit is not None:
                     yield (launch, r) + hit
                     break
+        if n <= first_reader:
+            continue
         for w in launch.writes:
             owner = launch.owners[w.buffer]
-            if owner is not None:
+            if owner is not None and id(owner) in read_owners:
                 wv = _values(w, launch.args)
                 fixed = tuple(p for p, v in enumerate(wv) if v is not None)
                 later.setdefault(id(owner), {}).setdefault(fixed, {}).setdefault(
