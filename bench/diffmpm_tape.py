@@ -24,10 +24,10 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
 
-import programs  # noqa: E402
+import programs
 
-import qd  # noqa: E402
-from qd.ad import custom  # noqa: E402
+import qd
+from qd.ad import custom
 
 
 @contextlib.contextmanager
