@@ -39,49 +39,68 @@ def _count_uses(blocks: list[ir.Block], roots: tuple) -> tuple[Counter, Counter]
 
 
 class _Liveness:
-    """Backward liveness of locals: which `LocalStore`s no `LocalLoad` can observe."""
+    """Backward liveness of locals: which `LocalStore`s no `LocalLoad` can observe.
+
+    Live sets are ints (one bit per `Alloca`). Each block has a summary (gen, kill): live before it is
+    `gen | (live after it & ~kill)`, computed once, bottom-up, so a loop is not iterated to a fixpoint (its
+    body's live-in is `gen | (after & ~kill)` at once, and live before the loop `after | gen`: it may run zero
+    times) and nested loops cost no more than straight code: linear in the kernel's size. `mark(stmts, after)`
+    then walks each statement once with the actual live set and records the dead stores."""
 
     def __init__(self, blocks: list[ir.Block]) -> None:
-        self.every = frozenset(s for b in blocks for s in ir.walk(b) if isinstance(s, ir.Alloca))
+        every = [s for b in blocks for s in ir.walk(b) if isinstance(s, ir.Alloca)]
+        self.bit = {a: 1 << n for n, a in enumerate(every)}
+        self.every = (1 << len(every)) - 1
         self.dead: set = set()
-        self.record = True
+        self._summaries: dict = {}  # id(stmts) -> (gen, kill, stmts), the tuple kept alive with its id
 
-    def block(self, stmts: tuple, live: set) -> set:
-        live = set(live)
+    def summary(self, stmts: tuple) -> tuple[int, int]:
+        """(gen, kill) of a statement sequence."""
+        hit = self._summaries.get(id(stmts))
+        if hit is not None and hit[2] is stmts:
+            return hit[0], hit[1]
+        gen = kill = 0
         for s in reversed(stmts):
-            live = self.stmt(s, live)
-        return live
+            g, k = self._stmt(s)
+            gen, kill = g | (gen & ~k), kill | k
+        self._summaries[id(stmts)] = (gen, kill, stmts)
+        return gen, kill
 
-    def stmt(self, s: ir.Stmt, live: set) -> set:
+    def _stmt(self, s: ir.Stmt) -> tuple[int, int]:
         if isinstance(s, ir.LocalStore):
-            if self.record and s.var not in live:
-                self.dead.add(s)
-            live.discard(s.var)
-        elif isinstance(s, ir.Alloca):
-            live.discard(s)  # zero-initialised here: a definition
-        elif isinstance(s, (ir.LocalLoad, ir.LocalAtomic)):  # an atomic update reads the local first
-            live.add(s.var)
-        elif isinstance(s, (ir.Break, ir.Continue)):
-            return set(self.every)
-        elif isinstance(s, ir.If):
-            return self.block(s.then.stmts, live) | self.block(s.else_.stmts, live)
-        elif isinstance(s, (ir.RangeFor, ir.While)):
-            return live | self.loop(s.body.stmts, live)
-        return live
+            return 0, self.bit[s.var]
+        if isinstance(s, ir.Alloca):  # zero-initialised here: a definition
+            return 0, self.bit[s]
+        if isinstance(s, (ir.LocalLoad, ir.LocalAtomic)):  # an atomic update reads the local first
+            return self.bit[s.var], 0
+        if isinstance(s, (ir.Break, ir.Continue)):  # conservative: everything is live where it jumps to
+            return self.every, self.every
+        if isinstance(s, ir.If):
+            g1, k1 = self.summary(s.then.stmts)
+            g2, k2 = self.summary(s.else_.stmts)
+            return g1 | g2, k1 & k2
+        if isinstance(s, (ir.RangeFor, ir.While)):
+            return self.summary(s.body.stmts)[0], 0
+        return 0, 0
 
-    def loop(self, body: tuple, after: set) -> set:
-        """Live-in of a loop body whose end flows to the next iteration or out of the loop."""
-        record, self.record = self.record, False
-        entry: set = set()
-        while True:
-            new = self.block(body, after | entry)
-            if new == entry:
-                break
-            entry = new
-        self.record = record
-        if record:
-            self.block(body, after | entry)
-        return entry
+    def mark(self, stmts: tuple, live: int) -> int:
+        """Live before `stmts` given `live` after them; records the stores in them that no load observes."""
+        for s in reversed(stmts):
+            if isinstance(s, ir.LocalStore):
+                b = self.bit[s.var]
+                if not live & b:
+                    self.dead.add(s)
+                live &= ~b
+            elif isinstance(s, ir.If):
+                live = self.mark(s.then.stmts, live) | self.mark(s.else_.stmts, live)
+            elif isinstance(s, (ir.RangeFor, ir.While)):
+                gen = self.summary(s.body.stmts)[0]
+                self.mark(s.body.stmts, live | gen)  # its end flows out and to the next iteration: after | live-in
+                live |= gen
+            else:
+                g, k = self._stmt(s)
+                live = g | (live & ~k)
+        return live
 
 
 class _Sweep:
@@ -128,7 +147,7 @@ def _dce_blocks(blocks: list[ir.Block], roots: tuple, stores: bool = False) -> l
         if stores:
             lv = _Liveness(blocks)
             for b in blocks:
-                lv.block(b.stmts, set())
+                lv.mark(b.stmts, 0)
             dead = lv.dead
         sweep = _Sweep(*_count_uses(blocks, roots), dead)
         blocks = [sweep.block(b) for b in reversed(blocks)][::-1]
