@@ -1,7 +1,8 @@
 """Conditional expressions `a if c else b` in kernels.
 
 A compile-time condition picks a branch and builds only it (its value may be anything: a list of indices, a
-field, None). A runtime condition chooses between values (Quadrants' rules):
+field, None). A vector condition is refused (Quadrants': `qd.select` chooses entry by entry). A runtime
+condition chooses between values (Quadrants' rules):
 - scalars are promoted to a common type; vectors and matrices choose entry by entry and must have one shape;
   a scalar branch is broadcast to the other's shape;
 - a tuple or list of scalars is a vector (`(i, j) if c else (j, i)`, an index into a 2-D field or matrix), a
@@ -17,7 +18,7 @@ import ast
 from typing import Any
 
 from qd import ir
-from qd.errors import QuadrantsTypeError
+from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError
 from qd.frontend import expr as _e
 from qd.frontend import values as _v
 from qd.frontend.expr import Expr
@@ -100,9 +101,9 @@ class ConditionalMixin:
         if not _e.is_expr(test) and not _e.is_matrix(test):
             return self.visit(node.body if test else node.orelse)
         if _e.is_matrix(test):
-            a, c = branch_value(self.visit(node.body)), branch_value(self.visit(node.orelse))
-            check_shapes(a, c)
-            return _e.select(self._bool(test), a, c)
+            raise QuadrantsSyntaxError(f"the condition of a conditional expression is a "
+                                       f"{'vector' if test.ndim == 1 else 'matrix'}, not a scalar. Please use "
+                                       f'"qd.select" instead.')
         cond = self._bool(test)
         b = self.b
         b.push()

@@ -145,9 +145,10 @@ class ExprMixin:
     def visit_Slice(self, node: ast.Slice) -> slice:
         f = [self.visit(x) if x is not None else None for x in (node.lower, node.upper, node.step)]
         if any(isinstance(x, Expr) for x in f):
-            raise QuadrantsSyntaxError("Quadrants does not support variables in slices: the bounds and step of a "
-                                       "slice must be compile-time values (literals, qd.static loop indices, "
-                                       "template arguments); index entries one by one for a runtime range")
+            raise QuadrantsSyntaxError("Quadrants does not support variables in slice now, please use constant "
+                                       "instead of it: the bounds and step of a slice must be compile-time values "
+                                       "(literals, qd.static loop indices, template arguments); index entries one "
+                                       "by one for a runtime range")
         return slice(*f)
 
     def visit_NamedExpr(self, node: ast.NamedExpr) -> Any:

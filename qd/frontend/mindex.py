@@ -9,8 +9,9 @@ runtime index); loads gather entries (`gather`), stores get the places each runt
   the result, an axis indexed by a number is dropped (`m[i, :]` is a vector, `m[:2, :2]` a 2x2 matrix);
 - a number index must lie in [0, extent) (a negative one is refused, Quadrants' rule: its meaning would
   depend on whether the index is known at compile time); a runtime index is checked in debug mode;
-- `m[i]` on a matrix is row `i` (`m[i, :]`); a vector index (`m[qd.Vector([i, j])]`, the value of a tuple
-  conditional expression) stands for its entries.
+- `m[i]` on a matrix is row `i` (qd's, tested in tests/test_matrix.py; Quadrants refuses it and asks for
+  `m[i, :]`); a vector index (`m[qd.Vector([i, j])]`, the value of a tuple conditional expression) stands
+  for its entries.
 This module knows nothing of AST nodes or assignment targets; the transformer wraps what it returns.
 """
 
@@ -70,10 +71,10 @@ def select(shape: tuple, idx: Any, check: bool = True) -> Selection:
     keys = keys_of(idx)
     what = describe(shape)
     if len(shape) == 2 and len(keys) == 1:
-        keys.append(slice(None))  # m[i] is row i
+        keys.append(slice(None))  # m[i] is row i (qd's; Quadrants asks for m[i, :])
     if len(keys) != len(shape):
-        raise QuadrantsIndexError(f"{what} takes {len(shape)} ind{'ex' if len(shape) == 1 else 'ices'}, "
-                                  f"got {len(keys)}")
+        raise QuadrantsIndexError(f"Expected {len(shape)} indices, got {len(keys)}: {what} takes "
+                                  f"{len(shape)} ind{'ex' if len(shape) == 1 else 'ices'}")
     axes: list = []
     out_shape: list = []
     for axis, (k, d) in enumerate(zip(keys, shape)):
