@@ -293,9 +293,10 @@ def test_tuple_conditional_expression_as_index_and_value():
     pair.from_numpy(np.arange(16, dtype=np.int32).reshape(4, 4) * 3)
 
     @qd.kernel
-    def k(ga: qd.i32, gb: qd.i32):
+    def k(ga: qd.i32, gb: qd.i32, pairs: qd.types.ndarray(dtype=qd.i32, ndim=2)):
         # narrowphase.py: collision_pair_idx[(i_gb, i_ga) if i_ga > i_gb else (i_ga, i_gb)]
         out[0] = pair[(gb, ga) if ga > gb else (ga, gb)]
+        out[7] = pairs[(gb, ga) if ga > gb else (ga, gb)]
         m = qd.Matrix([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
         out[1] = m[(gb, 0) if ga > gb else (ga, 2)]
         i, j = (ga, gb) if ga < gb else [gb, ga]  # unpacked; a list branch too
@@ -309,8 +310,9 @@ def test_tuple_conditional_expression_as_index_and_value():
         z = qd.Vector([ga, gb]) if ga > gb else 7  # a scalar branch is broadcast
         out[6] = z[0] + z[1]
 
+    arr = np.arange(16, dtype=np.int32).reshape(4, 4) * 5
     for ga, gb in ((3, 1), (1, 2)):
-        k(ga, gb)
+        k(ga, gb, arr)
         lo, hi = min(ga, gb), max(ga, gb)
         p = np.arange(16).reshape(4, 4) * 3
         m = np.arange(1.0, 10.0).reshape(3, 3)
@@ -318,8 +320,9 @@ def test_tuple_conditional_expression_as_index_and_value():
         u = (p[ga, gb], gb) if ga > gb else (gb, p[gb, ga])
         w = np.array([[1, 2], [3, ga]]) if ga > gb else np.array([[5, 6], [7, 8]])
         z = ga + gb if ga > gb else 14
-        want = [p[lo, hi], m[gb, 0] if ga > gb else m[ga, 2], lo * 10 + hi, t1, u[0] - u[1], w[1, 1] + w[0, 1], z]
-        np.testing.assert_array_equal(out.to_numpy()[:7], np.array(want, np.float32))
+        want = [p[lo, hi], m[gb, 0] if ga > gb else m[ga, 2], lo * 10 + hi, t1, u[0] - u[1], w[1, 1] + w[0, 1], z,
+                arr[lo, hi]]
+        np.testing.assert_array_equal(out.to_numpy(), np.array(want, np.float32))
 
 
 @pytest.mark.usefixtures("_qd")
