@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import qd
-from qd.errors import QuadrantsIndexError, QuadrantsSyntaxError, QuadrantsTypeError
+from qd.errors import QuadrantsAssertionError, QuadrantsIndexError, QuadrantsSyntaxError, QuadrantsTypeError
+from tests.conftest import init_arch
 
 HERE = __file__
 M = np.arange(1.0, 13.0, dtype=np.float32).reshape(3, 4)  # the local matrix most kernels slice
@@ -176,6 +177,32 @@ def test_runtime_row_out_of_range_store_writes_nothing():
 
     k(5)
     assert out[0, 0] == 10.0
+
+
+def test_runtime_index_with_slice_is_bound_checked_in_debug_mode(arch):
+    qd.reset()
+    init_arch(arch, debug=True)
+    out = qd.field(qd.f32, shape=2)
+
+    @qd.kernel
+    def load(q: qd.i32):
+        m = qd.Matrix([[1.0, 2.0], [3.0, 4.0]])
+        out[0] = m[q, :].sum()
+
+    @qd.kernel
+    def store(q: qd.i32):
+        m = qd.Matrix([[1.0, 2.0], [3.0, 4.0]])
+        m[:, q] = qd.Vector([5.0, 6.0])
+        out[1] = m[1, 1]
+
+    load(1)
+    store(1)
+    assert out.to_numpy().tolist() == [7.0, 6.0]
+    for fn, what in ((load, "axis 0 of a local matrix of shape (2, 2)"), (store, "axis 1 of a local matrix")):
+        with pytest.raises(QuadrantsAssertionError, match=r"Out of bound access.*index 5 is out of \[0, 2\) for "
+                           + what.replace("(", r"\(").replace(")", r"\)")):
+            fn(5)
+            qd.sync()
 
 
 @pytest.mark.usefixtures("_qd")
