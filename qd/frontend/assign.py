@@ -9,8 +9,8 @@ from typing import Any
 
 from qd import ir
 from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError
-from qd.frontend import builtins as _qb
 from qd.frontend import expr as _e
+from qd.frontend import mindex as _mi
 from qd.frontend import structs as _s
 from qd.frontend import values as _v
 from qd.frontend.expr import Expr
@@ -32,6 +32,7 @@ class LV:
 
     refs: list
     shape: tuple | None = None
+    exact: bool = False  # a slice of a vector/matrix: a vector/matrix stored there must have its shape
 
 
 @dataclass
@@ -279,24 +280,15 @@ class AssignMixin:
             self.wrap_global(base[idx])
 
     def _lv_index(self, lv: LV, idx: Any) -> Any:
+        """The places `lv[idx]` names (`frontend/mindex.py`): an LV, or a DynLV over the places a runtime
+        index chooses among (`m[q, :]`: one row per value of `q`)."""
         if lv.shape is None:
             raise QuadrantsSyntaxError("a scalar cannot be indexed")
-        ids = self.index_list(idx)
-        shape = lv.shape
-        what = f"a local {'vector' if len(shape) == 1 else 'matrix'} of shape {shape}"
-        for axis, (i, d) in enumerate(zip(ids, shape)):
-            _qb.check_local_index(i, d, f"axis {axis} of {what}")
-        if len(ids) == 1 and len(shape) == 2:
-            rows = [LV(lv.refs[r * shape[1]:(r + 1) * shape[1]], (shape[1],)) for r in range(shape[0])]
-            return DynLV(ids[0], rows) if isinstance(ids[0], Expr) else rows[int(ids[0])]
-        if len(ids) != len(shape):
-            raise QuadrantsSyntaxError(f"a matrix of shape {shape} indexed with {len(ids)} indices")
-        flat: Any = 0
-        for i, d in zip(ids, shape):
-            flat = _e.binary("add", _e.binary("mul", flat, d), i)
-        if isinstance(flat, Expr):
-            return DynLV(flat, [LV([r]) for r in lv.refs])
-        return LV([lv.refs[int(flat)]])
+        sel = _mi.select(lv.shape, idx)
+        index, options = _mi.places(sel)
+        shape = sel.shape or None
+        lvs = [LV([lv.refs[p] for p in opt], shape, exact=shape is not None) for opt in options]
+        return lvs[0] if index is None else DynLV(index, lvs)
 
     def _lv_attribute(self, base: Any, attr: str) -> Any:
         from qd.frontend.exprs import _SWIZZLE
@@ -338,8 +330,9 @@ class AssignMixin:
                 raise QuadrantsTypeError("cannot assign a vector/matrix to a scalar")
             return [value]
         if _e.is_matrix(value):
-            if len(value.entries) != len(lv.refs):
-                raise QuadrantsTypeError(f"shape mismatch in assignment: {lv.shape} and {_v.shape_of(value)}")
+            if len(value.entries) != len(lv.refs) or lv.exact and _v.shape_of(value) != lv.shape:
+                raise QuadrantsTypeError(f"cannot assign a value of shape {_v.shape_of(value)} to a place of shape "
+                                         f"{lv.shape}")
             return list(value.entries)
         return [value] * len(lv.refs)
 
@@ -383,7 +376,7 @@ class AssignMixin:
         raise QuadrantsSyntaxError("unsupported loop target")
 
 
-__all__ = ["AssignMixin", "LV", "DynLV", "SeqLV"]
+__all__ = ["LV", "AssignMixin", "DynLV", "SeqLV"]
 
 
 def _component_names(name: str, shape: tuple) -> list[str]:

@@ -14,10 +14,10 @@ matrices (they have `_map` / `_zip`) are handled elementwise.
 from __future__ import annotations
 
 import linecache
-
 import math
 import operator
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +34,7 @@ _NUMBER = (int, float, bool, np.integer, np.floating, np.bool_)
 class Expr:
     """A scalar runtime value in a kernel being compiled."""
 
-    __slots__ = ("value", "ptr")
+    __slots__ = ("ptr", "value")
     __hash__ = object.__hash__
 
     def __init__(self, value: ir.Value, ptr: ir.Value | None = None) -> None:
@@ -90,8 +90,8 @@ class Expr:
     def __le__(self, o: Any) -> Any: return binary("le", self, o)
     def __gt__(self, o: Any) -> Any: return binary("gt", self, o)
     def __ge__(self, o: Any) -> Any: return binary("ge", self, o)
-    def __eq__(self, o: Any) -> Any: return binary("eq", self, o)  # type: ignore[override]
-    def __ne__(self, o: Any) -> Any: return binary("ne", self, o)  # type: ignore[override]
+    def __eq__(self, o: object) -> Any: return binary("eq", self, o)  # type: ignore[override]
+    def __ne__(self, o: object) -> Any: return binary("ne", self, o)  # type: ignore[override]
     def __neg__(self) -> Any: return unary("neg", self)
     def __pos__(self) -> Any: return self
     def __invert__(self) -> Any: return unary("bit_not", self)
@@ -316,7 +316,7 @@ _PY_UNARY: dict[str, Callable[[Any], Any]] = {
     "sqrt": math.sqrt, "rsqrt": lambda x: 1.0 / math.sqrt(x), "exp": math.exp, "log": math.log,
     "sin": math.sin, "cos": math.cos, "tan": math.tan, "asin": math.asin, "acos": math.acos,
     "tanh": math.tanh, "floor": math.floor, "ceil": math.ceil, "round": round,
-    "popcnt": lambda x: bin(x & ((1 << 64) - 1) if x < 0 else x).count("1"),
+    "popcnt": lambda x: bin(x & ((1 << 64) - 1) if x < 0 else x).count("1"),  # noqa: FURB161 (numpy ints too)
 }
 
 
@@ -364,6 +364,11 @@ def select(cond: Any, a: Any, b: Any) -> Any:
 
 
 def _select_matrix(cond: Any, a: Any, b: Any, proto: Any) -> Any:
+    shapes = {x.get_shape() if hasattr(x, "get_shape") else len(x.entries) for x in (cond, a, b) if is_matrix(x)}
+    if len(shapes) > 1:
+        raise QuadrantsTypeError(f"select: the condition and the values must have one shape (a scalar is "
+                                 f"broadcast), got shapes {sorted(shapes, key=str)}")
+
     def entries(x: Any) -> list:
         return list(x.entries) if is_matrix(x) else [x] * len(proto.entries)
     out = [select(c, x, y) for c, x, y in zip(entries(cond), entries(a), entries(b))]

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import string
 import operator
+import string
 from typing import Any
 
 from qd import ir
 from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError
-from qd.frontend import builtins as _qb
 from qd.frontend import expr as _e
+from qd.frontend import mindex as _mi
 from qd.frontend import structs as _s
 from qd.frontend import values as _v
 from qd.frontend.expr import Expr
@@ -32,7 +32,6 @@ _PYCMP = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.Gt
           ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Is: operator.is_, ast.IsNot: operator.is_not,
           ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
 _SWIZZLE = {c: i for i, c in enumerate("xyzw")} | {c: i for i, c in enumerate("rgba")}
-_CHEAP = (ir.Const, ir.OpStmt, ir.LocalLoad, ir.ArgLoad, ir.ExternalShape, ir.GlobalPtr)
 
 
 class FString:
@@ -146,7 +145,10 @@ class ExprMixin:
     def visit_Slice(self, node: ast.Slice) -> slice:
         f = [self.visit(x) if x is not None else None for x in (node.lower, node.upper, node.step)]
         if any(isinstance(x, Expr) for x in f):
-            raise QuadrantsSyntaxError("slices need compile-time bounds")
+            raise QuadrantsSyntaxError("Quadrants does not support variables in slice now, please use constant "
+                                       "instead of it: the bounds and step of a slice must be compile-time values "
+                                       "(literals, qd.static loop indices, template arguments); index entries one "
+                                       "by one for a runtime range")
         return slice(*f)
 
     def visit_NamedExpr(self, node: ast.NamedExpr) -> Any:
@@ -243,47 +245,14 @@ class ExprMixin:
         return self.wrap_global(base[idx])
 
     def matrix_index(self, m: Any, idx: Any) -> Any:
-        shape = _v.shape_of(m)
+        """`m[idx]` of a vector/matrix value: an entry, or a vector/matrix for slices (`frontend/mindex.py`)."""
         ents = list(m.entries)
-        if isinstance(idx, slice):
-            if len(shape) != 1:
-                raise QuadrantsSyntaxError("slicing is only supported on vectors")
-            sel = ents[idx]
-            return _v.make_matrix(sel, (len(sel),))
-        ids = self.index_list(idx)
         # an element of a boundary="clamp" ndarray: its flat element offset clamps too (Quadrants')
         clamp = bool(ents) and all(isinstance(e, Expr) and isinstance(e.ptr, ir.GlobalPtr)
                                    and e.ptr.buffer in self.b.clamped for e in ents)
-        what = f"a local {'vector' if len(shape) == 1 else 'matrix'} of shape {tuple(shape)}"
-        for axis, (i, d) in enumerate(zip(ids, shape)):
-            if not clamp:
-                _qb.check_local_index(i, d, f"axis {axis} of {what}")
-        if len(ids) == 1 and len(shape) == 2:
-            i = ids[0]
-            if isinstance(i, Expr):
-                if clamp:
-                    i = _e.binary("max", _e.binary("min", i, shape[0] - 1), 0)
-                rows = [_v.make_matrix(ents[r * shape[1]:(r + 1) * shape[1]], (shape[1],)) for r in range(shape[0])]
-                return self._select_chain(i, rows)
-            return _v.make_matrix(ents[int(i) * shape[1]:(int(i) + 1) * shape[1]], (shape[1],))
-        if len(ids) != len(shape):
-            raise QuadrantsSyntaxError(f"a matrix of shape {shape} indexed with {len(ids)} indices")
-        flat: Any = 0
-        for i, d in zip(ids, shape):
-            if not isinstance(i, Expr) and not (0 <= int(i) < d):
-                raise QuadrantsSyntaxError(f"index {i} out of range for a matrix axis of size {d}")
-            flat = _e.binary("add", _e.binary("mul", flat, d), i)
-        if isinstance(flat, Expr):
-            if clamp:
-                flat = _e.binary("max", _e.binary("min", flat, len(ents) - 1), 0)
-            return self._select_chain(flat, ents)
-        return ents[int(flat)]
-
-    def _select_chain(self, i: Expr, options: list) -> Any:
-        out = options[-1]
-        for k in range(len(options) - 2, -1, -1):
-            out = _e.select(_e.binary("eq", i, k), options[k], out)
-        return out
+        sel = _mi.select(_v.shape_of(m), idx, check=not clamp)
+        picked = _mi.gather(ents, sel, clamp)
+        return _v.make_matrix(picked, sel.shape) if sel.shape else picked[0]
 
     # -------------------------------------------------------------- operators
     def visit_BinOp(self, node: ast.BinOp) -> Any:
@@ -383,52 +352,6 @@ class ExprMixin:
         outer[pos:pos] = [res, *b.pop().stmts]
         b.emit(ir.If, cond=cond.value, then=then)
         return Expr(b.load(res))
-
-    def visit_IfExp(self, node: ast.IfExp) -> Any:
-        test = self.visit(node.test)
-        if not is_runtime(test):
-            return self.visit(node.body if test else node.orelse)
-        if _e.is_matrix(test):
-            return _e.select(self._bool(test), self.visit(node.body), self.visit(node.orelse))
-        cond = self._bool(test)
-        b = self.b
-        b.push()
-        a = self.visit(node.body)
-        blk_a = b.pop()
-        b.push()
-        c = self.visit(node.orelse)
-        blk_c = b.pop()
-        if all(isinstance(s, _CHEAP) for blk in (blk_a, blk_c) for s in blk.stmts):
-            b.stack[-1].extend(blk_a.stmts + blk_c.stmts)
-            return _e.select(cond, a, c)
-        return self._ifexp_branches(cond, a, blk_a, c, blk_c)
-
-    def _ifexp_branches(self, cond: Expr, a: Any, blk_a: ir.Block, c: Any, blk_c: ir.Block) -> Any:
-        b = self.b
-        if _e.is_matrix(a) or _e.is_matrix(c):
-            proto = a if _e.is_matrix(a) else c
-            dt = _v.matrix_dtype(proto)
-            ea = list(a.entries) if _e.is_matrix(a) else [a] * len(proto.entries)
-            ec = list(c.entries) if _e.is_matrix(c) else [c] * len(proto.entries)
-        else:
-            ea, ec = [a], [c]
-            ta = a.dtype if isinstance(a, Expr) else _e.literal_dtype(a)
-            tc = c.dtype if isinstance(c, Expr) else _e.literal_dtype(c)
-            dt = dtypes.promote(ta, tc)
-        vars_ = [b.alloca(dt) for _ in ea]
-        blocks = []
-        for blk, vals in ((blk_a, ea), (blk_c, ec)):
-            b.push()
-            b.stack[-1].extend(blk.stmts)
-            b.depth += 1
-            for var, v in zip(vars_, vals):
-                b.store(var, _e.as_expr(v).value)
-            b.depth -= 1
-            blocks.append(b.pop())
-        b.emit(ir.If, cond=cond.value, then=blocks[0], else_=blocks[1])
-        outs = [Expr(b.load(v)) for v in vars_]
-        return _v.make_matrix(outs, _v.shape_of(a if _e.is_matrix(a) else c)) if len(outs) > 1 or \
-            _e.is_matrix(a) or _e.is_matrix(c) else outs[0]
 
     # -------------------------------------------------------------- strings and comprehensions
     def visit_JoinedStr(self, node: ast.JoinedStr) -> Any:

@@ -6,7 +6,8 @@ constructs qd does not support (`try`, `with`, `lambda`, `class`, `global`, `yie
 a `QuadrantsSyntaxError` that names the construct and shows `file:line:col` and the source line.
 Errors raised while building a node are re-raised with that node's position (`raise ... from None`).
 
-Expressions live in `exprs.py`, assignments in `assign.py`, loops in `loops.py`, calls, `print` and
+Expressions live in `exprs.py` (conditional expressions in `conditional.py`, vector/matrix indexing in
+`mindex.py`), assignments in `assign.py`, loops in `loops.py`, calls, `print` and
 `assert` in `calls.py`; this class mixes them together.
 """
 
@@ -21,6 +22,7 @@ from qd.frontend import expr as _e
 from qd.frontend.assign import AssignMixin
 from qd.frontend.builder import Builder
 from qd.frontend.calls import CallMixin
+from qd.frontend.conditional import ConditionalMixin
 from qd.frontend.context import FuncContext, FuncSource, position_error
 from qd.frontend.exprs import ExprMixin
 from qd.frontend.loops import LoopMixin
@@ -70,7 +72,7 @@ def fence(src: FuncSource, is_kernel: bool = False) -> None:
     src.fenced = True  # type: ignore[attr-defined]
 
 
-class Transformer(ExprMixin, AssignMixin, LoopMixin, CallMixin):
+class Transformer(ExprMixin, ConditionalMixin, AssignMixin, LoopMixin, CallMixin):
     """Builds IR for one function body (a kernel, or a func inlined at a call site)."""
 
     def __init__(self, b: Builder, ctx: FuncContext) -> None:
@@ -87,7 +89,7 @@ class Transformer(ExprMixin, AssignMixin, LoopMixin, CallMixin):
             if method is None:
                 raise QuadrantsSyntaxError(f'Unsupported node "{type(node).__name__}" in qd kernels')
             return method(node)
-        except Exception as e:  # noqa: BLE001 - re-raised with the position
+        except Exception as e:
             if getattr(e, "_qd_positioned", False):
                 position_error(self.src, node, e)  # adds this call site's frame when `e` came from a func
                 raise
