@@ -26,6 +26,7 @@ def test_levels_and_format(capsys: pytest.CaptureFixture) -> None:
     assert (qd._logging.TRACE, qd._logging.DEBUG, qd._logging.INFO, qd._logging.WARN, qd._logging.ERROR,
             qd._logging.CRITICAL) == ("trace", "debug", "info", "warn", "error", "critical")
     assert qd.WARN == qd._logging.WARN and qd._logging.supported_log_levels[0] == "debug"
+    assert qd.is_logging_effective is qd._logging.is_logging_effective
     qd._logging.set_logging_level("info")
     assert qd._logging.is_logging_effective("info") and not qd._logging.is_logging_effective("debug")
     qd._logging.info("hello {} {name}", 3, name="x")
