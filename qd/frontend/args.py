@@ -32,6 +32,7 @@ from qd import ir
 from qd.errors import QuadrantsRuntimeError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError
 from qd.frontend import values as _v
 from qd.types import dtypes
+from qd.lang import _template_mapper
 from qd.lang.buffer_view import BufferView
 from qd.lang.struct import Struct, StructType
 from qd.lang.tensor import TENSOR_TYPES, Tensor
@@ -385,6 +386,7 @@ def ndarray_spec(p: Param, v: Any) -> tuple[DataType, int, tuple, Any, Callable 
     ann: NdarrayType = p.ann
     post = None
     spec = getattr(v, "_qd_arg_spec", None)  # cached on qd ndarrays: their dtype never changes
+    native = True  # a qd ndarray: its checks against the annotation can be switched off (`_template_mapper`)
     if spec is not None:
         dt, es = spec
         arr, obj = v._storage(), v  # shape and dtype only: no device sync
@@ -396,6 +398,7 @@ def ndarray_spec(p: Param, v: Any) -> tuple[DataType, int, tuple, Any, Callable 
         except AttributeError:
             pass
     else:
+        native = False
         arr, obj, post = _as_numpy(p, v)
         es = ann.dtype.shape if isinstance(ann.dtype, MatrixType) else ()
         dt = _NP_DTYPES.get(arr.dtype)
@@ -404,20 +407,30 @@ def ndarray_spec(p: Param, v: Any) -> tuple[DataType, int, tuple, Any, Callable 
                 dt = _NP_DTYPES[arr.dtype] = dtypes.from_numpy_dtype(arr.dtype)
             except TypeError:
                 raise _type_error(p, repr(ann), v) from None
+    checked = not native or _template_mapper.arg_checks()
     want_es = ann.dtype.shape if isinstance(ann.dtype, MatrixType) else None
     want_dt = ann.dtype.dtype if isinstance(ann.dtype, MatrixType) else ann.dtype
-    if want_es is not None and tuple(es) != tuple(want_es):
+    if checked and want_es is not None and tuple(es) != tuple(want_es):
         raise QuadrantsRuntimeTypeError(f"Argument '{p.name}': expected element shape {tuple(want_es)}, got "
                                         f"{tuple(es)}")
-    if want_dt is not None and dt is not want_dt:
+    if checked and want_dt is not None and dt is not want_dt:
         raise QuadrantsRuntimeTypeError(f"Argument '{p.name}': expected an ndarray of dtype {want_dt}, got {dt}")
     ndim = arr.ndim - len(es)
     if ndim < 0 or len(arr.shape) < len(es) or tuple(arr.shape[ndim:]) != tuple(es):
         raise QuadrantsRuntimeTypeError(f"Argument '{p.name}': array of shape {arr.shape} does not end with the "
                                         f"element shape {tuple(es)}")
-    if ann.ndim is not None and ndim != ann.ndim:
+    if checked and ann.ndim is not None and ndim != ann.ndim:
         raise QuadrantsRuntimeTypeError(f"Argument '{p.name}': expected ndim {ann.ndim}, got ndim {ndim}")
     return dt, ndim, tuple(es), obj, post
+
+
+def matches_annotation(ann: NdarrayType, dt: DataType, ndim: int, es: tuple) -> bool:
+    """Whether an ndarray of scalar dtype `dt`, `ndim` outer axes and element shape `es` is what `ann` declares
+    (`ndarray_spec`'s checks, which builtins' `__debug__` switches off for qd ndarrays: `qd.lang._template_mapper`)."""
+    want_es = ann.dtype.shape if isinstance(ann.dtype, MatrixType) else None
+    want_dt = ann.dtype.dtype if isinstance(ann.dtype, MatrixType) else ann.dtype
+    return ((want_es is None or tuple(es) == tuple(want_es)) and (want_dt is None or dt is want_dt)
+            and (ann.ndim is None or ndim == ann.ndim))
 
 
 def size_class(obj: Any, ndim: int) -> int:
@@ -624,6 +637,20 @@ def _hidden_of(p: Param, v: Any, attr: str) -> Any:
     return g
 
 
+class _Unchecked:
+    def __repr__(self) -> str:
+        return "UNCHECKED"
+
+
+# in a key: an ndarray argument taken unchecked that does not match its annotation (`unchecked(key)`)
+UNCHECKED = _Unchecked()
+
+
+def unchecked(key: tuple) -> bool:
+    """Whether an instantiation key holds an ndarray argument taken unchecked against its annotation."""
+    return any(e is UNCHECKED for e in key)
+
+
 def convert(sig: Signature, values: list) -> tuple[tuple, list, list]:
     """(instantiation key, launch args per ArgDecl, post-launch callbacks) of a kernel call."""
     key: list = []
@@ -648,6 +675,8 @@ def convert(sig: Signature, values: list) -> tuple[tuple, list, list]:
             lay = getattr(obj, "_layout", None)
             large = size_class(obj, ndim)
             key.append((dt, ndim, es, large) if lay is None else (dt, ndim, es, large, lay))
+            if not _template_mapper.arg_checks() and not matches_annotation(p.ann, dt, ndim, es):
+                key.append(UNCHECKED)  # an instance whose launches must take the Python path, which checks
             args.append(obj)
             if cb is not None:
                 post.append(cb)

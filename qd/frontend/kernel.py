@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from qd import _launch as _clib
-from qd import ir
+from qd import _logging, ir
 from qd.ad import tape as _tape
 from qd.ad.forward import forward as _forward
 from qd.ad.reverse import reverse as _reverse
@@ -36,6 +36,7 @@ from qd.frontend.transformer import Transformer, fence
 from qd.runtime import config as _config
 from qd.runtime import launch as _launch
 from qd.runtime import launch_plan as _launch_plan
+from qd.runtime import pyquadrants as _pyq
 from qd.types.enums import AutodiffMode
 
 _KERNELS: weakref.WeakSet[Kernel] = weakref.WeakSet()
@@ -65,6 +66,10 @@ class Kernel:
     autodiff_mode = AutodiffMode.NONE
 
     def __init__(self, fn: Callable, **options: Any) -> None:
+        if getattr(fn, "_qd_dispatch_impl", False):  # `@qd.kernel` above `@dispatcher.register` (`qd.perf_dispatch`)
+            raise QuadrantsSyntaxError(
+                f"[KERNEL_ANNOTATION_ORDER] @qd.kernel is applied to '{fn.__name__}', an implementation already "
+                "registered with a qd.perf_dispatch dispatcher: put @dispatcher.register above @qd.kernel")
         self.fn = fn
         self.options = options
         self._instances: dict[tuple, tuple] = {}  # key -> (compiled kernel, bindings per buffer)
@@ -117,6 +122,8 @@ class Kernel:
         launch inside a `qd.ad.Tape(validation=True)` with debug on runs the "validate" instance."""
         if _bm.current() is not None:
             raise QuadrantsSyntaxError("Kernels cannot call other kernels; decorate the callee with @qd.func")
+        if _pyq.pending:  # a field declared since the last materialization (`qd/runtime/pyquadrants.py`)
+            _pyq.materialize()
         ad_state = _tape.state()  # this thread's Tape, FwdMode, grad_replaced
         tape = ad_state.tape
         cfg = _bm.cfg()
@@ -196,7 +203,8 @@ class Kernel:
             taped.generations = {r.buffer: getattr(taped.owners[r.buffer], "generation", None) for r in taped.reads}
             tape.launched(taped)
         if mode in ("", "grad"):  # the plan later calls of this shape launch through (primal, or kernel.grad)
-            plan = None if tape is not None or nd_grads or ck.stale is not None or _copies_before(ck) else \
+            plan = None if tape is not None or nd_grads or ck.stale is not None or _copies_before(ck) \
+                or _args.unchecked(key) else \
                 _launch_plan.armed(ck, sig, values, bindings, key not in self._hidden, self._guards.get(key, ()))
             if mode:
                 self._grad_plan = plan
@@ -237,6 +245,8 @@ class Kernel:
         """(compiled kernel, bindings per buffer) of one instance. Its hidden args, the (launch arg index
         of x, "grad") entries of the `x.grad` arrays the kernel reads, go to `_hidden[key]`; `_run`
         launches them after the user's args."""
+        _pyq.materialize()  # before every compile, as Quadrants (`qd/runtime/pyquadrants.py`)
+        _logging.trace(f"Materializing kernel {self.fn.__name__} in {mode or 'primal'} mode...")
         try:
             return self._build(values, mode, nd_grads, key)
         except RecursionError:  # in a pass or a code generator (the frontend positions its own)

@@ -53,13 +53,13 @@ def _fence_message(node: ast.AST, what: str, is_kernel: bool) -> str:
 
 
 def fence(src: FuncSource, is_kernel: bool = False) -> None:
-    """Reject unsupported syntax anywhere in the function (run once per function)."""
+    """Reject unsupported syntax anywhere in the function's body (run once per function). Its decorators,
+    annotations and defaults are Python evaluated when it is defined, not kernel code (`@d.register(
+    is_compatible=lambda ...)` above a kernel)."""
     if getattr(src, "fenced", False):
         return
     root = src.node
-    for node in ast.walk(root):
-        if node is root:
-            continue
+    for node in (n for stmt in root.body for n in ast.walk(stmt)):
         what = _FENCE.get(type(node))
         if what is None and isinstance(node, ast.Starred) and isinstance(node.ctx, ast.Store):
             what = "starred assignment targets"

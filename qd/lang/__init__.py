@@ -1,6 +1,6 @@
 """`qd.lang`: the `quadrants.lang` package path, kept so Quadrants code that reaches into it runs (re-exports only)."""
 
-from qd.lang import _kernel_types, buffer_view, exception, impl, misc, util  # noqa: F401
+from qd.lang import _kernel_types, _template_mapper, buffer_view, exception, impl, misc, util  # noqa: F401
 
 
 def __getattr__(name: str) -> object:

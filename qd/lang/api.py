@@ -1,6 +1,7 @@
-"""Public names of `qd.lang`: vectors, matrices, buffer views and small-matrix decompositions
-(re-exported at `qd` top level)."""
+"""Public names of `qd.lang`: vectors, matrices, buffer views, small-matrix decompositions and the autotuning
+dispatcher `perf_dispatch` (re-exported at `qd` top level)."""
 
+from qd.lang._perf_dispatch import perf_dispatch
 from qd.lang.buffer_view import BufferView
 from qd.lang.linalg import eig, make_spd, polar_decompose, solve, svd, sym_eig
 from qd.lang.matrix import Matrix, Vector
@@ -13,4 +14,4 @@ from qd.types.annotations import Template
 __all__: list[str] = ["BufferView", "Matrix", "Vector", "is_extension_enabled", "Template", "polar_decompose",
                       "svd", "sym_eig", "make_spd", "eig", "solve",
                       "Backend", "Tensor", "VectorTensor", "MatrixTensor", "tensor", "wrap",
-                      "Struct", "StructField", "dataclass", "Layout"]
+                      "Struct", "StructField", "dataclass", "Layout", "perf_dispatch"]

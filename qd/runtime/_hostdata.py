@@ -18,6 +18,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from qd.errors import HostIndexError, QuadrantsIndexError, QuadrantsRuntimeError, QuadrantsRuntimeTypeError
+from qd.runtime import pyquadrants as _pyq
 from qd.types.dtypes import DataType
 
 
@@ -114,6 +115,13 @@ class HostData:
     _arr: np.ndarray | None
     _layout: tuple[int, ...] | None = None  # canonical axis per physical nesting level; None: canonical order
     _mirror: Any = None  # the device copy on a GPU arch (`qd/runtime/device.py`): synced lazily through `arr`
+    _bulk_materializes = False  # fields: every bulk host operation materializes first (`qd/runtime/pyquadrants.py`)
+
+    def _materialize(self, bulk: bool) -> None:
+        """Materialize before a host operation where Quadrants does (`qd/runtime/pyquadrants.py`): before every
+        bulk operation on a field, else when a field was declared since the last materialization."""
+        if _pyq.pending or (bulk and self._bulk_materializes):
+            _pyq.materialize()
 
     # ---------------------------------------------------------------- storage
 
@@ -242,6 +250,7 @@ class HostData:
         return tuple(out)
 
     def __getitem__(self, key: Any) -> Any:
+        self._materialize(False)
         idx = self._normalize_key(key)
         m = self._mirror
         if m is not None and m.device_dirty:  # read the element alone from the device, not the whole buffer
@@ -258,6 +267,7 @@ class HostData:
         return to_python(x, self.dtype)
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        self._materialize(False)
         self._store_element(self._normalize_key(key), value)
 
     def _store_element(self, idx: tuple[int, ...], value: Any) -> None:
@@ -302,6 +312,7 @@ class HostData:
     def fill(self, val: Any) -> None:
         """Set every element to `val` (a scalar, or for vector/matrix elements also one element). On a GPU arch
         the device copy is filled on the device, in order with the launches (no transfer)."""
+        self._materialize(True)
         v = self._cast_array(val, self.elem_shape)
         if BEFORE_HOST_WRITE is not None:
             BEFORE_HOST_WRITE(self)
@@ -322,6 +333,7 @@ class HostData:
 
     def from_numpy(self, arr: Any) -> None:
         """Copy `arr` in (its shape must equal `shape + elem_shape`; values are cast to dtype)."""
+        self._materialize(True)
         if not isinstance(arr, np.ndarray):
             if isinstance(arr, np.generic):
                 arr = np.asarray(arr)
@@ -379,6 +391,7 @@ class HostData:
         dtype=None, *, copy=True)` for vector/matrix fields, where an n x 1 element is returned as (n,)
         unless `keep_dims` (and keep_dims gives a vector field's elements as (n, 1)). `copy=False` returns
         a view sharing this storage (no dtype conversion then); `copy=None` shares it where it can."""
+        self._materialize(True)
         if args:
             if self._elem_positional_keep_dims():
                 keep_dims, *rest = args
@@ -425,6 +438,7 @@ class HostData:
 
     def copy_from(self, other: "HostData") -> None:
         """Copy all elements of another field/ndarray of the same shape (values cast to dtype)."""
+        self._materialize(True)
         self._copy_source_check(other)
         if BEFORE_HOST_WRITE is not None:
             BEFORE_HOST_WRITE(self)
@@ -442,6 +456,7 @@ class HostData:
         """A torch tensor of the data on `device` (default: CPU): a copy, or with `copy=False` a CPU tensor
         sharing this storage. Writes through a shared tensor bypass the generation counter, so caches
         keyed on it (adstack sizes) re-read this buffer at every launch from then on."""
+        self._materialize(True)
         torch = import_torch()
         copy = self._aos_copy(copy)
         if copy is not True:

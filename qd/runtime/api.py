@@ -12,6 +12,7 @@ from typing import Any
 # is loaded here, before `qd/__init__.py` binds `qd.gpu` to the arch; later imports of `qd.gpu.<sub>`
 # then leave the attribute alone.
 import qd.gpu  # noqa: F401,E402
+from qd._logging import is_logging_effective
 from qd.runtime import config as _config
 from qd.runtime.arch import (Arch, amdgpu, arm64, cpu, cuda, get_host_arch_list, gpu, interp,
                              is_arch_supported, metal, opencl, vulkan, x64, x86_64)
@@ -41,7 +42,7 @@ class _CfgProxy:
 cfg = _CfgProxy()
 
 __all__ = [
-    "init", "reset", "sync", "cfg", "set_logging_level",
+    "init", "reset", "sync", "cfg", "set_logging_level", "is_logging_effective",
     "Arch", "cpu", "x64", "x86_64", "arm64", "interp", "gpu", "cuda", "vulkan", "opencl", "metal", "amdgpu",
     "get_host_arch_list", "is_arch_supported",
     "field", "ndarray", "root", "axes", "SNode",

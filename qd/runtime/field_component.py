@@ -94,6 +94,7 @@ class FieldComponent:
 
     def _view(self) -> np.ndarray:
         """The parent's storage (canonical axes, brought up to date from the device) at this component."""
+        self._field._materialize(True)  # every host access of a component, as a field's bulk operations
         return self._field._host_view()[(Ellipsis,) + self.component]
 
     def __getitem__(self, key: Any) -> Any:

@@ -13,7 +13,7 @@ import numbers
 from typing import Any, Iterator
 
 from qd.errors import QuadrantsRuntimeError, QuadrantsSyntaxError
-from qd.runtime import program
+from qd.runtime import program, pyquadrants
 from qd.runtime._hostdata import HostData, IndexCountError, normalize_shape
 from qd.runtime.snode import SNode, axes, root
 from qd.types.dtypes import DataType, MatrixType, to_dtype
@@ -28,6 +28,7 @@ class Field(HostData):
     """A placed-or-unplaced global array of `dtype` elements of shape `elem_shape` (() for scalars)."""
 
     _kind = "qd.field"
+    _bulk_materializes = True
 
     def __init__(self, dtype: Any, shape: Any = None, elem_shape: tuple[int, ...] = (), name: str = "",
                  offset: Any = None, needs_grad: bool = False, needs_dual: bool = False,
@@ -72,6 +73,7 @@ class Field(HostData):
         self.dual: Field | None = None
         self.generation = 0
         _fields.append(self)
+        pyquadrants.declared()
 
     def _new_companion(self, role: SNodeGradType) -> "Field":
         # Built without calling a subclass __init__; attributes a subclass adds are reached through

@@ -11,12 +11,14 @@ import copy
 import os
 import sys
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
+from qd import _logging
 from qd.errors import QuadrantsOptionError, QuadrantsWarning
 from qd.runtime import arch as _arch
 from qd.runtime import config as _config
-from qd.runtime import option_check
+from qd.runtime import option_check, pyquadrants
 from qd.types import dtypes
 
 _reset_hooks: list[Callable[[], None]] = []
@@ -37,13 +39,21 @@ def on_reset(hook: Callable[[], None]) -> None:
 
 
 def reset() -> None:
-    """Drop all fields, ndarrays, the root SNode tree and kernel caches; restore the default config."""
-    for hook in list(_reset_hooks):
+    """Drop all fields, ndarrays, the root SNode tree and kernel caches; restore the default config. The runtime
+    object's `clear` runs first (`qd/runtime/pyquadrants.py`)."""
+    pyquadrants.clear()
+    for hook in _reset_hooks:
         hook()
     _config.install(None)
 
 
 def sync() -> None:
+    """`qd.sync()`: materialize (`qd/runtime/pyquadrants.py`), then `synchronize()`."""
+    pyquadrants.materialize()
+    synchronize()
+
+
+def synchronize() -> None:
     """Wait for the device and raise any error recorded by kernels (via the launch path, once it exists)."""
     from qd.runtime import launch
 
@@ -142,8 +152,10 @@ def init(arch: Any = None, default_fp: Any = None, default_ip: Any = None,
     if kwargs:
         raise KeyError(f"Unrecognized keyword argument(s) for qd.init: {', '.join(kwargs)}")
 
+    _logging.set_logging_level(cfg.log_level)
     env_arch = os.environ.get("QD_ARCH", "")
     if env_arch:
+        _logging.info(f"Following QD_ARCH setting up for arch={env_arch}")
         arch = [a for a in env_arch.split(",") if a.strip()]
     cfg.arch = _arch.select(arch, cfg.enable_fallback)
     _config.install(cfg)
@@ -162,5 +174,8 @@ def init(arch: Any = None, default_fp: Any = None, default_ip: Any = None,
 
 
 def set_logging_level(level: str) -> None:
-    """Quadrants' `qd.set_logging_level`: sets `qd.cfg.log_level`."""
-    _config.current().log_level = level
+    """Quadrants' `qd.set_logging_level`: the process-wide level of `qd._logging` (kept across `qd.reset`, as
+    Quadrants keeps it), and `qd.cfg.log_level` unless it is "off" (not a config value)."""
+    _logging.set_logging_level(level)
+    if _logging.get_logging_level() != _logging.OFF:
+        _config.current().log_level = _logging.get_logging_level()

@@ -1,4 +1,4 @@
-"""`qd.algorithms`: whole-array primitives called from Python scope.
+"""`qd.algorithms` host-side primitives, called from Python scope.
 
 `parallel_sort(keys, values=None)` sorts a 1-D field or ndarray of keys in ascending order and applies
 the same permutation to `values` (Quadrants' contract). It runs on the host copy through numpy's stable
@@ -51,4 +51,4 @@ class PrefixSumExecutor:
         arr.from_numpy(np.cumsum(a, dtype=a.dtype))
 
 
-__all__ = ["parallel_sort", "PrefixSumExecutor"]
+__all__ = ["PrefixSumExecutor", "parallel_sort"]

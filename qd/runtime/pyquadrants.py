@@ -1,0 +1,163 @@
+"""The program's runtime object, Quadrants' `PyQuadrants` (`qd.lang.impl.get_runtime()`), and where qd calls
+its `materialize` and `clear`.
+
+Quadrants code replaces `PyQuadrants.materialize` / `PyQuadrants.clear` on the class (Genesis defers the fill of
+its 0-d fields to the next materialization and drops the deferred fills at a reset), so qd calls them through
+the runtime object, never through a function bound at import, at the points where Quadrants 1.3.3 calls them:
+
+- `materialize()`: before compiling a kernel instance; at `qd.sync()`; before every bulk host operation on a
+  field (`fill`, `to_numpy`, `from_numpy`, `copy_from`, `to_torch`, `from_torch`); and, while a field has been
+  declared since the last materialization (`pending`), before a kernel call takes the Python launch path and
+  before a host element access (`x[i]`) of a field or ndarray (Quadrants materializes at the first one).
+  `pending` is cleared before the call, so a `materialize` that itself fills fields does not recurse.
+- `clear()`: first thing in `qd.reset()` (so at every `qd.init`), before the program's state is dropped.
+
+qd allocates a field when it is placed, so its own `materialize` has nothing to finalize: it records that the
+program is materialized; its `clear` records that it is not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from qd.runtime import config as _config
+from qd.types.dtypes import DataType, to_dtype
+
+pending: bool = False  # a field was declared since the last materialization
+
+_hooks: dict[str, Callable[..., Any]] = {}
+
+
+def set_hook(name: str, fn: Callable[..., Any]) -> None:
+    """Plug a counter owned by another part of qd into the runtime facade (`qd.lang.impl` names them)."""
+    _hooks[name] = fn
+
+
+def _call_hook(name: str, default: Any = None) -> Any:
+    fn = _hooks.get(name)
+    return fn() if fn is not None else default
+
+
+class _DeviceCaps:
+    def __init__(self, caps: dict) -> None:
+        self._caps = caps
+
+    def get(self, cap: str) -> int:
+        return int(self._caps.get(cap, 0))
+
+
+class _Prog:
+    """Stands in for Quadrants' C++ Program object."""
+
+    def config(self) -> _config.Config:
+        return _config.current()
+
+    def synchronize(self) -> None:
+        """Wait for the device and raise kernel errors (no materialization: Quadrants' `prog.synchronize`)."""
+        from qd.runtime import program
+
+        program.synchronize()
+
+    def _get_num_ndarrays(self) -> int:
+        from qd.runtime.ndarray import num_alive
+
+        return num_alive()
+
+    def _get_max_reducer_dispatch_count(self) -> int:
+        return int(_call_hook("max_reducer_dispatch_count", 0))
+
+    def _reset_max_reducer_dispatch_count(self) -> None:
+        _call_hook("reset_max_reducer_dispatch_count")
+
+    def get_device_caps(self) -> _DeviceCaps:
+        """What the current GPU device offers, under Quadrants' `DeviceCapability` names (empty on the CPU)."""
+        from qd.runtime import device
+
+        rt = device.current()
+        caps = getattr(rt.backend, "device_caps", None) if rt is not None else None
+        return _DeviceCaps(caps() if caps is not None else {})
+
+
+class PyQuadrants:
+    """Quadrants' runtime object: the program (`prog`), its default types, `materialize`, `clear`, `sync`."""
+
+    prog = _Prog()
+    compiling_callable = None
+    materialized = False
+
+    @property
+    def default_fp(self) -> DataType:
+        return _config.current().default_fp
+
+    @default_fp.setter
+    def default_fp(self, fp: Any) -> None:
+        self.set_default_fp(fp)
+
+    @property
+    def default_ip(self) -> DataType:
+        return _config.current().default_ip
+
+    @default_ip.setter
+    def default_ip(self, ip: Any) -> None:
+        self.set_default_ip(ip)
+
+    def set_default_fp(self, fp: Any) -> None:
+        _config.current().default_fp = to_dtype(fp)
+
+    def set_default_ip(self, ip: Any) -> None:
+        _config.current().default_ip = to_dtype(ip)
+
+    @property
+    def _arch(self) -> Any:
+        return _config.current().arch
+
+    def materialize(self) -> None:
+        """Fields are allocated when placed: nothing is left to finalize (see the module docstring)."""
+        self.materialized = True
+
+    def clear(self) -> None:
+        """Called by `qd.reset()` before it drops the program's state."""
+        self.materialized = False
+
+    def sync(self) -> None:
+        """Quadrants' `PyQuadrants.sync`: materialize, then wait for the device (`qd.sync()`)."""
+        from qd.runtime import program
+
+        program.sync()
+
+    def get_num_compiled_functions(self) -> int:
+        return int(_call_hook("num_compiled_functions", 0))
+
+
+_runtime = PyQuadrants()
+
+
+def get_runtime() -> PyQuadrants:
+    return _runtime
+
+
+def declared() -> None:
+    """A field was declared: the next materialization point calls `materialize`."""
+    global pending
+    pending = True
+
+
+def materialize() -> None:
+    """Call the runtime object's `materialize` (patched or not)."""
+    global pending
+    pending = False
+    _runtime.materialize()
+
+
+def materialize_pending() -> None:
+    """`materialize()` when a field was declared since the last one."""
+    if pending:
+        materialize()
+
+
+def clear() -> None:
+    """Call the runtime object's `clear` (patched or not); later declarations start a new pending set."""
+    global pending
+    pending = False
+    _runtime.clear()
