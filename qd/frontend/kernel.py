@@ -344,26 +344,39 @@ def _accesses(ck: Any, bindings: list, launch_args: list) -> tuple:
     from qd.ad.stale_reads import accesses, before_launch_buffers
 
     if ck.tape_accesses is None:
-        grads = [b for b, decl in enumerate(ck.ir.buffers)
-                 if (decl.kind == "field" and getattr(bindings[b], "has_grad", lambda: False)())
-                 or (decl.kind == "ndarray" and getattr(launch_args[decl.arg], "grad", None) is not None)]
+        grads = _grad_buffers(ck, bindings, launch_args)
         reads, writes = accesses(ck.ir, grads)
         before = before_launch_buffers(ck.ir, grads)
         ck.tape_accesses = ([r for r in reads if r.buffer not in before], writes, before)
     return ck.tape_accesses
 
 
+def _grad_buffers(ck: Any, bindings: list, launch_args: list) -> list[int]:
+    """The buffers of an instance that have a gradient: fields with needs_grad, ndarray arguments with `.grad`."""
+    return [b for b, decl in enumerate(ck.ir.buffers)
+            if (decl.kind == "field" and getattr(bindings[b], "has_grad", lambda: False)())
+            or (decl.kind == "ndarray" and getattr(launch_args[decl.arg], "grad", None) is not None)]
+
+
 def _copies_before(ck: Any) -> bool:
     """Whether primal launches of `ck` save copies for a `kernel.grad` (`_launch_copies`: not through a plan)."""
-    return bool(ck.tape_accesses is not None and ck.tape_accesses[2])
+    return bool(ck.copies_before)
 
 
 def _launch_copies(ck: Any, bindings: list, launch_args: list) -> Any:
     """The copies a primal launch outside a Tape makes of what it overwrites that its gradient reads as it was
-    before it (`qd.ad.snapshots.LaunchCopies`), or None where there is none or the kernel has no gradient."""
+    before it (`qd.ad.snapshots.LaunchCopies`), or None where there is none or the kernel has no gradient. Which
+    buffers is found once per instance (`ck.copies_before`), where it has a buffer with a gradient."""
     from qd.ad.snapshots import LaunchCopies, storage
+    from qd.ad.stale_reads import before_launch_buffers
 
-    before = _accesses(ck, bindings, launch_args)[2]
+    if ck.copies_before is None:
+        grads = _grad_buffers(ck, bindings, launch_args)
+        try:
+            ck.copies_before = before_launch_buffers(ck.ir, grads) if grads else frozenset()
+        except RecursionError:  # an analysis too deep for this kernel: no copies, kernel.grad keeps its refusal
+            ck.copies_before = frozenset()
+    before = ck.copies_before
     if not before:
         return None
     owners = _launch._owners(ck, bindings, launch_args)

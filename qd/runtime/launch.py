@@ -64,6 +64,7 @@ class CompiledKernel:
     stale_by_buffer: dict = field(default_factory=dict)  # the first stale read's error of each buffer
     # (reads, writes, buffers read as before the launch) a Tape compares across launches (`qd.ad.stale_reads`)
     tape_accesses: Any = None
+    copies_before: Any = None  # frozenset: the buffers a primal launch outside a Tape copies for kernel.grad
     _code: KernelCode | None = None
     _consts: np.ndarray | None = None
 
