@@ -55,10 +55,16 @@ class CallMixin:
             base = self.lvalue(target.value)  # `s.member.fill(v)` on a struct local or struct field element
             if not isinstance(base, _s.StructVal) or target.attr not in base.members:
                 return False
-        elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
-            found, _ = self.ctx.find_local(target.value.id)
-            if found or _v.global_kind(self.ctx.lookup(target.value.id)) is None:
-                return False  # only `field[i].fill(v)` / `ndarray_arg[i].fill(v)` among subscripts
+        elif isinstance(target, ast.Subscript):
+            # only elements of fields/ndarrays among subscripts, however reached: `x[i]`, `s.links.x[i, b]` (a struct
+            # or dataclass argument's member: Genesis), `self.x[i]`; a local matrix's `m[i]` is a row value
+            if isinstance(target.value, ast.Name):
+                found, _ = self.ctx.find_local(target.value.id)
+                base = None if found else self.ctx.lookup(target.value.id)
+            else:
+                base = self.visit(target.value)
+            if not isinstance(base, _v.GlobalTensor) and _v.global_kind(base) is None:
+                return False
         elif not isinstance(target, ast.Name):
             return False
         lv = self.lvalue(target)
