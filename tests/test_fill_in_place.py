@@ -85,6 +85,29 @@ def test_fill_of_a_member_reached_through_a_template_and_self(arch: Any) -> None
     np.testing.assert_array_equal(sim.v.to_numpy(), np.broadcast_to([-1.0, -1.0, -0.5], (4, 3)))
 
 
+def test_fill_of_a_func_parameter_element(arch: Any) -> None:
+    """A @qd.func's template (field) and ndarray parameters: `f[i].fill(v)` fills the caller's element."""
+    v = qd.Vector.field(3, qd.f32, shape=2)
+
+    @qd.func
+    def zero(f: qd.template(), nd: qd.types.ndarray(), i: int):
+        f[i].fill(0.0)
+        nd[i].fill(0.0)
+
+    @qd.kernel
+    def k(nd: qd.types.ndarray(V3, 1)):
+        for i in range(2):
+            zero(v, nd, i)
+            v[i] += qd.Vector([1.0, 2.0, 3.0])
+            nd[i] += qd.Vector([1.0, 2.0, 3.0])
+
+    nd = np.zeros((2, 3), np.float32)
+    for _ in range(3):
+        k(nd)
+    np.testing.assert_array_equal(v.to_numpy(), np.broadcast_to(STEP, (2, 3)))
+    np.testing.assert_array_equal(nd, np.broadcast_to(STEP, (2, 3)))
+
+
 def test_fill_of_a_local_row_stays_a_value(arch: Any) -> None:
     """A local matrix's `m[i]` (a row value, qd's reading) is not an assignable element: `fill` on it changes nothing,
     as before; a local vector's `fill` fills it."""

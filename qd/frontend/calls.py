@@ -56,11 +56,11 @@ class CallMixin:
             if not isinstance(base, _s.StructVal) or target.attr not in base.members:
                 return False
         elif isinstance(target, ast.Subscript):
-            # only elements of fields/ndarrays among subscripts, however reached: `x[i]`, `s.links.x[i, b]` (a struct
-            # or dataclass argument's member: Genesis), `self.x[i]`; a local matrix's `m[i]` is a row value
+            # only elements of fields/ndarrays among subscripts, however reached: `x[i]`, a qd.func's template or
+            # ndarray parameter `f[i]`, `s.links.x[i, b]` (a struct or dataclass argument's member: Genesis),
+            # `self.x[i]`; a local matrix's `m[i]` is a row value
             if isinstance(target.value, ast.Name):
-                found, _ = self.ctx.find_local(target.value.id)
-                base = None if found else self.ctx.lookup(target.value.id)
+                base = self.ctx.lookup(target.value.id)
             else:
                 base = self.visit(target.value)
             if not isinstance(base, _v.GlobalTensor) and _v.global_kind(base) is None:
