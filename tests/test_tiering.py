@@ -72,6 +72,30 @@ def test_auto_mode_switches_tiers_invisibly(tmp_path):
     np.testing.assert_array_equal(y_auto, y_ref)  # bit-identical across the switch (fast_math=False)
 
 
+def test_every_launch_after_the_first_runs_native_code_however_slow_the_compiler(tmp_path, monkeypatch):
+    """Which tier runs a launch must not hang on the compiler's timing: the tiers may round differently (fast_math),
+    and Genesis' box scene differed between two runs of one program on qd when a slow background compile left some
+    launches on the interpreter. Launch 1 interprets; launch 2 waits for the native code, even a slow one."""
+    import time
+
+    compile_native = tiering._compile
+
+    def slow(*a, **kw):
+        time.sleep(0.5)
+        return compile_native(*a, **kw)
+
+    monkeypatch.setattr(tiering, "_compile", slow)
+    _init(tmp_path, jit="auto", fast_math=True)
+    k = _saxpy()
+    x, y = np.ones(8, np.float32), np.zeros(8, np.float32)
+    k(x, y, 1.0)
+    assert k.stats["launches"] == {"interp": 1, "cpu": 0}
+    k(x, y, 1.0)
+    k(x, y, 1.0)
+    assert k.stats["launches"] == {"interp": 1, "cpu": 2}
+    np.testing.assert_array_equal(y, np.full(8, 3, np.float32))
+
+
 def test_large_launch_waits_for_the_compiler(tmp_path, monkeypatch):
     monkeypatch.setattr(tiering, "WAIT_FOR_COMPILER_WORK", 10)
     _init(tmp_path, jit="auto")

@@ -1,15 +1,17 @@
 """Tiering (DESIGN §7): which tier runs a launch of a kernel instance on `qd.cpu`.
 
 `jit="auto"`: the first launch starts a background compile (one compiler thread, LLVM is serialised)
-and runs in the interpreter; once the native code is ready, launches use it. A first launch whose
+and runs in the interpreter; every later launch runs the native code, waiting for it where it is not ready
+yet (a switch that hung on the compiler's timing made two runs of one program differ where the tiers round
+differently: `fast_math`, transcendentals within their ulps; Genesis' box scene did). A first launch whose
 predicted work (elements bound × bytecode length) is large compiles at once instead, since the
 interpreter would take longer than compiling: quickly (O1 with the loop vectorizer, machine code at O0:
 about half the time of O3; up to `QUICK_WORK_LIMIT`, above which the launch waits for the O3 code), while
-the background compiler makes the optimised code that later launches switch to (launch plans take the
+the background compiler makes the optimised code that the later launches run (launch plans take the
 optimised code only). `jit="eager"` compiles before the first launch; `jit="interp"` never
 compiles. `QD_JIT` overrides `qd.init(jit=...)` (read by the config). A background compile takes the
 options it depends on when it is asked for, never those of a later `qd.init`.
-Both tiers share the program's memory, so switching between launches changes nothing but speed.
+Both tiers share the program's memory. Which tier runs a launch depends on its number and predicted work only.
 Launches of one instance may come from several Python threads: what a launch decides and changes in its
 `TierState` it does under the state's lock (one thread compiles quick or eager code while the others wait
 for it; one background compile is asked for), and a launch waiting for the background compiler waits
@@ -165,15 +167,20 @@ def native_for(ck: Any, arrays: Sequence[Any]) -> Any:
         if st.native is None and mode == "eager":
             st.native = _compile(ck)  # (the other threads launching it wait for this one's code)
         elif st.native is None or st.native.quick:
+            first = not any(st.counts["launches"].values())
             work = _predicted_work(st, ck, arrays)
-            quick_now = st.native is None and st.future is None and WAIT_FOR_COMPILER_WORK < work <= QUICK_WORK_LIMIT
+            quick_now = first and st.native is None and st.future is None \
+                and WAIT_FOR_COMPILER_WORK < work <= QUICK_WORK_LIMIT
             if quick_now:
                 _quick(st, ck)  # this launch waits for native code: the quick kind (or the cached one)
             # the optimised code is compiled in the background, from the next launch on after a quick compile (the
             # compiler would share the cores with this launch)
             if st.future is None and not st.failed and (st.native is None or (st.native.quick and not quick_now)):
                 st.future = _pool().submit(_compile, ck, False, _options())
-            if st.future is not None and (st.future.done() or (st.native is None and work > WAIT_FOR_COMPILER_WORK)):
+            # every launch after the first runs the optimised code, waiting for it: the tiers may round differently
+            # (fast_math; transcendentals within their ulps), so which one runs a launch must not hang on the
+            # compiler's timing, or two runs of one program differ
+            if st.future is not None and (not first or (st.native is None and work > WAIT_FOR_COMPILER_WORK)):
                 wait = st.future
         if wait is None:
             _record(st, "cpu" if st.native is not None else "interp")
