@@ -24,7 +24,7 @@ import sys
 import numpy as np
 
 MAIN_COLUMNS = ("links_pos", "links_quat", "links_vel", "links_ang", "dofs_vel", "mass_mat", "links_contact_force")
-STAGES = ("import", "init", "scene", "build", "step1", "recorded", "timed")
+STAGES = ("import", "init", "scene", "build", "step1", "recorded", "timed", "timed_median")
 
 
 def load(path: str) -> tuple[dict[str, np.ndarray], dict[str, float], dict]:
@@ -118,7 +118,9 @@ def timings(ta: dict, tb: dict, cold: tuple[dict, dict] | None, meta: dict) -> l
                 continue
             rows.append((f"{label} {kind}", f"{va:.3f}", f"{vb:.3f}", f"{vb / va:.2f}x" if va > 0 else "-"))
 
-    names = {"build": "build (warm)" if cold else "build", "timed": f"{meta.get('timed_steps', '?')} steps",
+    n = meta.get("timed_steps", "?")
+    names = {"build": "build (warm)" if cold else "build", "timed": f"{n} steps (fastest)",
+             "timed_median": f"{n} steps (median)",
              "recorded": f"steps 2-{meta.get('steps', '?')} recorded"}
     for st in STAGES:
         add(names.get(st, st), ta, tb, st)
