@@ -69,6 +69,13 @@ def trajectories(a: dict, b: dict, meta: dict, tol: float, every: int, summary_o
     rows = []
     firsts: dict[str, int] = {}
     absd_all: dict[str, np.ndarray] = {}
+    n_a = next(iter(a.values())).shape[0] if a else 0
+    n_b = next(iter(b.values())).shape[0] if b else 0
+    if n_a != n_b and common:
+        n = min(n_a, n_b)
+        out.append(f"A has {n_a} rows, B {n_b}: comparing rows 0-{n - 1}")
+        a = {k: v[:n] for k, v in a.items()}
+        b = {k: v[:n] for k, v in b.items()}
     for q in common:
         if a[q].shape != b[q].shape:
             rows.append((q, str(a[q].shape), f"shape differs: {a[q].shape} vs {b[q].shape}", "", "", ""))
@@ -156,10 +163,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: different scenes or links: {ma.get('scene')} {ma.get('links')} vs "
               f"{mb.get('scene')} {mb.get('links')}")
     for side, m in (("A", ma), ("B", mb)):
+        err = m.get("error")
+        if err:
+            at = f" at step {err['step']}" if err.get("step") is not None else ""
+            print(f"{side} FAILED in stage {err.get('stage')}{at}: {err.get('type')}: {err.get('message', '')[-300:]}")
         rep = m.get("replay_max_abs_diff_at_timed_steps")
         if rep and any(v != 0 for v in rep.values()):
             print(f"note: {side}'s timed rerun after reset differs from its recording: {rep}")
-    print("\n".join(trajectories(a, b, ma, args.tol, args.every, args.summary_only)))
+    if a and b:
+        print("\n".join(trajectories(a, b, ma, args.tol, args.every, args.summary_only)))
+    else:
+        print(f"verdict: nothing to compare ({'A' if not a else 'B'} recorded no step)")
     cold = None
     if args.cold:
         cold = (load(args.cold[0])[1], load(args.cold[1])[1])

@@ -16,12 +16,17 @@ on each link and the number of contacts. Then, `--repeats` times, it resets the 
 steps of the same run without recording (every kernel compiled by then), and checks that the last repeat lands on
 the recorded state.
 
+A failure (an exception at any stage) is part of the result: the .npz still holds every row recorded before it
+and the timings of the finished stages, `meta_json["error"]` says at which stage (and step) and why, and the
+exit status is 3.
+
 Timings (wall = perf_counter, cpu = process_time, seconds) go into the .npz as `time_<what>_{wall,cpu}` and are
 printed as one JSON line: `import` (import genesis), `init` (gs.init), `scene` (adding the entities), `build`
 (scene.build()), `step1` (the first step, which compiles the step's kernels), `recorded` (all recorded steps,
-recording included), `timed` (the timed steps: the fastest repeat; `timed_median` the median one). Whether `build` is cold or warm depends on the caches: pass
-`--cache-dir` to point every cache (the kernel cache of Quadrants or qd, Genesis' asset cache, numba's, and
-XDG_CACHE_HOME) at DIR; an empty DIR gives a cold build, a second process on the same DIR a warm one.
+recording included), `timed` (the timed steps: the fastest repeat; `timed_median` the median one). Whether
+`build` is cold or warm depends on the caches: pass `--cache-dir` to point every cache (the kernel cache of
+Quadrants or qd, Genesis' asset cache, numba's, and XDG_CACHE_HOME) at DIR; an empty DIR gives a cold build, a
+second process on the same DIR a warm one.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -49,8 +55,10 @@ class Clock:
 
     def __init__(self) -> None:
         self.times: dict[str, float] = {}
+        self.current = ""
 
     def run(self, name: str, fn: Callable[[], Any]) -> Any:
+        self.current = name
         w, c = time.perf_counter(), time.process_time()
         out = fn()
         self.times[f"time_{name}_wall"] = time.perf_counter() - w
@@ -146,6 +154,31 @@ def main(argv: list[str] | None = None) -> int:
     if a.cache_dir:
         point_caches(a.cache_dir)
     clock = Clock()
+    rows: list[dict[str, np.ndarray]] = []
+    meta: dict[str, Any] = {
+        "scene": a.scene, "steps": a.steps, "timed_steps": a.timed_steps, "repeats": a.repeats, "dt": a.dt,
+        "backend": a.backend, "python": sys.version.split()[0], "cache_dir": a.cache_dir or ""}
+    try:
+        run_scene(a, clock, rows, meta)
+    except Exception as e:  # noqa: BLE001 - any failure is the finding: kept with what was recorded before it
+        meta["error"] = {"stage": clock.current, "step": len(rows) if clock.current in ("step1", "recorded")
+                         else None, "type": type(e).__name__, "message": str(e)[-2000:],
+                         "traceback": traceback.format_exc()[-4000:]}
+        traceback.print_exc()
+    data: dict[str, Any] = {k: np.stack([r[k] for r in rows]) for k in rows[0]} if rows else {}
+    data.update({k: np.float64(v) for k, v in clock.times.items()})
+    data["meta_json"] = np.array(json.dumps(meta))
+    np.savez_compressed(a.out, **data)
+    summary = {"out": a.out, **{k: v for k, v in meta.items() if k != "error"}}
+    if "error" in meta:
+        summary["error"] = {k: v for k, v in meta["error"].items() if k != "traceback"}
+        summary["recorded_rows"] = len(rows)
+    print(json.dumps({**summary, **{k: round(v, 4) for k, v in clock.times.items()}}))
+    return 3 if "error" in meta else 0
+
+
+def run_scene(a: argparse.Namespace, clock: Clock, rows: list[dict[str, np.ndarray]], meta: dict[str, Any]) -> None:
+    """The stages of one run, appending snapshots to rows and facts to meta as they come."""
 
     def _import() -> Any:
         import genesis
@@ -155,15 +188,21 @@ def main(argv: list[str] | None = None) -> int:
     gs = clock.run("import", _import)
     import quadrants
 
+    meta.update({"quadrants": getattr(quadrants, "__file__", "?"),
+                 "quadrants_version": ".".join(map(str, getattr(quadrants, "__version__", ()))),
+                 "genesis_version": gs.__version__})
     clock.run("init", lambda: gs.init(backend=getattr(gs, a.backend), precision="32", logging_level="warning"))
     scene, control = clock.run("scene", lambda: SCENES[a.scene](gs, a.dt))
     clock.run("build", scene.build)
     s = scene.sim.rigid_solver
-    rows: list[dict[str, np.ndarray]] = [snapshot(scene)]
+    meta.update({"links": [lk.name for lk in s.links], "n_dofs": int(s.n_dofs),
+                 "entities": [type(e.morph).__name__ for e in s.entities]})
+    rows.append(snapshot(scene))
 
     def first() -> None:
         control(0)
         scene.step()
+        rows.append(snapshot(scene))
 
     def recorded() -> None:
         for i in range(1, a.steps):
@@ -172,7 +211,6 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(snapshot(scene))
 
     clock.run("step1", first)
-    rows.append(snapshot(scene))
     clock.run("recorded", recorded)
 
     def timed() -> None:
@@ -185,29 +223,14 @@ def main(argv: list[str] | None = None) -> int:
         scene.reset()
         clock.run("timed", timed)
         for kind, v in runs.items():
-            v.append(clock.times[f"time_timed_{kind}"])
+            v.append(clock.times.pop(f"time_timed_{kind}"))
     for kind, v in runs.items():
         clock.times[f"time_timed_{kind}"] = float(np.min(v))
         clock.times[f"time_timed_median_{kind}"] = float(np.median(v))
     replay = snapshot(scene)
     ref = rows[min(a.timed_steps, len(rows) - 1)]
-    replay_diff = {k: float(np.max(np.abs(replay[k] - ref[k]), initial=0.0)) for k in ("links_pos", "links_quat",
-                                                                                     "dofs_vel")}
-    data: dict[str, Any] = {k: np.stack([r[k] for r in rows]) for k in rows[0]}
-    data.update({k: np.float64(v) for k, v in clock.times.items()})
-    meta = {
-        "scene": a.scene, "steps": a.steps, "timed_steps": a.timed_steps, "repeats": a.repeats, "dt": a.dt, "backend": a.backend,
-        "quadrants": getattr(quadrants, "__file__", "?"),
-        "quadrants_version": ".".join(map(str, getattr(quadrants, "__version__", ()))),
-        "genesis_version": gs.__version__, "python": sys.version.split()[0], "cache_dir": a.cache_dir or "",
-        "links": [lk.name for lk in s.links], "n_dofs": int(s.n_dofs),
-        "entities": [type(e.morph).__name__ for e in s.entities],
-        "replay_max_abs_diff_at_timed_steps": replay_diff,
-    }
-    data["meta_json"] = np.array(json.dumps(meta))
-    np.savez_compressed(a.out, **data)
-    print(json.dumps({"out": a.out, **meta, **{k: round(v, 4) for k, v in clock.times.items()}}))
-    return 0
+    meta["replay_max_abs_diff_at_timed_steps"] = {
+        k: float(np.max(np.abs(replay[k] - ref[k]), initial=0.0)) for k in ("links_pos", "links_quat", "dofs_vel")}
 
 
 if __name__ == "__main__":
