@@ -188,8 +188,9 @@ def run_scene(a: argparse.Namespace, clock: Clock, rows: list[dict[str, np.ndarr
     gs = clock.run("import", _import)
     import quadrants
 
+    version = getattr(quadrants, "__version__", "?")  # a tuple in Quadrants, a string in qd
     meta.update({"quadrants": getattr(quadrants, "__file__", "?"),
-                 "quadrants_version": ".".join(map(str, getattr(quadrants, "__version__", ()))),
+                 "quadrants_version": ".".join(map(str, version)) if isinstance(version, tuple) else str(version),
                  "genesis_version": gs.__version__})
     clock.run("init", lambda: gs.init(backend=getattr(gs, a.backend), precision="32", logging_level="warning"))
     scene, control = clock.run("scene", lambda: SCENES[a.scene](gs, a.dt))
