@@ -166,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         err = m.get("error")
         if err:
             at = f" at step {err['step']}" if err.get("step") is not None else ""
+            at += f" of repeat {err['repeat']}" if err.get("repeat") is not None and err.get("stage") == "timed" else ""
             print(f"{side} FAILED in stage {err.get('stage')}{at}: {err.get('type')}: {err.get('message', '')[-300:]}")
         rep = m.get("replay_max_abs_diff_at_timed_steps")
         if rep and any(v != 0 for v in rep.values()):

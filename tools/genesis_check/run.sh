@@ -58,6 +58,7 @@ print('   ', ', '.join(f'{k[5:]} {d[k]:.3f}' for k in d if k.startswith('time_')
 e = d.get('error')
 if e:
     at = f\" at step {e['step']}\" if e.get('step') is not None else ''
+    at += f\" of repeat {e['repeat']}\" if e.get('repeat') is not None and e['stage'] == 'timed' else ''
     print(f\"    FAILED in stage {e['stage']}{at} ({d.get('recorded_rows')} rows recorded): {e['type']}: \"
           f\"{e['message'][-400:]}\")
     open('$out.stage', 'w').write(e['stage'])" | tee -a "$SUMMARY"

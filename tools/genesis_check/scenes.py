@@ -161,8 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run_scene(a, clock, rows, meta)
     except Exception as e:  # noqa: BLE001 - any failure is the finding: kept with what was recorded before it
-        meta["error"] = {"stage": clock.current, "step": len(rows) if clock.current in ("step1", "recorded")
-                         else None, "type": type(e).__name__, "message": str(e)[-2000:],
+        meta["error"] = {"stage": clock.current, "step": meta.pop("_step", None), "repeat": meta.pop("_repeat", None),
+                         "type": type(e).__name__, "message": str(e)[-2000:],
                          "traceback": traceback.format_exc()[-4000:]}
         traceback.print_exc()
     data: dict[str, Any] = {k: np.stack([r[k] for r in rows]) for k in rows[0]} if rows else {}
@@ -201,12 +201,14 @@ def run_scene(a: argparse.Namespace, clock: Clock, rows: list[dict[str, np.ndarr
     rows.append(snapshot(scene))
 
     def first() -> None:
+        meta["_step"] = 1
         control(0)
         scene.step()
         rows.append(snapshot(scene))
 
     def recorded() -> None:
         for i in range(1, a.steps):
+            meta["_step"] = i + 1
             control(i)
             scene.step()
             rows.append(snapshot(scene))
@@ -216,11 +218,13 @@ def run_scene(a: argparse.Namespace, clock: Clock, rows: list[dict[str, np.ndarr
 
     def timed() -> None:
         for i in range(a.timed_steps):
+            meta["_step"] = i + 1
             control(i)
             scene.step()
 
     runs: dict[str, list[float]] = {"wall": [], "cpu": []}
-    for _ in range(max(a.repeats, 1)):
+    for rep in range(max(a.repeats, 1)):
+        meta["_repeat"] = rep + 1
         scene.reset()
         clock.run("timed", timed)
         for kind, v in runs.items():
@@ -230,6 +234,8 @@ def run_scene(a: argparse.Namespace, clock: Clock, rows: list[dict[str, np.ndarr
         clock.times[f"time_timed_median_{kind}"] = float(np.median(v))
     replay = snapshot(scene)
     ref = rows[min(a.timed_steps, len(rows) - 1)]
+    meta.pop("_step", None)
+    meta.pop("_repeat", None)
     meta["replay_max_abs_diff_at_timed_steps"] = {
         k: float(np.max(np.abs(replay[k] - ref[k]), initial=0.0)) for k in ("links_pos", "links_quat", "dofs_vel")}
 
