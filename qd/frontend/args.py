@@ -671,16 +671,44 @@ def convert(sig: Signature, values: list) -> tuple[tuple, list, list]:
             if cb is not None:
                 post.append(cb)
         else:
-            dt, ndim, es, obj, cb = ndarray_spec(p, v)
-            lay = getattr(obj, "_layout", None)
-            large = size_class(obj, ndim)
-            key.append((dt, ndim, es, large) if lay is None else (dt, ndim, es, large, lay))
-            if not _template_mapper.arg_checks() and not matches_annotation(p.ann, dt, ndim, es):
+            hit = _leaf_cached(p, v)
+            if hit is None:
+                hit = _leaf(p, v)
+            entry, unchecked_, obj, cb = hit
+            key.append(entry)
+            if unchecked_:
                 key.append(UNCHECKED)  # an instance whose launches must take the Python path, which checks
             args.append(obj)
             if cb is not None:
                 post.append(cb)
     return tuple(key), args, post
+
+
+def _leaf(p: Param, v: Any) -> tuple:
+    """(key entry, taken unchecked, launch object, post-launch callback) of ndarray argument `v`; kept on a qd
+    ndarray for its parameter (`_leaf_cached`): its dtype, shape and layout are its own for good, and a struct or
+    dataclass argument of Genesis passes ~450 of them to every launch."""
+    dt, ndim, es, obj, cb = ndarray_spec(p, v)
+    lay = getattr(obj, "_layout", None)
+    large = size_class(obj, ndim)
+    checks = _template_mapper.arg_checks()
+    out = ((dt, ndim, es, large) if lay is None else (dt, ndim, es, large, lay),
+           not checks and not matches_annotation(p.ann, dt, ndim, es), obj, cb)
+    if cb is None and obj is v and getattr(v, "_qd_arg_spec", None) is not None:
+        cache = v.__dict__.setdefault("_qd_leaves", {})
+        cache[id(p.ann)] = (p.ann, checks, lay, out)
+    return out
+
+
+def _leaf_cached(p: Param, v: Any) -> tuple | None:
+    cache = getattr(v, "__dict__", {}).get("_qd_leaves")
+    if cache is None or getattr(v, "_arr", None) is None:  # (one whose storage went: `ndarray_spec` raises)
+        return None
+    hit = cache.get(id(p.ann))
+    if hit is None or hit[0] is not p.ann or hit[1] != _template_mapper.arg_checks() \
+            or getattr(v, "_layout", None) is not hit[2]:
+        return None
+    return hit[3]
 
 
 def bind_kernel_params(t: Any, sig: Signature, values: list, assigned: set) -> None:
