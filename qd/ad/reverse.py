@@ -567,27 +567,55 @@ class _Reverse:
 
 
 class _Activity:
-    """Whether a value depends on a buffer with a grad (through operands and locals)."""
+    """Whether a value depends on a buffer with a grad (through operands and locals).
+
+    A value is active when a load of a buffer with a grad reaches it through operands and through the stores of
+    the locals it loads (loops make those edges cyclic). `__call__` explores the values `v` depends on that no
+    earlier call settled, with an explicit stack (a kernel of thousands of chained statements, as Genesis'
+    collision kernel, overflowed Python's recursion), then marks active what an active load reaches within them:
+    the least fixpoint, exact whatever the order of the calls (a depth-first walk that took a value still being
+    explored to be inactive settled it wrongly for good)."""
 
     def __init__(self, stores: dict, grad_buffers: set[int]) -> None:
         self.stores = stores
         self.grads = grad_buffers
         self.memo: dict = {}
 
+    def _deps(self, v: ir.Value) -> list:
+        if isinstance(v, ir.LocalLoad):
+            return [st.value for st in self.stores.get(v.var, ())]
+        if isinstance(v, ir.Stmt) and not isinstance(v, ir.GlobalLoad):
+            return [a for a in v.operands() if a.dtype.is_float]
+        return []
+
     def __call__(self, v: ir.Value) -> bool:
-        if v in self.memo:
-            return self.memo[v]
-        self.memo[v] = False  # cycles through locals: assume inactive until shown otherwise
-        if isinstance(v, ir.GlobalLoad):
-            out = v.ptr.buffer in self.grads
-        elif isinstance(v, ir.LocalLoad):
-            out = any(self(st.value) for st in self.stores.get(v.var, ()))
-        elif isinstance(v, ir.Stmt):
-            out = any(self(a) for a in v.operands() if a.dtype.is_float)
-        else:
-            out = False
-        self.memo[v] = out
-        return out
+        hit = self.memo.get(v)
+        if hit is not None:
+            return hit
+        users: dict = {}  # value -> the unsettled values that depend on it
+        seen, stack, active = {v}, [v], []
+        while stack:
+            u = stack.pop()
+            if isinstance(u, ir.GlobalLoad) and u.ptr.buffer in self.grads:
+                active.append(u)
+            for d in self._deps(u):
+                known = self.memo.get(d)
+                if known is None:
+                    users.setdefault(d, []).append(u)
+                    if d not in seen:
+                        seen.add(d)
+                        stack.append(d)
+                elif known:
+                    active.append(u)
+        on = set(active)
+        while active:  # what an active value reaches among the unsettled ones
+            for u in users.get(active.pop(), ()):
+                if u not in on:
+                    on.add(u)
+                    active.append(u)
+        for u in seen:
+            self.memo[u] = u in on
+        return self.memo[v]
 
 
 def _owned_buffers(s: ir.RangeFor, grad_of: dict) -> set[int]:
