@@ -30,7 +30,9 @@ import numpy as np
 
 from qd import ir
 from qd.errors import QuadrantsRuntimeError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError
+from qd.frontend import arg_leaves as _kept_leaves
 from qd.frontend import values as _v
+from qd.frontend.arg_leaves import UNCHECKED, matches_annotation, unchecked  # noqa: F401 (re-exported)
 from qd.types import dtypes
 from qd.lang import _template_mapper
 from qd.lang.buffer_view import BufferView
@@ -424,15 +426,6 @@ def ndarray_spec(p: Param, v: Any) -> tuple[DataType, int, tuple, Any, Callable 
     return dt, ndim, tuple(es), obj, post
 
 
-def matches_annotation(ann: NdarrayType, dt: DataType, ndim: int, es: tuple) -> bool:
-    """Whether an ndarray of scalar dtype `dt`, `ndim` outer axes and element shape `es` is what `ann` declares
-    (`ndarray_spec`'s checks, which builtins' `__debug__` switches off for qd ndarrays: `qd.lang._template_mapper`)."""
-    want_es = ann.dtype.shape if isinstance(ann.dtype, MatrixType) else None
-    want_dt = ann.dtype.dtype if isinstance(ann.dtype, MatrixType) else ann.dtype
-    return ((want_es is None or tuple(es) == tuple(want_es)) and (want_dt is None or dt is want_dt)
-            and (ann.ndim is None or ndim == ann.ndim))
-
-
 def size_class(obj: Any, ndim: int) -> int:
     """`ir.size_class` of the outer axes of launch object `obj` (from `ndarray_spec`, `ndim` outer axes)."""
     return ir.size_class(tuple(int(n) for n in obj.shape[:ndim]))
@@ -637,20 +630,6 @@ def _hidden_of(p: Param, v: Any, attr: str) -> Any:
     return g
 
 
-class _Unchecked:
-    def __repr__(self) -> str:
-        return "UNCHECKED"
-
-
-# in a key: an ndarray argument taken unchecked that does not match its annotation (`unchecked(key)`)
-UNCHECKED = _Unchecked()
-
-
-def unchecked(key: tuple) -> bool:
-    """Whether an instantiation key holds an ndarray argument taken unchecked against its annotation."""
-    return any(e is UNCHECKED for e in key)
-
-
 def convert(sig: Signature, values: list) -> tuple[tuple, list, list]:
     """(instantiation key, launch args per ArgDecl, post-launch callbacks) of a kernel call."""
     key: list = []
@@ -671,7 +650,7 @@ def convert(sig: Signature, values: list) -> tuple[tuple, list, list]:
             if cb is not None:
                 post.append(cb)
         else:
-            hit = _leaf_cached(p, v)
+            hit = _kept_leaves.kept(p.ann, v, _template_mapper.arg_checks())
             if hit is None:
                 hit = _leaf(p, v)
             entry, unchecked_, obj, cb = hit
@@ -685,9 +664,8 @@ def convert(sig: Signature, values: list) -> tuple[tuple, list, list]:
 
 
 def _leaf(p: Param, v: Any) -> tuple:
-    """(key entry, taken unchecked, launch object, post-launch callback) of ndarray argument `v`; kept on a qd
-    ndarray for its parameter (`_leaf_cached`): its dtype, shape and layout are its own for good, and a struct or
-    dataclass argument of Genesis passes ~450 of them to every launch."""
+    """(key entry, taken unchecked, launch object, post-launch callback) of ndarray argument `v`, kept on a qd
+    ndarray for its parameter (`arg_leaves`)."""
     dt, ndim, es, obj, cb = ndarray_spec(p, v)
     lay = getattr(obj, "_layout", None)
     large = size_class(obj, ndim)
@@ -695,20 +673,8 @@ def _leaf(p: Param, v: Any) -> tuple:
     out = ((dt, ndim, es, large) if lay is None else (dt, ndim, es, large, lay),
            not checks and not matches_annotation(p.ann, dt, ndim, es), obj, cb)
     if cb is None and obj is v and getattr(v, "_qd_arg_spec", None) is not None:
-        cache = v.__dict__.setdefault("_qd_leaves", {})
-        cache[id(p.ann)] = (p.ann, checks, lay, out)
+        _kept_leaves.keep(p.ann, v, checks, lay, out)
     return out
-
-
-def _leaf_cached(p: Param, v: Any) -> tuple | None:
-    cache = getattr(v, "__dict__", {}).get("_qd_leaves")
-    if cache is None or getattr(v, "_arr", None) is None:  # (one whose storage went: `ndarray_spec` raises)
-        return None
-    hit = cache.get(id(p.ann))
-    if hit is None or hit[0] is not p.ann or hit[1] != _template_mapper.arg_checks() \
-            or getattr(v, "_layout", None) is not hit[2]:
-        return None
-    return hit[3]
 
 
 def bind_kernel_params(t: Any, sig: Signature, values: list, assigned: set) -> None:
