@@ -28,6 +28,13 @@ def _runtime(x: Any) -> bool:
     return isinstance(x, Expr) or _e.is_matrix(x)
 
 
+def _names_only(node: ast.expr) -> bool:
+    """Whether `node` is an attribute chain on a name (`s.links.x`, `self.x`)."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
 class CallMixin:
     def visit_Call(self, node: ast.Call) -> Any:
         if isinstance(node.func, ast.Attribute) and node.func.attr == "fill" and len(node.args) == 1 \
@@ -61,8 +68,10 @@ class CallMixin:
             # `self.x[i]`; a local matrix's `m[i]` is a row value
             if isinstance(target.value, ast.Name):
                 base = self.ctx.lookup(target.value.id)
-            else:
+            elif _names_only(target.value):  # `a.b.c` (visited twice below: reading names has no side effects)
                 base = self.visit(target.value)
+            else:
+                return False
             if not isinstance(base, _v.GlobalTensor) and _v.global_kind(base) is None:
                 return False
         elif not isinstance(target, ast.Name):
