@@ -1,0 +1,172 @@
+"""The OpenCL C that every qd kernel program starts with (`opencl_c.PRELUDE`): extension pragmas, the status and
+print slot atomics with their 32-bit fallbacks, f16 conversions that keep NaN payloads, opaque copies and wrapping
+negations that NVIDIA's compiler does not fold (DESIGN section 4), integer helpers (floor division, modulo, power),
+the counter-based random numbers and the atomic helpers. Text only: `opencl_c` emits the kernels after it."""
+
+PRELUDE = r"""
+#ifdef cl_khr_int64_base_atomics
+#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
+#define QD_SLOT_ADD(p, n) atom_add((volatile __global long*)(p), (long)(n))
+#define QD_STATUS_CAS(p) atom_cmpxchg((volatile __global long*)(p), 0L, 1L)
+#else
+/* no 64-bit atomics: the status and print words' low halves (little-endian devices; the host reads 64 bits) */
+#define QD_SLOT_ADD(p, n) ((long)atomic_add((volatile __global uint*)(p), (uint)(n)))
+#define QD_STATUS_CAS(p) ((long)atomic_cmpxchg((volatile __global uint*)(p), 0u, 1u))
+#endif
+#ifdef cl_khr_int64_extended_atomics
+#pragma OPENCL EXTENSION cl_khr_int64_extended_atomics : enable
+#endif
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#endif
+/* f16 <-> float. A NaN keeps its sign and the top 10 bits of its payload, quieted, on a store or rounding (as
+   the x86 conversions of the other tiers do; PoCL's vstore_half gives 0x7FFF for every NaN); bit_cast keeps a
+   NaN's bits as they are (a signaling NaN stays signaling). */
+/* an identity the compiler cannot see through (NVIDIA: a PTX mov), so |x| is never its abs instruction, which
+   NVIDIA's compiler takes to be non-negative (abs(INT_MIN) % m became an unsigned remainder) */
+#ifdef __NV_CL_C_VERSION
+static inline uchar qd_opaque_uchar(uchar x) { ushort y; asm("mov.b16 %0, %1;" : "=h"(y) : "h"((ushort)x)); return (uchar)y; }
+static inline ushort qd_opaque_ushort(ushort x) { ushort y; asm("mov.b16 %0, %1;" : "=h"(y) : "h"(x)); return y; }
+static inline uint qd_opaque_uint(uint x) { uint y; asm("mov.b32 %0, %1;" : "=r"(y) : "r"(x)); return y; }
+static inline ulong qd_opaque_ulong(ulong x) { ulong y; asm("mov.b64 %0, %1;" : "=l"(y) : "l"(x)); return y; }
+#else
+static inline uchar qd_opaque_uchar(uchar x) { return x; }
+static inline ushort qd_opaque_ushort(ushort x) { return x; }
+static inline uint qd_opaque_uint(uint x) { return x; }
+static inline ulong qd_opaque_ulong(ulong x) { return x; }
+#endif
+/* -x wrapping. On NVIDIA as ~x + 1 in PTX: ptxas folds a neg into a three-way integer min/max (VIMNMX3) and
+   drops the negation (max(acc, max(a, -a)) was max(acc, a, a) on an H200: DESIGN section 4) */
+#ifdef __NV_CL_C_VERSION
+static inline uchar qd_neg_uchar(uchar x) { ushort y; asm("not.b16 %0, %1; add.s16 %0, %0, 1;" : "=h"(y) : "h"((ushort)x)); return (uchar)y; }
+static inline ushort qd_neg_ushort(ushort x) { ushort y; asm("not.b16 %0, %1; add.s16 %0, %0, 1;" : "=h"(y) : "h"(x)); return y; }
+static inline uint qd_neg_uint(uint x) { uint y; asm("not.b32 %0, %1; add.s32 %0, %0, 1;" : "=r"(y) : "r"(x)); return y; }
+static inline ulong qd_neg_ulong(ulong x) { ulong y; asm("not.b64 %0, %1; add.s64 %0, %0, 1;" : "=l"(y) : "l"(x)); return y; }
+#else
+static inline uchar qd_neg_uchar(uchar x) { return (uchar)(0 - x); }
+static inline ushort qd_neg_ushort(ushort x) { return (ushort)(0 - x); }
+static inline uint qd_neg_uint(uint x) { return 0u - x; }
+static inline ulong qd_neg_ulong(ulong x) { return 0UL - x; }
+#endif
+static inline int qd_isnan_bits(uint u) { return (u & 0x7FFFFFFFu) > 0x7F800000u; }
+static inline ushort qd_f2hb(float x) {
+  uint u = as_uint(x); ushort h;
+  if (qd_isnan_bits(u)) return (ushort)(((u >> 16) & 0x8000u) | 0x7E00u | ((u >> 13) & 0x3FFu));
+  vstore_half_rte(x, 0, (__private half*)&h); return h;
+}
+static inline float qd_h2f(ushort h) {  /* a load: NaNs keep sign and payload, quieted (NVIDIA's vload_half doesn't) */
+  if ((h & 0x7FFFu) <= 0x7C00u) return vload_half(0, (__private half*)&h);
+  return as_float((((uint)h & 0x8000u) << 16) | 0x7FC00000u | (((uint)h & 0x3FFu) << 13));
+}
+static inline float qd_rh(float x) { return qd_h2f(qd_f2hb(x)); }
+static inline short qd_f16_bits(float x) {
+  uint u = as_uint(x), m = (u >> 13) & 0x3FFu;
+  return qd_isnan_bits(u) ? (short)(((u >> 16) & 0x8000u) | 0x7C00u | (m ? m : 0x200u)) : (short)qd_f2hb(x);
+}
+static inline float qd_bits_f16(ushort h) {
+  if ((h & 0x7FFFu) <= 0x7C00u) return vload_half(0, (__private half*)&h);
+  return as_float((((uint)h & 0x8000u) << 16) | 0x7F800000u | (((uint)h & 0x3FFu) << 13));
+}
+#ifdef cl_khr_fp64
+static inline float qd_d2h(double x) {
+  ulong u = as_ulong(x); ushort h;
+  if ((u & 0x7FFFFFFFFFFFFFFFUL) > 0x7FF0000000000000UL)
+    return as_float((uint)((u >> 32) & 0x80000000UL) | 0x7FC00000u | (uint)(((u >> 42) & 0x3FFUL) << 13));
+  vstore_half_rte(x, 0, (__private half*)&h); return vload_half(0, (__private half*)&h);
+}
+#endif
+static inline ulong qd_mix64(ulong z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9UL; z = (z ^ (z >> 27)) * 0x94D049BB133111EBUL; return z ^ (z >> 31);
+}
+#define QD_INT_HELPERS(T, U, BITS, SIGNED)                                                    \
+static inline T qd_floordiv_##T(T a, T b) {                                                  \
+  if (b == 0) return 0;                                                                      \
+  if (SIGNED && b == (T)-1) return (T)((U)0 - (U)a);                                          \
+  T q = a / b, r = a % b;                                                                    \
+  return (SIGNED && r != 0 && ((a ^ b) < 0)) ? (T)(q - 1) : q;                               \
+}                                                                                            \
+static inline T qd_mod_##T(T a, T b) {                                                       \
+  if (b == 0 || (SIGNED && b == (T)-1)) return 0;                                            \
+  T r = a % b;                                                                               \
+  return (SIGNED && r != 0 && ((r ^ b) < 0)) ? (T)(r + b) : r;                               \
+}                                                                                            \
+static inline T qd_ipow_##T(T a, T e) {                                                      \
+  if (SIGNED && e < 0) return a == 1 ? (T)1 : (a == (T)-1 ? ((e & 1) ? (T)-1 : (T)1) : (T)0); \
+  U r = 1, x = (U)a, n = (U)e;                                                               \
+  while (n) { if (n & 1) r = (U)(r * x); x = (U)(x * x); n >>= 1; }                          \
+  return (T)r;                                                                               \
+}
+QD_INT_HELPERS(char, uchar, 8, 1) QD_INT_HELPERS(uchar, uchar, 8, 0)
+QD_INT_HELPERS(short, ushort, 16, 1) QD_INT_HELPERS(ushort, ushort, 16, 0)
+QD_INT_HELPERS(int, uint, 32, 1) QD_INT_HELPERS(uint, uint, 32, 0)
+QD_INT_HELPERS(long, ulong, 64, 1) QD_INT_HELPERS(ulong, ulong, 64, 0)
+static inline float qd_fmod_float(float a, float b) {
+#pragma OPENCL FP_CONTRACT OFF
+  float q = floor(a / b); return a - b * q;
+}
+#ifdef cl_khr_fp64
+static inline double qd_fmod_double(double a, double b) {
+#pragma OPENCL FP_CONTRACT OFF
+  double q = floor(a / b); return a - b * q;
+}
+#endif
+/* an 8- or 16-bit atomic: compare-and-swap on the aligned 32-bit word holding it */
+#define QD_NARROW_ATOMIC(NAME, T, U, EXPR)                                                   \
+static inline T NAME(volatile __global T* p, T v) {                                           \
+  ulong addr = (ulong)p; volatile __global uint* w = (volatile __global uint*)(addr & ~3UL);  \
+  uint shift = (uint)(addr & 3UL) * 8u, mask = ((1u << (8u * sizeof(T))) - 1u) << shift;     \
+  uint old = *w;                                                                             \
+  for (;;) { T o = (T)(U)((old & mask) >> shift); T n = (T)(EXPR);                           \
+             uint nw = (old & ~mask) | (((uint)(U)n << shift) & mask);                       \
+             uint seen = atomic_cmpxchg(w, old, nw); if (seen == old) return o; old = seen; }  \
+}
+#define QD_NARROW_ATOMICS(T, U)                                                              \
+QD_NARROW_ATOMIC(qd_atomic_add_##T, T, U, (U)o + (U)v) QD_NARROW_ATOMIC(qd_atomic_sub_##T, T, U, (U)o - (U)v) \
+QD_NARROW_ATOMIC(qd_atomic_mul_##T, T, U, (U)o * (U)v) QD_NARROW_ATOMIC(qd_atomic_min_##T, T, U, o < v ? o : v) \
+QD_NARROW_ATOMIC(qd_atomic_max_##T, T, U, o > v ? o : v) QD_NARROW_ATOMIC(qd_atomic_and_##T, T, U, o & v) \
+QD_NARROW_ATOMIC(qd_atomic_or_##T, T, U, o | v) QD_NARROW_ATOMIC(qd_atomic_xor_##T, T, U, o ^ v)
+QD_NARROW_ATOMICS(char, uchar) QD_NARROW_ATOMICS(uchar, uchar) QD_NARROW_ATOMICS(short, ushort)
+QD_NARROW_ATOMICS(ushort, ushort)
+/* an f16 atomic: the same on its word, the half's bits converted to float and the result rounded back (storage-only
+   `half`: no cl_khr_fp16 needed) */
+#define QD_HALF_ATOMIC(NAME, EXPR)                                                           \
+static inline float NAME(volatile __global half* p, float v) {                               \
+  ulong addr = (ulong)p; volatile __global uint* w = (volatile __global uint*)(addr & ~3UL);  \
+  uint shift = (uint)(addr & 3UL) * 8u, mask = 0xFFFFu << shift;                             \
+  uint old = *w;                                                                             \
+  for (;;) { ushort ob = (ushort)((old & mask) >> shift); float o = qd_h2f(ob); \
+             float n = (EXPR); ushort nb = qd_f2hb(n);                                      \
+             uint nw = (old & ~mask) | ((uint)nb << shift);                                  \
+             uint seen = atomic_cmpxchg(w, old, nw); if (seen == old) return o; old = seen; }  \
+}
+QD_HALF_ATOMIC(qd_atomic_add_half, o + v) QD_HALF_ATOMIC(qd_atomic_sub_half, o - v)
+QD_HALF_ATOMIC(qd_atomic_mul_half, o * v)
+QD_HALF_ATOMIC(qd_atomic_min_half, (o <= v || isnan(v)) ? o : v)
+QD_HALF_ATOMIC(qd_atomic_max_half, (o >= v || isnan(v)) ? o : v)
+#define QD_CAS32(NAME, VT, EXPR)                                                             \
+static inline VT NAME(volatile __global VT* p, VT v) {                                        \
+  volatile __global uint* q = (volatile __global uint*)p; uint old = *q;                     \
+  for (;;) { VT o = as_##VT(old); VT n = (EXPR); uint seen = atomic_cmpxchg(q, old, as_uint(n)); \
+             if (seen == old) return o; old = seen; }                                        \
+}
+#define QD_CAS64(NAME, VT, EXPR)                                                             \
+static inline VT NAME(volatile __global VT* p, VT v) {                                        \
+  volatile __global ulong* q = (volatile __global ulong*)p; ulong old = *q;                  \
+  for (;;) { VT o = as_##VT(old); VT n = (EXPR); ulong seen = atom_cmpxchg(q, old, as_ulong(n)); \
+             if (seen == old) return o; old = seen; }                                        \
+}
+QD_CAS32(qd_atomic_add_float, float, o + v) QD_CAS32(qd_atomic_sub_float, float, o - v)
+QD_CAS32(qd_atomic_mul_float, float, o * v)
+QD_CAS32(qd_atomic_min_float, float, (o <= v || isnan(v)) ? o : v)
+QD_CAS32(qd_atomic_max_float, float, (o >= v || isnan(v)) ? o : v)
+QD_CAS32(qd_atomic_mul_int, int, (int)((uint)o * (uint)v)) QD_CAS32(qd_atomic_mul_uint, uint, o * v)
+#ifdef cl_khr_int64_base_atomics
+QD_CAS64(qd_atomic_mul_long, long, (long)((ulong)o * (ulong)v)) QD_CAS64(qd_atomic_mul_ulong, ulong, o * v)
+#ifdef cl_khr_fp64
+QD_CAS64(qd_atomic_add_double, double, o + v) QD_CAS64(qd_atomic_sub_double, double, o - v)
+QD_CAS64(qd_atomic_mul_double, double, o * v)
+QD_CAS64(qd_atomic_min_double, double, (o <= v || isnan(v)) ? o : v)
+QD_CAS64(qd_atomic_max_double, double, (o >= v || isnan(v)) ? o : v)
+#endif
+#endif
+"""
