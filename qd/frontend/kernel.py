@@ -376,6 +376,8 @@ def _launch_copies(ck: Any, bindings: list, launch_args: list) -> Any:
     """The copies a primal launch outside a Tape makes of what it overwrites that its gradient reads as it was
     before it (`qd.ad.snapshots.LaunchCopies`), or None where there is none or the kernel has no gradient. Which
     buffers is found once per instance (`ck.copies_before`), where it has a buffer with a gradient."""
+    if ck.copies_before is not None and not ck.copies_before:  # the common case, on every Python-path launch
+        return None
     from qd.ad.snapshots import LaunchCopies, storage
     from qd.ad.stale_reads import before_launch_buffers
 
