@@ -19,7 +19,7 @@ from qd import _launch as _clib
 from qd import ir
 from qd.frontend import args as _args
 from qd.ops import INFO, Op
-from qd.runtime import config
+from qd.base import config
 from qd.runtime import launch as _launch
 from qd.types import dtypes as T
 

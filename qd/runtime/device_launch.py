@@ -35,7 +35,7 @@ from qd.ad.counting import COUNTS_KIND
 from qd.bytecode.lower import register_bits
 from qd.errors import QuadrantsRuntimeError
 from qd.ops import Op
-from qd.runtime import config
+from qd.base import config
 from qd.runtime import launch as _launch
 from qd.runtime.device import DeviceRuntime, Record
 from qd.runtime.device_array import DeviceArray

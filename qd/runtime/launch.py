@@ -36,7 +36,8 @@ from qd.ad.counting import COUNTS_KIND
 from qd.bytecode.lower import KernelCode, lower_kernel, register_bits
 from qd.errors import QuadrantsRuntimeError, QuadrantsRuntimeTypeError
 from qd.jit import tiering
-from qd.runtime import config, program
+from qd.base import config
+from qd.runtime import program
 from qd.runtime.adstack_heap import AdStackHeap, AdStackPlan
 from qd.runtime.status import PRINT_WORDS, STATUS_WORDS, check_error, decode_returns, flush_prints
 
