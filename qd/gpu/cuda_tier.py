@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from qd import ir
+from qd.gpu.backend import DeviceBackend
 from qd.gpu.cuda_driver import Driver
 from qd.jit import cache, nvptx
 from qd.jit.llvm_fn import CTX_FIELDS, MAX_NDIM
@@ -179,11 +180,12 @@ def _warm_up_wanted(cfg: Any) -> bool:
         return True
 
 
-class CudaBackend:
+class CudaBackend(DeviceBackend):
     name = "cuda"
 
     def __init__(self) -> None:
         self.drv = Driver()
+        self.torch_cuda_device = self.drv.device
         self.arch = f"sm_{self.drv.cc[0]}{self.drv.cc[1]}"
         self.caps = Caps()
         self.loop_limit = 0
@@ -303,7 +305,7 @@ class CudaBackend:
 
     # ------------------------------------------------------------ launches
     def enqueue(self, prog: Program, slot: Buffer, groups: list[int], zero: list[tuple[Buffer, int]],
-                streams: list | None = None) -> Any:
+                streams: list | None = None, bufs: dict | None = None, printbuf: Buffer | None = None) -> Any:
         """Enqueues one launch on qd's stream (see the module docstring). `streams`: those of device arrays used
         in place (CUDA array interface values): the launch waits for their work, and they for the launch."""
         drv = self.drv

@@ -158,8 +158,7 @@ def _launch_locked(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Se
     launch_id = _clib.next_launch_id()  # every launch takes one, on every tier: the same random numbers
     ctx = _ctx_values(st, ck.ir, lb, args, printbuf, int(cfg.random_seed) & _M64, launch_id, slot)
     st.slot_format.pack_into(slot.memory_view(), 0, *st.zeros, *ctx)
-    kw = {"bufs": lb.bufs, "printbuf": printbuf} if getattr(rt.backend, "binds_buffers", False) else {}
-    work = rt.backend.enqueue(st.prog, slot, groups, lb.zero, *([lb.streams] if lb.streams else []), **kw)
+    work = rt.backend.enqueue(st.prog, slot, groups, lb.zero, lb.streams, lb.bufs, printbuf)
     for b in ck.written:
         owner = owners[b]
         if getattr(owner, "_mirror", None) is not None:
@@ -180,7 +179,7 @@ def runner(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], params: list[int
     counting kernels, prints, return values, and buffers other than fields, ndarray parameters and temporaries.
     `params`: the plan's parameter of each launch argument. Made once per program (`_State.runner`)."""
     cfg = config.current()
-    make = getattr(rt.backend, "runner", None)
+    make = rt.backend.runner
     if make is None or cfg.debug or ck.adstack is not None or ck.counts is not None or ck.ir.rets:
         return None
     with rt.lock:  # (the instance's device state is made and changed under the runtime's lock)
@@ -415,7 +414,7 @@ def _grid(rt: DeviceRuntime, st: Any, args: Sequence[Any], shapes: dict) -> int:
     want = -(-(hi - lo) // st.local_size)
     # (a backend whose float atomics are compare-and-swap loops bounds a reducing task's groups lower: one
     # atomic per group meets the others at the one cell)
-    g = min(getattr(b, "reduce_groups", b.max_groups) if st.reduces else b.group_limit, want)
+    g = min((b.reduce_groups or b.max_groups) if st.reduces else b.group_limit, want)
     if b.loop_limit:  # leave most of a driver's loop budget to the body's own loops
         g = max(g, min(want, b.group_limit, -(-want // (b.loop_limit // 16))))
     return max(1, g)
