@@ -35,8 +35,8 @@ from qd.frontend.context import TOO_DEEP, FuncContext, file_stamp, source_of
 from qd.frontend.transformer import Transformer, fence
 from qd.runtime import config as _config
 from qd.runtime import launch as _launch
-from qd.runtime import launch_plan as _launch_plan
 from qd.runtime import pyquadrants as _pyq
+from qd.runtime import tiers as _tiers
 from qd.types.enums import AutodiffMode
 
 _KERNELS: weakref.WeakSet[Kernel] = weakref.WeakSet()
@@ -191,7 +191,7 @@ class Kernel:
                 tape.launching(taped)
         current = copies.put_back() if copies is not None else None
         try:
-            result = _launch.launch(ck, bindings, launch_args)
+            result = _tiers.launch(ck, bindings, launch_args)
         except RecursionError:  # compiling for a tier at its first launch (GPU code, native code)
             raise self._too_deep() from None
         finally:
@@ -205,7 +205,7 @@ class Kernel:
         if mode in ("", "grad"):  # the plan later calls of this shape launch through (primal, or kernel.grad)
             plan = None if tape is not None or nd_grads or ck.stale is not None or _copies_before(ck) \
                 or _args.unchecked(key) else \
-                _launch_plan.armed(ck, sig, values, bindings, key not in self._hidden, self._guards.get(key, ()))
+                _tiers.plan(ck, sig, values, bindings, self._guards.get(key, ())) if key not in self._hidden else None
             if mode:
                 self._grad_plan = plan
             else:

@@ -35,7 +35,7 @@ from qd.ad.counting import COUNTS_KIND
 from qd.bytecode.lower import register_bits
 from qd.errors import QuadrantsRuntimeError
 from qd.ops import Op
-from qd.runtime import config
+from qd.runtime import config, device
 from qd.runtime import launch as _launch
 from qd.runtime.device import DeviceRuntime, Record
 from qd.runtime.device_array import DeviceArray
@@ -111,6 +111,33 @@ def launch(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Sequence[A
         _launch.check_writeable(ck, args)
     with rt.lock:
         return _launch_locked(rt, ck, bindings, args)
+
+
+class DeviceTier:
+    """The tier of a GPU arch (`qd.runtime.tiers.Tier`): launches enqueued on its device's runtime (over the
+    arch's `qd.gpu.backend.DeviceBackend`), plans that check calls in C and launch through the backend's C
+    launcher where it has one."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def compile(self, ck: Any) -> Any:
+        rt = device.runtime(self.name)
+        with rt.lock:
+            return _state(rt, ck).prog
+
+    def plan(self, ck: Any, sig: Any, values: list, bindings: Sequence[Any], guards: tuple) -> Any:
+        from qd.runtime import launch_plan
+
+        return launch_plan.arm_device(ck, sig, values, bindings, guards, device.runtime(self.name))
+
+    def launch(self, ck: Any, bindings: Sequence[Any], args: Sequence[Any]) -> Any:
+        return launch(device.runtime(self.name), ck, bindings, args)
+
+
+def tier_of(arch: Any) -> DeviceTier:
+    """The device tier of GPU arch `arch` (`qd.runtime.tiers.base_tier` asks)."""
+    return DeviceTier(arch.name)
 
 
 POLL_EVERY = 8  # launches in flight before a launch reads the finished ones (recycling their slots)
@@ -456,4 +483,4 @@ def _bind_adstack(rt: DeviceRuntime, st: _State, ck: Any, lb: _Binding, owners: 
     return groups
 
 
-__all__ = ["launch", "rng_base"]
+__all__ = ["DeviceTier", "launch", "rng_base", "tier_of"]

@@ -24,7 +24,7 @@ while-loop counts are shared).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +36,8 @@ from qd.ad.counting import COUNTS_KIND
 from qd.bytecode.lower import KernelCode, lower_kernel, register_bits
 from qd.errors import QuadrantsRuntimeError, QuadrantsRuntimeTypeError
 from qd.jit import tiering
-from qd.runtime import config, program
+from qd.runtime import arch as _arch
+from qd.runtime import config, program, tiers
 from qd.runtime.adstack_heap import AdStackHeap, AdStackPlan
 from qd.runtime.status import PRINT_WORDS, STATUS_WORDS, check_error, decode_returns, flush_prints
 
@@ -228,19 +229,104 @@ def _arrays(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any], nt
     return out
 
 
-def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> Any:
-    """Runs a compiled kernel instance on the tier `qd.jit.tiering` picks (the interpreter or native
-    code: same memory, same results); raises what its checks recorded. On a GPU arch the launch is
-    enqueued on the device instead (`qd/runtime/device_launch.py`)."""
-    cfg = config.current()
-    if cfg.arch.is_gpu:
-        from qd.runtime import device, device_launch
+class HostTier:
+    """The launches of the host tiers (interpreter and native code: same memory, same launch state). A host
+    tier says which native code runs a launch (`native`; None: the interpreter), once its buffers are bound."""
 
-        return device_launch.launch(device.runtime(cfg.arch.name), ck, bindings, args)
+    name = "interp"
+
+    def compile(self, ck: CompiledKernel) -> Any:
+        return ck.code
+
+    def plan(self, ck: CompiledKernel, sig: Any, values: list, bindings: Sequence[Any], guards: tuple) -> Any:
+        return None
+
+    def native(self, ck: CompiledKernel, arrays: Sequence[Any]) -> Any:
+        tiering.interpreted(tier_state(ck))
+        return None
+
+    def launch(self, ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> Any:
+        return _host_launch(ck, bindings, args, self.native)
+
+
+class InterpTier(HostTier):
+    """The interpreter: the `interp` arch's tier, and `cpu`'s before native code is there."""
+
+
+class NativeTier(HostTier):
+    """Native code (`qd.jit.cpu`), compiled at the first launch where it is not compiled yet."""
+
+    name = "cpu"
+
+    def compile(self, ck: CompiledKernel) -> Any:
+        return tiering.eager(tier_state(ck), ck.ir)
+
+    def plan(self, ck: CompiledKernel, sig: Any, values: list, bindings: Sequence[Any], guards: tuple) -> Any:
+        from qd.runtime import launch_plan
+
+        return launch_plan.arm_host(ck, sig, values, bindings, guards)
+
+    def native(self, ck: CompiledKernel, arrays: Sequence[Any]) -> Any:
+        return tiering.eager(tier_state(ck), ck.ir, launch=True)
+
+
+class TieredTier(HostTier):
+    """The `cpu` arch's tier: the interpreter first, native code later, launch by launch as `qd.jit.tiering`
+    decides (`jit="auto"`, `"eager"`, `"interp"`); plans and compiles are the native tier's."""
+
+    name = "cpu"
+
+    def __init__(self, first: HostTier, then: HostTier) -> None:
+        self.first, self.then = first, then
+
+    def compile(self, ck: CompiledKernel) -> Any:
+        return self.then.compile(ck)
+
+    def plan(self, ck: CompiledKernel, sig: Any, values: list, bindings: Sequence[Any], guards: tuple) -> Any:
+        return self.then.plan(ck, sig, values, bindings, guards)
+
+    def native(self, ck: CompiledKernel, arrays: Sequence[Any]) -> Any:
+        return tiering.native_for(tier_state(ck), ck.ir, arrays)
+
+
+INTERP = InterpTier()
+TIERED = TieredTier(INTERP, NativeTier())
+
+
+def host_tier(arch: Any) -> HostTier:
+    """The tier of a host arch (`qd.runtime.tiers` asks): `cpu` tiers, every other one interprets."""
+    return TIERED if arch is _arch.cpu else INTERP
+
+
+_STATES = threading.Lock()
+
+
+def tier_state(ck: CompiledKernel) -> tiering.TierState:
+    """The host tiers' state of `ck` (`qd.jit.tiering.TierState`: native code, launch counts), made once."""
+    st = ck.tier
+    if st is None:
+        with _STATES:
+            if ck.tier is None:
+                ck.tier = tiering.TierState()
+            st = ck.tier
+    return st
+
+
+def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> Any:
+    """Runs a compiled kernel instance on the tier of the live config's arch (`qd.runtime.tiers`); raises what
+    its checks recorded."""
+    return tiers.launch(ck, bindings, args)
+
+
+def _host_launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any],
+                 native_of: Callable[[CompiledKernel, Sequence[Any]], Any]) -> Any:
+    """A launch on a host tier: the interpreter, or the native code `native_of` gives once the buffers are
+    bound (same memory, same results)."""
+    cfg = config.current()
     sc = _take(ck)
     try:
         nthreads, owners, arrays = prepare(ck, bindings, args, sc.heap)
-        native = tiering.native_for(ck, arrays)
+        native = native_of(ck, arrays)
         if native is None:
             sc.use_interp(ck)
         st = sc.launch
@@ -256,9 +342,6 @@ def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> 
         return finish(ck, sc, rc, owners, arrays, args, prints, check_args)
     finally:
         ck.scratches.append(sc)
-
-
-LAUNCH = launch  # the launch function itself (a debugger swaps the module's `launch`; plans then stand aside)
 
 
 def prepare(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any],
@@ -300,7 +383,7 @@ def _count_while_loops(plan: AdStackPlan, bindings: Sequence[Any], args: Sequenc
     counter = plan.counter
     plan.counts[:] = 0
     nb = len(counter.ir.buffers) - 1  # its buffers: the kernel's own, then the counts
-    launch(counter, list(bindings[:nb]) + [None], args[:len(counter.ir.args)])
+    tiers.launch_inner(counter, list(bindings[:nb]) + [None], args[:len(counter.ir.args)])
 
 
 def _failure(ck: CompiledKernel, check_args: list, status: np.ndarray, arrays: list, args: Sequence[Any]) -> Exception:
