@@ -35,6 +35,7 @@ from qd.ad.adstack import OVERFLOW_KIND
 from qd.ad.counting import COUNTS_KIND
 from qd.bytecode.lower import KernelCode, lower_kernel, register_bits
 from qd.errors import QuadrantsRuntimeError, QuadrantsRuntimeTypeError
+from qd.frontend.instance import KernelInstance, lowered
 from qd.jit import tiering
 from qd.runtime import arch as _arch
 from qd.runtime import config, program, tiers
@@ -49,23 +50,26 @@ program.on_reset(_launch.reset_launch_ids)
 
 @dataclass
 class CompiledKernel:
-    """A kernel instance ready to launch: its offloaded IR and its tier's code."""
+    """The runtime's object of one kernel instance (`qd.frontend.instance.KernelInstance`, immutable): the
+    instance's facts the launch paths read (copied once, never written), and what the tiers attach to it: launch
+    states, tier state and native code, device programs, the launch plan, the adstack plan, AD caches."""
 
-    ir: ir.KernelIR
+    ir: ir.KernelIR  # the instance's offloaded IR
     written: frozenset  # buffer indices the kernel may write (generation counters)
     written_args: tuple = ()  # (launch arg, buffer) of every ndarray argument it may write (`check_writeable`)
     scratches: list = field(default_factory=list)  # idle launch states (`_Scratch`): one per concurrent launch
-    tier: Any = None  # `qd.jit.tiering.TierState`: native code, background compile, launch counts
+    tier: Any = None  # `qd.jit.tiering.TierState` (`tier_state`): native code, background compile, launch counts
     adstack: AdStackPlan | None = None  # sizes and heap of a reverse-mode kernel's adstacks
     counts: np.ndarray | None = None  # a counting kernel's output (`qd/ad/counting.py`)
     device: dict | None = None  # per GPU device: the compiled program and heaps (`qd/runtime/device_launch.py`)
     tier_stats: Any = None  # on a GPU arch: the callable behind `kernel.stats`
     plan: Any = None  # the compiled launch plan (`qd/runtime/launch_plan.py`); False: this instance has none
-    stale: Exception | None = None  # a reverse instance's stale read (`qd.ad.validation.stale_read_error`)
-    stale_by_buffer: dict = field(default_factory=dict)  # the first stale read's error of each buffer
+    stale: Exception | None = None  # the instance's (reverse mode): its first stale read
+    stale_by_buffer: Any = field(default_factory=dict)  # the instance's: the first stale read's error by buffer
     # (reads, writes, buffers read as before the launch) a Tape compares across launches (`qd.ad.stale_reads`)
     tape_accesses: Any = None
     copies_before: Any = None  # frozenset: the buffers a primal launch outside a Tape copies for kernel.grad
+    inst: Any = None  # the `KernelInstance`
     _code: KernelCode | None = None
     _consts: np.ndarray | None = None
 
@@ -90,26 +94,16 @@ class CompiledKernel:
 _LOWERING = threading.Lock()
 
 
-def compile_kernel(k: ir.KernelIR) -> CompiledKernel:
-    """Runs the pass pipeline on a frontend kernel and lowers it for the interpreter."""
-    from qd.passes.runner import default_pipeline, run_passes
-
-    k = run_passes(k, default_pipeline(config.current()))
-    plan = AdStackPlan(k) if k.stacks else None
-    if plan is not None and k.counter is not None:
-        plan.counter = compile_kernel(k.counter)
+def compile_kernel(k: ir.KernelIR | KernelInstance) -> CompiledKernel:
+    """The runtime's object of a kernel instance (`qd.frontend.instance.instantiate`), or of a frontend kernel IR
+    (lowered into an instance first: the pass pipeline, offload included)."""
+    inst = k if isinstance(k, KernelInstance) else lowered(k)
+    plan = AdStackPlan(inst.ir) if inst.ir.stacks else None
+    if plan is not None and inst.counter is not None:
+        plan.counter = compile_kernel(inst.counter)
         plan.counter.counts = plan.counts = np.zeros(max(plan.counted_loops) + 1, dtype=np.int64)
-    written = _written_buffers(k)
-    written_args = tuple(sorted((k.buffers[b].arg, b) for b in written if k.buffers[b].kind == "ndarray"))
-    return CompiledKernel(k, written, written_args, adstack=plan)
-
-
-def _written_buffers(k: ir.KernelIR) -> frozenset:
-    out = set()
-    for s in ir.walk_kernel(k):
-        if isinstance(s, (ir.GlobalStore, ir.AtomicRMW, ir.AtomicSwap)):
-            out.add(s.ptr.buffer)
-    return frozenset(out)
+    return CompiledKernel(inst.ir, inst.written, inst.written_args, adstack=plan, stale=inst.stale,
+                          stale_by_buffer=inst.stale_by_buffer, inst=inst)
 
 
 def check_writeable(ck: CompiledKernel, args: Sequence[Any]) -> None:
