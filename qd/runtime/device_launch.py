@@ -38,6 +38,7 @@ from qd.ops import Op
 from qd.runtime import config, device
 from qd.runtime import launch as _launch
 from qd.runtime.device import DeviceRuntime, Record
+from qd.runtime import launch_plan as _launch_plan
 from qd.runtime.device_array import DeviceArray
 from qd.runtime.status import (HEADER_WORDS, LOOP_LIMIT, PRINT_WORDS, PRINTLEN_WORD, STATUS_WORDS, check_error,
                                decode_returns, flush_prints)
@@ -127,9 +128,7 @@ class DeviceTier:
             return _state(rt, ck).prog
 
     def plan(self, ck: Any, sig: Any, values: list, bindings: Sequence[Any], guards: tuple) -> Any:
-        from qd.runtime import launch_plan
-
-        return launch_plan.arm_device(ck, sig, values, bindings, guards, device.runtime(self.name))
+        return _launch_plan.arm_device(ck, sig, values, bindings, guards, device.runtime(self.name))
 
     def launch(self, ck: Any, bindings: Sequence[Any], args: Sequence[Any]) -> Any:
         return launch(device.runtime(self.name), ck, bindings, args)

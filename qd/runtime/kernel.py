@@ -180,7 +180,8 @@ class Kernel:
                 tape.launching(taped)
         current = copies.put_back() if copies is not None else None
         try:
-            result = _tiers.launch(ck, bindings, launch_args)
+            tier = _tiers.tier_for(cfg.arch)  # (the config's: a launch never changes it)
+            result = tier.launch(ck, bindings, launch_args)
         except RecursionError:  # compiling for a tier at its first launch (GPU code, native code)
             raise self._too_deep() from None
         finally:
@@ -194,7 +195,7 @@ class Kernel:
         if mode in ("", "grad"):  # the plan later calls of this shape launch through (primal, or kernel.grad)
             plan = None if tape is not None or nd_grads or ck.stale is not None or _copies_before(ck) \
                 or _args.unchecked(key) else \
-                _tiers.plan(ck, sig, values, bindings, self._guards.get(key, ())) if key not in self._hidden else None
+                tier.plan(ck, sig, values, bindings, self._guards.get(key, ())) if key not in self._hidden else None
             if mode:
                 self._grad_plan = plan
             else:

@@ -236,7 +236,7 @@ class HostTier:
         return None
 
     def native(self, ck: CompiledKernel, arrays: Sequence[Any]) -> Any:
-        tiering.interpreted(tier_state(ck))
+        tiering.interpreted(ck.tier or tier_state(ck))
         return None
 
     def launch(self, ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> Any:
@@ -256,12 +256,10 @@ class NativeTier(HostTier):
         return tiering.eager(tier_state(ck), ck.ir)
 
     def plan(self, ck: CompiledKernel, sig: Any, values: list, bindings: Sequence[Any], guards: tuple) -> Any:
-        from qd.runtime import launch_plan
-
-        return launch_plan.arm_host(ck, sig, values, bindings, guards)
+        return _launch_plan.arm_host(ck, sig, values, bindings, guards)
 
     def native(self, ck: CompiledKernel, arrays: Sequence[Any]) -> Any:
-        return tiering.eager(tier_state(ck), ck.ir, launch=True)
+        return tiering.eager(ck.tier or tier_state(ck), ck.ir, launch=True)
 
 
 class TieredTier(HostTier):
@@ -280,7 +278,7 @@ class TieredTier(HostTier):
         return self.then.plan(ck, sig, values, bindings, guards)
 
     def native(self, ck: CompiledKernel, arrays: Sequence[Any]) -> Any:
-        return tiering.native_for(tier_state(ck), ck.ir, arrays)
+        return tiering.native_for(ck.tier or tier_state(ck), ck.ir, arrays)
 
 
 INTERP = InterpTier()
@@ -436,3 +434,7 @@ def sync() -> None:
     from qd.runtime import device
 
     device.sync_all()
+
+
+# (last: `launch_plan` imports this module; the native tier's `plan` builds plans with it)
+from qd.runtime import launch_plan as _launch_plan  # noqa: E402

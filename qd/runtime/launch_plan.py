@@ -83,7 +83,7 @@ def arm_device(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[A
         return None
     cfg = _config.current()
     plan.arm(int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, int(cfg.cpu_max_num_threads or 1))
-    from qd.runtime import device_launch
+    from qd.runtime import device_launch  # (it imports this module)
 
     params = [i for i, p in enumerate(sig.params) if p.kind != "template"]
     plan.runner = device_launch.runner(rt, ck, bindings, params)
