@@ -1,11 +1,12 @@
-"""The launch path: compile a kernel instance's IR for a tier, bind its buffers and run it.
+"""The launch path of the host tiers: the runtime's object of a kernel instance, and its launches on the
+interpreter and native code (`InterpTier`, `NativeTier`, `TieredTier`: `qd/runtime/tiers.py`'s protocol).
 
-Contract used by the frontend (`qd/frontend/kernel.py`):
+Contract used by the launcher (`qd/runtime/kernel.py`):
 
-    ck = compile_kernel(ir)                     # passes + offload + tier lowering; cache per instance
-    result = launch(ck, bindings, args)         # runs it, raises recorded errors, returns rets
+    ck = compile_kernel(inst)                   # the runtime's object of a `KernelInstance` (or of a kernel IR)
+    result = tiers.tier_for(arch).launch(ck, bindings, args)   # runs it, raises recorded errors, returns rets
 
-- `ir` is a `KernelIR` fresh from the frontend (not yet offloaded).
+- `inst` is a `qd.frontend.instance.KernelInstance` (a bare `KernelIR` is lowered into one first).
 - `bindings[b]` for every buffer `b` of kind 'field' is the Field object bound to it (it has `.arr`,
   a C-contiguous numpy array of shape `shape + elem_shape`, and `._bump()` for the generation
   counter); entries for other buffer kinds are None.
