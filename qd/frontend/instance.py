@@ -43,6 +43,10 @@ class KernelInstance:
     stale_by_buffer: Any = None  # the first stale read's error of each buffer (a dict nobody writes)
     counter: KernelInstance | None = None  # the counting kernel that sizes `while`-loop adstacks
 
+    @property
+    def name(self) -> str:
+        return self.ir.name
+
 
 def instantiate(kernel: Any, values: list, mode: str = "", nd_grads: tuple = ()) -> KernelInstance:
     """The instance of `kernel` (a `@qd.kernel`: `fn`, `signature`) for leaf values `values` in `mode` ("" primal,
