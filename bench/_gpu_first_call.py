@@ -29,6 +29,7 @@ def _time_phases() -> dict:
     import qd.runtime.device as device
     import qd.runtime.device_launch as device_launch
     import qd.runtime.launch as launch
+    from qd.runtime import tiers
 
     times: dict = {}
 
@@ -45,10 +46,10 @@ def _time_phases() -> dict:
 
     timed(kernel, "build_kernel_ir", "frontend")
     timed(runner, "run_passes", "passes")
-    timed(launch, "compile_kernel", "passes+plan")
+    timed(launch, "compile_kernel", "runtime_instance")
     timed(device_launch, "_state", "device_program")
     timed(device.Mirror, "to_device", "mirror_uploads")
-    timed(launch, "launch", "launch_total")
+    timed(tiers, "launch", "launch_total")
     return times
 
 

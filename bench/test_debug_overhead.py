@@ -1,7 +1,7 @@
 """Overhead of the kernel debugger (`qd.debug`) on launches it does not debug.
 
-The debugger has no hook in the launch path: attaching swaps `qd.runtime.launch.launch` for a
-wrapper, detaching swaps it back. So a program that never attaches runs the same code whether
+The debugger has no hook in the launch path: attaching registers a tier wrapper with the tier table
+(`qd.runtime.tiers.wrap`), detaching removes it. So a program that never attaches runs the same code whether
 `qd.debug` is imported or not. Measured on a small interpreter launch (64 elements):
 
 - `not_imported`: a fresh process that never imports `qd.debug` (timed there, median reported);
@@ -93,7 +93,7 @@ def test_launch_overhead_fresh_processes(benchmark, tmp_path):
 @pytest.mark.parametrize("mode", ["imported", "attached_no_breakpoint"])
 def test_launch_with_debug_module(benchmark, interp_program, mode):
     import qd.debug
-    from qd.runtime import launch as _launch
+    from qd.runtime import tiers as _tiers
 
     k = _small()
     x = np.ones(64, np.float32)
@@ -104,7 +104,7 @@ def test_launch_with_debug_module(benchmark, interp_program, mode):
         dbg.breakpoints.append(qd.debug.Breakpoint("elsewhere.py", 1))  # matches no kernel (set unchecked)
         dbg.attach()
     else:
-        assert _launch.launch.__module__ == "qd.runtime.launch"  # no hook: the plain function
+        assert _tiers.WRAPPED is None  # no hook: the plain tier
     try:
         benchmark(k, x)
     finally:

@@ -13,7 +13,7 @@ import pytest
 
 import qd
 import qd.debug
-from qd.runtime import launch as _launch_mod
+from qd.runtime import tiers as _tiers
 
 HERE = os.path.abspath(__file__)
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -54,7 +54,7 @@ def make_kernel():
 def _program():
     qd.init(arch=qd.interp, random_seed=7)
     yield
-    assert _launch_mod.launch.__name__ == "launch", "a debugger stayed attached"
+    assert _tiers.WRAPPED is None, "a debugger stayed attached"
     qd.reset()
 
 
@@ -283,7 +283,7 @@ def test_set_trace_debugs_only_the_next_launch():
     qd.debug.set_trace(commands=["p s", "n", "n", "p s", "locals", "c"], stdout=out)
     x = _data()
     k(x)
-    assert _launch_mod.launch.__name__ == "launch"
+    assert _tiers.WRAPPED is None
     k(x)  # not debugged
     text = out.getvalue()
     assert f"test_debugger.py:{line_of('k_vec')} in k (thread 0, task 0)  [step]" in text

@@ -682,9 +682,12 @@ def _emit(out: list[ir.Stmt], s: ir.Stmt) -> Any:
     return s
 
 
-def reverse(k: ir.KernelIR, grad_buffers: Sequence[int], adstack: bool = True) -> ir.KernelIR:
+def reverse(k: ir.KernelIR, grad_buffers: Sequence[int], adstack: bool = True,
+            grad_args: Sequence[int] = ()) -> ir.KernelIR:
     """The reverse-mode version of the pre-offload kernel `k`. Buffer `grad_buffers[j]` gets its grad
-    as buffer `len(k.buffers) + j` (a decl named `<name>.grad`), to be bound to `field.grad`."""
+    as buffer `len(k.buffers) + j` (a decl named `<name>.grad`), to be bound to `field.grad`. `grad_args`: the
+    ndarray arguments whose gradients are launched as arguments, in that order after the kernel's own: the grad
+    buffer of such an argument's buffer is bound to a new ndarray `ArgDecl` `<name>.grad` there."""
     if k.tasks is not None:
         raise ValueError("reverse() runs before the offload pass")
     grad_of = {b: len(k.buffers) + j for j, b in enumerate(grad_buffers)}
@@ -693,8 +696,29 @@ def reverse(k: ir.KernelIR, grad_buffers: Sequence[int], adstack: bool = True) -
     rev = _Reverse(k, body, grad_of)
     stmts = rev.region(body.stmts, {}, {})
     counter = counting_kernel(k, body, rev.whiles) if rev.whiles else None
-    return replace(k, buffers=k.buffers + decls, body=ir.Block(tuple(stmts)), stacks=tuple(rev.stacks),
+    args, decls = _grad_arg_decls(k, grad_buffers, decls, grad_args)
+    return replace(k, args=args, buffers=k.buffers + decls, body=ir.Block(tuple(stmts)), stacks=tuple(rev.stacks),
                    counter=counter)
+
+
+def _grad_arg_decls(k: ir.KernelIR, grad_buffers: Sequence[int], decls: tuple,
+                    grad_args: Sequence[int]) -> tuple[tuple, tuple]:
+    """(the kernel's args with the `<name>.grad` ArgDecls of `grad_args` after them, the grad buffer decls bound
+    to those): an argument of `grad_args` the kernel reads no buffer of keeps its place (None) only where a later
+    one follows."""
+    args: list = list(k.args)
+    out = list(decls)
+    nb, na = len(k.buffers), len(k.args)
+    for j, b in enumerate(grad_buffers):
+        if k.buffers[b].kind != "ndarray":
+            continue
+        src = k.args[k.buffers[b].arg]
+        ai = na + list(grad_args).index(k.buffers[b].arg)
+        while len(args) <= ai:
+            args.append(None)
+        args[ai] = ir.ArgDecl(name=f"{src.name}.grad", kind="ndarray", dtype=src.dtype, buffer=nb + j)
+        out[j] = replace(out[j], arg=ai)
+    return tuple(args), tuple(out)
 
 
 __all__ = ["STACK_UNROLL_LIMIT", "reverse"]

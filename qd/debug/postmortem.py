@@ -24,12 +24,13 @@ _LAUNCH_FILES = {os.path.abspath(L.__file__), os.path.abspath(os.path.join(os.pa
 
 
 def failed_launch(exc: BaseException) -> dict[str, Any]:
-    """The locals of the innermost launch frame (`launch` or `debug_launch`) in `exc`'s traceback."""
+    """The locals of the innermost launch frame (a host tier's `_host_launch` or `debug_launch`) in `exc`'s
+    traceback."""
     tb = exc.__traceback__
     found = None
     while tb is not None:
         code = tb.tb_frame.f_code
-        if code.co_name in ("launch", "debug_launch") and os.path.abspath(code.co_filename) in _LAUNCH_FILES:
+        if code.co_name in ("_host_launch", "debug_launch") and os.path.abspath(code.co_filename) in _LAUNCH_FILES:
             found = tb.tb_frame.f_locals
         tb = tb.tb_next
     if found is None or "sc" not in found or "arrays" not in found:

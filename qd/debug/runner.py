@@ -1,4 +1,4 @@
-"""A debugged launch: `qd.runtime.launch.launch` with the followed threads walked in Python.
+"""A debugged launch: a host tier's launch (`qd.runtime.launch`) with the followed threads walked in Python.
 
 Same compiled instance, same buffers, same register template, same status/print/return buffers.
 Serial tasks are walked. A range task runs its unfollowed indices in the interpreter

@@ -1,9 +1,11 @@
 """The debugger: breakpoints, followed threads, stepping modes, and attaching to kernel launches.
 
-A `Debugger` attaches by swapping `qd.runtime.launch.launch` (the one name the frontend calls) for
-a wrapper while it is active, so an undebugged program runs no debugger code at all. A launch
-whose kernel has a breakpoint (or that a step or `set_trace` is waiting for) runs through
-`qd.debug.runner.debug_launch`; every other launch runs normally.
+A `Debugger` attaches by registering a tier wrapper with the tier table (`qd.runtime.tiers.wrap`): while
+it is attached, every arch's tier is a `DebugTier` over it, so an undebugged program runs no debugger code at
+all. A launch whose kernel has a breakpoint (or that a step or `set_trace` is waiting for) runs through
+`qd.debug.runner.debug_launch`; every other launch runs on the wrapped tier. Compiled launch plans stand aside
+while it is attached; launches made by a launch (counting and max-reducer kernels) skip it
+(`qd.runtime.tiers.launch_inner`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from qd.debug.frame import Frame
 from qd.debug.lines import BreakpointError
 from qd.debug.runner import Policy, debug_launch
 from qd.debug.walker import Thread
-from qd.runtime import launch as _launch_mod
+from qd.runtime import tiers as _tiers
 from qd.runtime.status import decode
 
 _TID_EQ = re.compile(r"\btid\s*==\s*(\d+)\b")
@@ -144,22 +146,24 @@ class Debugger(Policy):
 
     def attach(self) -> None:
         if self._saved is None:
-            self._saved = _launch_mod.launch
-            _launch_mod.launch = self._launch
+            self._saved = self._wrap
+            _tiers.wrap(self._wrap)
 
     def detach(self) -> None:
         if self._saved is not None:
-            _launch_mod.launch = self._saved
+            _tiers.unwrap(self._saved)
             self._saved = None
 
-    def _launch(self, ck: Any, bindings: Any, args: Any) -> Any:
-        original = self._saved
-        if self._inside:  # launches made inside a launch (counting and max-reducer kernels) run normally
-            return original(ck, bindings, args)
+    def _wrap(self, tier: _tiers.Tier) -> DebugTier:
+        return DebugTier(tier, self)
+
+    def _launch(self, tier: _tiers.Tier, ck: Any, bindings: Any, args: Any) -> Any:
+        if self._inside:  # a launch made while one is debugged (from an `on_stop` callback) runs normally
+            return tier.launch(ck, bindings, args)
         self._inside = True
         try:
             if not self._wants(ck):
-                return original(ck, bindings, args)
+                return tier.launch(ck, bindings, args)
             return debug_launch(ck, bindings, args, self)
         finally:
             self._inside = False
@@ -264,6 +268,24 @@ class Debugger(Policy):
         self.mode_depth = len(frame.loc.stack) - frame.level
         self.mode_thread = (frame.thread.task_id, frame.tid)
         self.frame = None
+
+
+class DebugTier:
+    """A tier wrapped by an attached `Debugger` (`qd.runtime.tiers.wrap`): the launches the debugger wants run
+    through `debug_launch`, the others on the wrapped tier; no compiled launch plans."""
+
+    def __init__(self, inner: _tiers.Tier, dbg: Debugger) -> None:
+        self.inner, self.dbg = inner, dbg
+        self.name = inner.name
+
+    def compile(self, ck: Any) -> Any:
+        return self.inner.compile(ck)
+
+    def plan(self, ck: Any, sig: Any, values: list, bindings: Any, guards: tuple) -> Any:
+        return None
+
+    def launch(self, ck: Any, bindings: Any, args: Any) -> Any:
+        return self.dbg._launch(self.inner, ck, bindings, args)
 
 
 def session(on_stop: Callable[[Debugger, Frame, str], str] | None = None, **kw: Any) -> Debugger:

@@ -1,4 +1,4 @@
-"""Public names of the frontend (`qd.kernel`, `qd.func`, `qd.static`, `qd.ndrange`, atomics, math builtins...).
+"""Public names of the frontend (`qd.func`, `qd.static`, `qd.ndrange`, atomics, math builtins...).
 
 Re-exported by `qd/__init__.py`. `qd.raw_div` / `qd.raw_mod` are C-style (truncating) division and
 remainder; `qd.loop_config(serialize=True)` makes the next top-level loop serial, other options are
@@ -17,12 +17,12 @@ from qd.frontend.builtins import max_ as max  # noqa: A001
 from qd.frontend.builtins import min_ as min  # noqa: A001
 from qd.frontend.builtins import pow_ as pow  # noqa: A001
 from qd.frontend.builtins import round_ as round  # noqa: A001
-from qd.frontend.kernel import Func, Kernel, data_oriented, func, is_data_oriented, kernel, pyfunc, real_func
+from qd.frontend.kernel import Func, data_oriented, func, is_data_oriented, pyfunc, real_func
 from qd.frontend.ranges import block_local, grouped, loop_config, ndrange, static, static_assert, static_print
 from qd.types.annotations import template
 
 __all__ = [
-    "data_oriented", "kernel", "func", "real_func", "pyfunc", "Kernel", "Func", "template", "static", "static_assert",
+    "data_oriented", "func", "real_func", "pyfunc", "Func", "template", "static", "static_assert",
     "static_print", "ndrange", "grouped", "loop_config", "block_local", "atomic_add", "atomic_sub", "atomic_mul",
     "atomic_min", "atomic_max", "atomic_and", "atomic_or", "atomic_xor", "atomic_exchange", "atomic_cas",
     "volatile_load", "random", "randn", "assume_in_range", "cache_read_only", "select", "cast", "bit_cast",

@@ -86,15 +86,13 @@ class CallMixin:
         return True
 
     def call(self, fn: Any, args: list, kwargs: dict) -> Any:
-        from qd.frontend.kernel import Kernel
-
         if fn is builtins.print:
             return self.emit_print(args, kwargs)
         if getattr(fn, "__name__", "") == "format" and isinstance(getattr(fn, "__self__", None), str):
             from qd.frontend.exprs import format_runtime
 
             return format_runtime(fn.__self__, tuple(args), kwargs)
-        if isinstance(fn, Kernel) or getattr(fn, "_is_qd_kernel", False):
+        if getattr(fn, "_is_qd_kernel", False):  # a `qd.runtime.kernel.Kernel` (or a bound one)
             raise QuadrantsSyntaxError("Kernels cannot call other kernels; decorate the callee with @qd.func")
         any_rt = any(_runtime(a) for a in args) or any(_runtime(v) for v in kwargs.values())
         if fn in _MATH_BUILTINS and any_rt:

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from qd import ir
+from qd.gpu.backend import DeviceBackend
 from qd.gpu.cuda_driver import Driver
 from qd.jit import cache, nvptx
 from qd.jit.llvm_fn import CTX_FIELDS, MAX_NDIM
@@ -179,11 +180,12 @@ def _warm_up_wanted(cfg: Any) -> bool:
         return True
 
 
-class CudaBackend:
+class CudaBackend(DeviceBackend):
     name = "cuda"
 
     def __init__(self) -> None:
         self.drv = Driver()
+        self.torch_cuda_device = self.drv.device
         self.arch = f"sm_{self.drv.cc[0]}{self.drv.cc[1]}"
         self.caps = Caps()
         self.loop_limit = 0
@@ -303,7 +305,7 @@ class CudaBackend:
 
     # ------------------------------------------------------------ launches
     def enqueue(self, prog: Program, slot: Buffer, groups: list[int], zero: list[tuple[Buffer, int]],
-                streams: list | None = None) -> Any:
+                streams: list | None = None, bufs: dict | None = None, printbuf: Buffer | None = None) -> Any:
         """Enqueues one launch on qd's stream (see the module docstring). `streams`: those of device arrays used
         in place (CUDA array interface values): the launch waits for their work, and they for the launch."""
         drv = self.drv
@@ -331,11 +333,11 @@ class CudaBackend:
         return done
 
     def runner(self, prog: Program, grids: list, buffers: list, words: list, leaves: list, regrid: Any,
-               on_error: Any, rt: Any) -> Any:
+               on_error: Any, rt: Any, clib: Any) -> Any:
         """The C launcher of a program (`qd._launch.CudaRunner`; `qd/runtime/device_launch.py`'s `runner` says
-        what `grids`, `buffers`, `words` and `leaves` hold): its ring of slots (pinned host memory, a device twin
-        and an event each), its status words in mapped pinned memory, and its temporaries on the device."""
-        from qd import _launch
+        what `grids`, `buffers`, `words` and `leaves` hold; `clib`: the runtime's `qd._launch`): its ring of slots
+        (pinned host memory, a device twin and an event each), its status words in mapped pinned memory, and its
+        temporaries on the device."""
         from qd.gpu.cuda_driver import check
 
         drv, sk = self.drv, prog.kernel
@@ -351,7 +353,7 @@ class CudaBackend:
         keep.append(status)
         bufs = []
         for src, written, what in buffers:
-            if src == _launch.S_TEMP_SOURCE:
+            if src == clib.S_TEMP_SOURCE:
                 nbytes, shape = what
                 temp = self.alloc(nbytes)
                 keep.append(temp)
@@ -363,7 +365,7 @@ class CudaBackend:
                   for name in ("cuLaunchKernel", "cuMemcpyHtoDAsync_v2", "cuEventRecord", "cuEventSynchronize",
                                "cuMemsetD8Async")}
         tasks = [(fn.value, t.local_size, g) for fn, t, g in zip(prog.functions, sk.tasks, grids)]
-        return _launch.CudaRunner(rt, fnptrs, drv.stream.value, check, drv.enter, tasks, bufs, words,
+        return clib.CudaRunner(rt, fnptrs, drv.stream.value, check, drv.enter, tasks, bufs, words,
                                   sk.slot_words - len(sk.ctx), leaves, regrid, ring,
                                   (status.host_ptr, status.address, HEADER_WORDS + sk.nrets),
                                   (prog.events[0].value, prog.events[1].value), on_error, keep)

@@ -34,6 +34,7 @@ import numpy as np
 
 from qd import ir
 from qd.gpu import opencl_c
+from qd.gpu.backend import DeviceBackend
 from qd.jit import cache
 from qd.runtime.status import HEADER_WORDS
 
@@ -131,7 +132,7 @@ def _choose_device(cl: Any) -> Any:
     return (gpus or devices)[0]
 
 
-class OpenCLBackend:
+class OpenCLBackend(DeviceBackend):
     name = "opencl"
 
     def __init__(self) -> None:
@@ -290,8 +291,6 @@ class OpenCLBackend:
         pass
 
     # ------------------------------------------------------------ launches
-    binds_buffers = True  # `enqueue` takes the launch's buffers (they are kernel arguments)
-
     def enqueue(self, prog: Program, slot: Buffer, groups: list[int], zero: list[tuple[Buffer, int]],
                 streams: list | None = None, bufs: dict | None = None, printbuf: Buffer | None = None) -> Any:
         try:

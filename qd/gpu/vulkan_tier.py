@@ -21,6 +21,7 @@ import numpy as np
 
 from qd import ir
 from qd.gpu import spirv, spirv_cache
+from qd.gpu.backend import DeviceBackend
 from qd.gpu.spirv_float import FloatControls
 from qd.gpu.vulkan import Buffer, Device, Pipeline
 
@@ -62,7 +63,7 @@ class Program:
     serial: int = field(default_factory=lambda: next(_programs))
 
 
-class VulkanBackend:
+class VulkanBackend(DeviceBackend):
     name = "vulkan"
 
     def __init__(self) -> None:
@@ -210,7 +211,8 @@ class VulkanBackend:
             p.destroy()
 
     # ------------------------------------------------------------ launches
-    def enqueue(self, prog: Program, slot: Buffer, groups: list[int], zero: list[tuple[Buffer, int]]) -> Any:
+    def enqueue(self, prog: Program, slot: Buffer, groups: list[int], zero: list[tuple[Buffer, int]],
+                streams: list | None = None, bufs: dict | None = None, printbuf: Buffer | None = None) -> Any:
         """Submits one launch: zero fills, then every task with `groups[t]` workgroups. The command buffer is
         recorded once per (program, slot, grid, fills, timestamps) and kept on the slot (pooled, so it comes
         back): a repeated launch is one command buffer for `Device.submit_recorded` to queue. A launch made on

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from qd import ir
-from qd.base import arch as _arch
 from qd.base import config
 
 # Interpreting above this many predicted bytecode instructions costs more than compiling (~50 ms).
@@ -84,18 +83,18 @@ def _options() -> tuple:
     return bool(cfg.fast_math), bool(cfg.offline_cache), cache.default_dir()
 
 
-def _compile(ck: Any, quick: bool = False, options: tuple | None = None) -> Any:
+def _compile(k: ir.KernelIR, quick: bool = False, options: tuple | None = None) -> Any:
     from qd.jit.cpu import compile_native
 
     fast_math, use_cache, cache_dir = options or _options()
-    return compile_native(ck.ir, fast_math, use_cache=use_cache, cache_dir=cache_dir, quick=quick)
+    return compile_native(k, fast_math, use_cache=use_cache, cache_dir=cache_dir, quick=quick)
 
 
-def _quick(st: TierState, ck: Any) -> None:
+def _quick(st: TierState, k: ir.KernelIR) -> None:
     """The first native code of an instance whose first launch waits for it: quick code now (about half the
     compile time), the optimised code from the background compiler later."""
     try:
-        st.native = _compile(ck, quick=True)
+        st.native = _compile(k, quick=True)
     except Exception as e:  # noqa: BLE001  a codegen failure must not stop a working program
         _failed(st, e)
 
@@ -115,13 +114,13 @@ def _record(st: TierState, tier: str) -> None:
         c["from_cache"] = st.native.from_cache
 
 
-def _predicted_work(st: TierState, ck: Any, arrays: Sequence[Any]) -> int:
+def _predicted_work(st: TierState, k: ir.KernelIR, arrays: Sequence[Any]) -> int:
     """Elements bound (or the iterations of a loop with constant bounds, such as a constant `qd.ndrange`, where
     more) × the kernel's IR statements, in the interpreter's instructions (about 2 per 3 statements); from the
     IR, so that a launch that goes native never lowers the bytecode."""
     if st.size is None:
-        st.size = sum(1 for t in ck.ir.tasks for b in (t.prologue, t.body) for _ in ir.walk(b)) * 2 // 3
-        st.trips = max((t.end.value - t.begin.value for t in ck.ir.tasks if t.kind == "range"
+        st.size = sum(1 for t in k.tasks for b in (t.prologue, t.body) for _ in ir.walk(b)) * 2 // 3
+        st.trips = max((t.end.value - t.begin.value for t in k.tasks if t.kind == "range"
                         and isinstance(t.begin, ir.Const) and isinstance(t.end, ir.Const)), default=0)
     return max(max((getattr(a, "size", 0) for a in arrays), default=0), st.trips) * st.size
 
@@ -141,42 +140,48 @@ def _finish(st: TierState, fut: cf.Future) -> Any:
         return st.native
 
 
-_STATES = threading.Lock()
+def interpreted(st: TierState) -> None:
+    """Counts a launch the interpreter runs on a tier that never compiles (`qd.runtime.launch.InterpTier`)."""
+    with st.lock:
+        _record(st, "interp")
 
 
-def _state(ck: Any) -> TierState:
-    st = ck.tier
-    if st is None:
-        with _STATES:
-            if ck.tier is None:
-                ck.tier = TierState()
-            st = ck.tier
-    return st
+def eager(st: TierState, k: ir.KernelIR, launch: bool = False) -> Any:
+    """The optimised native code of `k`, compiled now where there is none yet (None where compiling failed);
+    `launch`: a launch runs it (counted)."""
+    with st.lock:
+        if st.native is None and not st.failed:
+            try:
+                st.native = _compile(k)
+            except Exception as e:  # noqa: BLE001  a codegen failure must not stop a working program
+                _failed(st, e)
+        if launch:
+            _record(st, "cpu" if st.native is not None else "interp")
+        return st.native
 
 
-def native_for(ck: Any, arrays: Sequence[Any]) -> Any:
-    """The NativeKernel to run this launch with, or None for the interpreter."""
+def native_for(st: TierState, k: ir.KernelIR, arrays: Sequence[Any]) -> Any:
+    """The NativeKernel to run this launch of `k` (its tier state `st`) with, or None for the interpreter."""
     cfg = config.current()
-    st = _state(ck)
     mode = str(cfg.jit)
     wait = None
     with st.lock:
-        if cfg.arch is not _arch.cpu or mode == "interp" or st.failed:
+        if mode == "interp" or st.failed:
             _record(st, "interp")
             return None
         if st.native is None and mode == "eager":
-            st.native = _compile(ck)  # (the other threads launching it wait for this one's code)
+            st.native = _compile(k)  # (the other threads launching it wait for this one's code)
         elif st.native is None or st.native.quick:
             first = not any(st.counts["launches"].values())
-            work = _predicted_work(st, ck, arrays)
+            work = _predicted_work(st, k, arrays)
             quick_now = first and st.native is None and st.future is None \
                 and WAIT_FOR_COMPILER_WORK < work <= QUICK_WORK_LIMIT
             if quick_now:
-                _quick(st, ck)  # this launch waits for native code: the quick kind (or the cached one)
+                _quick(st, k)  # this launch waits for native code: the quick kind (or the cached one)
             # the optimised code is compiled in the background, from the next launch on after a quick compile (the
             # compiler would share the cores with this launch)
             if st.future is None and not st.failed and (st.native is None or (st.native.quick and not quick_now)):
-                st.future = _pool().submit(_compile, ck, False, _options())
+                st.future = _pool().submit(_compile, k, False, _options())
             # every launch after the first runs the optimised code, waiting for it: the tiers may round differently
             # (fast_math; transcendentals within their ulps), so which one runs a launch must not hang on the
             # compiler's timing, or two runs of one program differ
@@ -200,7 +205,6 @@ def _warm_up() -> None:
     import qd.ir_text  # noqa: F401
     import qd.jit.llvm  # noqa: F401
     import qd.passes.runner  # noqa: F401
-    import qd.runtime.launch  # noqa: F401
     from qd import _sizer
     from qd.jit import cpu
 

@@ -39,7 +39,7 @@ def call_internal(name: str, *args: Any, **kwargs: Any) -> Any:
 def __getattr__(name: str) -> Any:
     """`Kernel` (Quadrants' tests import it from here), loaded on use: qd.frontend imports qd.lang."""
     if name == "Kernel":
-        from qd.frontend.kernel import Kernel
+        from qd.runtime.kernel import Kernel
 
         return Kernel
     raise AttributeError(f"module 'qd.lang.impl' has no attribute {name!r}")

@@ -474,7 +474,8 @@ class HostData:
         from qd.runtime import device as _device
 
         rt = _device.current()
-        if rt is None or rt.backend.name != "cuda" or self._layout is not None or self._arr is None:
+        where = rt.backend.torch_cuda_device if rt is not None else None
+        if where is None or self._layout is not None or self._arr is None:
             return None
         if device is not None and torch.device(device).type != "cuda":
             return None
@@ -482,8 +483,7 @@ class HostData:
         m.share(self._arr)
         self.device_shared = True
         view = self._host_view(sync=False)
-        where = torch.device("cuda", rt.backend.drv.device)
-        return torch.as_tensor(_DeviceView(m, view.shape, view.dtype), device=where)
+        return torch.as_tensor(_DeviceView(m, view.shape, view.dtype), device=torch.device("cuda", where))
 
     # ---------------------------------------------------------------- printing
 

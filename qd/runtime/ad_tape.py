@@ -37,7 +37,7 @@ class _ThreadState(threading.local):
     """The autodiff context of the calling thread (read by `Kernel._run` on every launch)."""
 
     def __init__(self) -> None:
-        self.tape: Any = None  # the qd.ad.custom.Tape whose block is running in this thread, or None
+        self.tape: Any = None  # the qd.runtime.ad_custom.Tape whose block is running in this thread, or None
         self.fwd: "FwdMode | None" = None  # the FwdMode whose block is running in this thread, or None
         self.grad_replaced = False  # a `grad_replaced` / `no_grad` function is running: its launches are not recorded
         # while a Tape replays a launch's gradient: ids of the objects it put back as they were before that launch

@@ -135,7 +135,8 @@ class AdStackPlan:
     def task_value(self, sp: Spec, bound: list, args: Sequence[Any]) -> int:
         """The spec evaluated by its generated qd kernel (`qd/ad/reducer_task.py`) on the launch's tier:
         the GPU tiers' path, selectable on the CPU tiers with QD_MAXREDUCER=task (tests compare both)."""
-        from qd.runtime.launch import compile_kernel, launch
+        from qd.runtime.launch import compile_kernel
+        from qd.runtime.tiers import launch_inner
 
         wide = self.wide if self.device else MAXREDUCER_WIDE
         ck = self.task_kernels.get((sp.code, wide))
@@ -143,7 +144,7 @@ class AdStackPlan:
             ck = self.task_kernels[(sp.code, wide)] = compile_kernel(spec_kernel(self.k, sp.code, wide=wide))
             ck.counts = np.zeros(2, dtype=np.int64 if wide else np.uint32)
         ck.counts[:] = 0
-        launch(ck, bound, args)
+        launch_inner(ck, bound, args)
         if int(ck.counts[1]):
             raise RuntimeError("adstack sizing: a trip count does not fit the 32-bit max-reducer; qd refuses to "
                                "truncate it")

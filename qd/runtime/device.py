@@ -1,9 +1,9 @@
 """The device runtime shared by every GPU tier (GPU.md §1-2): device-resident data with lazily synced host
 mirrors, asynchronous launches, and errors and prints that come back at the next synchronising point.
 
-A tier adds a *backend*: an allocator (`alloc`, `free`), a copy engine (`upload`, `download`), a compiler
-(`compile`, `release`) and a launcher (`enqueue`, `done`, `wait`), plus `caps` and `max_groups`
-(`qd/gpu/vulkan_tier.py`). Everything else lives here and in `qd/runtime/device_launch.py`.
+A tier adds a *backend*, a `qd.gpu.backend.DeviceBackend` (the declared protocol: an allocator, a copy
+engine, a compiler, a launcher and its completion, the device's caps and grid sizes; optional parts have
+defaults there). Everything else lives here and in `qd/runtime/device_launch.py`.
 
 - **Mirrors.** A field or ndarray used on a GPU arch gets a `Mirror`: its device buffer and two dirty flags.
   `HostData.arr` (every host read and write goes through it) calls `Mirror.to_host` when the device copy is
@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from qd.gpu.backend import DeviceBackend
 from qd.runtime import program
 
 MAX_PENDING = 64  # launches in flight before a launch waits for the oldest (bounds slot memory)
@@ -119,7 +120,7 @@ class Record:
 class DeviceRuntime:
     """One GPU arch's device in this process (kept across `qd.init`: opening a device is slow)."""
 
-    def __init__(self, backend: Any) -> None:
+    def __init__(self, backend: DeviceBackend) -> None:
         self.backend = backend
         self.lock = threading.RLock()  # launches, syncs and host transfers from several Python threads
         self.pending: list[Record] = []
@@ -305,9 +306,7 @@ def current() -> DeviceRuntime | None:
 
 def started(cfg: Any) -> None:
     """`qd.init` started a program on a GPU arch: its backend may prepare (`CudaBackend.started`)."""
-    hook = getattr(runtime(cfg.arch.name).backend, "started", None)
-    if hook is not None:
-        hook(cfg)
+    runtime(cfg.arch.name).backend.started(cfg)
 
 
 def sync_all() -> None:

@@ -36,8 +36,10 @@ from qd.bytecode.lower import register_bits
 from qd.errors import QuadrantsRuntimeError
 from qd.ops import Op
 from qd.base import config
+from qd.runtime import device
 from qd.runtime import launch as _launch
 from qd.runtime.device import DeviceRuntime, Record
+from qd.runtime import launch_plan as _launch_plan
 from qd.runtime.device_array import DeviceArray
 from qd.runtime.status import (HEADER_WORDS, LOOP_LIMIT, PRINT_WORDS, PRINTLEN_WORD, STATUS_WORDS, check_error,
                                decode_returns, flush_prints)
@@ -113,6 +115,31 @@ def launch(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Sequence[A
         return _launch_locked(rt, ck, bindings, args)
 
 
+class DeviceTier:
+    """The tier of a GPU arch (`qd.runtime.tiers.Tier`): launches enqueued on its device's runtime (over the
+    arch's `qd.gpu.backend.DeviceBackend`), plans that check calls in C and launch through the backend's C
+    launcher where it has one."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def compile(self, ck: Any) -> Any:
+        rt = device.runtime(self.name)
+        with rt.lock:
+            return _state(rt, ck).prog
+
+    def plan(self, ck: Any, sig: Any, values: list, bindings: Sequence[Any], guards: tuple) -> Any:
+        return _launch_plan.arm_device(ck, sig, values, bindings, guards, device.runtime(self.name))
+
+    def launch(self, ck: Any, bindings: Sequence[Any], args: Sequence[Any]) -> Any:
+        return launch(device.runtime(self.name), ck, bindings, args)
+
+
+def tier_of(arch: Any) -> DeviceTier:
+    """The device tier of GPU arch `arch` (`qd.runtime.tiers.base_tier` asks)."""
+    return DeviceTier(arch.name)
+
+
 POLL_EVERY = 8  # launches in flight before a launch reads the finished ones (recycling their slots)
 
 
@@ -158,8 +185,7 @@ def _launch_locked(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Se
     launch_id = _clib.next_launch_id()  # every launch takes one, on every tier: the same random numbers
     ctx = _ctx_values(st, ck.ir, lb, args, printbuf, int(cfg.random_seed) & _M64, launch_id, slot)
     st.slot_format.pack_into(slot.memory_view(), 0, *st.zeros, *ctx)
-    kw = {"bufs": lb.bufs, "printbuf": printbuf} if getattr(rt.backend, "binds_buffers", False) else {}
-    work = rt.backend.enqueue(st.prog, slot, groups, lb.zero, *([lb.streams] if lb.streams else []), **kw)
+    work = rt.backend.enqueue(st.prog, slot, groups, lb.zero, lb.streams, lb.bufs, printbuf)
     for b in ck.written:
         owner = owners[b]
         if getattr(owner, "_mirror", None) is not None:
@@ -180,7 +206,7 @@ def runner(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], params: list[int
     counting kernels, prints, return values, and buffers other than fields, ndarray parameters and temporaries.
     `params`: the plan's parameter of each launch argument. Made once per program (`_State.runner`)."""
     cfg = config.current()
-    make = getattr(rt.backend, "runner", None)
+    make = rt.backend.runner
     if make is None or cfg.debug or ck.adstack is not None or ck.counts is not None or ck.ir.rets:
         return None
     with rt.lock:  # (the instance's device state is made and changed under the runtime's lock)
@@ -228,7 +254,7 @@ def _make_runner(rt: DeviceRuntime, st: _State, ck: Any, bindings: Sequence[Any]
 
     def on_error(status: np.ndarray) -> BaseException:
         return check_error(ck.ir, sk.check_args, status)
-    return make(st.prog, grids, buffers, words, leaves, regrid, on_error, rt)
+    return make(st.prog, grids, buffers, words, leaves, regrid, on_error, rt, _clib)
 
 
 class _Binding:
@@ -415,7 +441,7 @@ def _grid(rt: DeviceRuntime, st: Any, args: Sequence[Any], shapes: dict) -> int:
     want = -(-(hi - lo) // st.local_size)
     # (a backend whose float atomics are compare-and-swap loops bounds a reducing task's groups lower: one
     # atomic per group meets the others at the one cell)
-    g = min(getattr(b, "reduce_groups", b.max_groups) if st.reduces else b.group_limit, want)
+    g = min((b.reduce_groups or b.max_groups) if st.reduces else b.group_limit, want)
     if b.loop_limit:  # leave most of a driver's loop budget to the body's own loops
         g = max(g, min(want, b.group_limit, -(-want // (b.loop_limit // 16))))
     return max(1, g)
@@ -457,4 +483,4 @@ def _bind_adstack(rt: DeviceRuntime, st: _State, ck: Any, lb: _Binding, owners: 
     return groups
 
 
-__all__ = ["launch", "rng_base"]
+__all__ = ["DeviceTier", "launch", "rng_base", "tier_of"]

@@ -1,11 +1,12 @@
-"""The launch path: compile a kernel instance's IR for a tier, bind its buffers and run it.
+"""The launch path of the host tiers: the runtime's object of a kernel instance, and its launches on the
+interpreter and native code (`InterpTier`, `NativeTier`, `TieredTier`: `qd/runtime/tiers.py`'s protocol).
 
-Contract used by the frontend (`qd/frontend/kernel.py`):
+Contract used by the launcher (`qd/runtime/kernel.py`):
 
-    ck = compile_kernel(ir)                     # passes + offload + tier lowering; cache per instance
-    result = launch(ck, bindings, args)         # runs it, raises recorded errors, returns rets
+    ck = compile_kernel(inst)                   # the runtime's object of a `KernelInstance` (or of a kernel IR)
+    result = tiers.tier_for(arch).launch(ck, bindings, args)   # runs it, raises recorded errors, returns rets
 
-- `ir` is a `KernelIR` fresh from the frontend (not yet offloaded).
+- `inst` is a `qd.frontend.instance.KernelInstance` (a bare `KernelIR` is lowered into one first).
 - `bindings[b]` for every buffer `b` of kind 'field' is the Field object bound to it (it has `.arr`,
   a C-contiguous numpy array of shape `shape + elem_shape`, and `._bump()` for the generation
   counter); entries for other buffer kinds are None.
@@ -24,7 +25,7 @@ while-loop counts are shared).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,9 +36,11 @@ from qd.ad.adstack import OVERFLOW_KIND
 from qd.ad.counting import COUNTS_KIND
 from qd.bytecode.lower import KernelCode, lower_kernel, register_bits
 from qd.errors import QuadrantsRuntimeError, QuadrantsRuntimeTypeError
+from qd.frontend.instance import KernelInstance, lowered
 from qd.jit import tiering
+from qd.base import arch as _arch
 from qd.base import config
-from qd.runtime import program
+from qd.runtime import program, tiers
 from qd.runtime.adstack_heap import AdStackHeap, AdStackPlan
 from qd.runtime.status import PRINT_WORDS, STATUS_WORDS, check_error, decode_returns, flush_prints
 
@@ -49,23 +52,26 @@ program.on_reset(_launch.reset_launch_ids)
 
 @dataclass
 class CompiledKernel:
-    """A kernel instance ready to launch: its offloaded IR and its tier's code."""
+    """The runtime's object of one kernel instance (`qd.frontend.instance.KernelInstance`, immutable): the
+    instance's facts the launch paths read (copied once, never written), and what the tiers attach to it: launch
+    states, tier state and native code, device programs, the launch plan, the adstack plan, AD caches."""
 
-    ir: ir.KernelIR
+    ir: ir.KernelIR  # the instance's offloaded IR
     written: frozenset  # buffer indices the kernel may write (generation counters)
     written_args: tuple = ()  # (launch arg, buffer) of every ndarray argument it may write (`check_writeable`)
     scratches: list = field(default_factory=list)  # idle launch states (`_Scratch`): one per concurrent launch
-    tier: Any = None  # `qd.jit.tiering.TierState`: native code, background compile, launch counts
+    tier: Any = None  # `qd.jit.tiering.TierState` (`tier_state`): native code, background compile, launch counts
     adstack: AdStackPlan | None = None  # sizes and heap of a reverse-mode kernel's adstacks
     counts: np.ndarray | None = None  # a counting kernel's output (`qd/ad/counting.py`)
     device: dict | None = None  # per GPU device: the compiled program and heaps (`qd/runtime/device_launch.py`)
     tier_stats: Any = None  # on a GPU arch: the callable behind `kernel.stats`
     plan: Any = None  # the compiled launch plan (`qd/runtime/launch_plan.py`); False: this instance has none
-    stale: Exception | None = None  # a reverse instance's stale read (`qd.ad.validation.stale_read_error`)
-    stale_by_buffer: dict = field(default_factory=dict)  # the first stale read's error of each buffer
+    stale: Exception | None = None  # the instance's (reverse mode): its first stale read
+    stale_by_buffer: Any = field(default_factory=dict)  # the instance's: the first stale read's error by buffer
     # (reads, writes, buffers read as before the launch) a Tape compares across launches (`qd.ad.stale_reads`)
     tape_accesses: Any = None
     copies_before: Any = None  # frozenset: the buffers a primal launch outside a Tape copies for kernel.grad
+    inst: Any = None  # the `KernelInstance`
     _code: KernelCode | None = None
     _consts: np.ndarray | None = None
 
@@ -90,26 +96,16 @@ class CompiledKernel:
 _LOWERING = threading.Lock()
 
 
-def compile_kernel(k: ir.KernelIR) -> CompiledKernel:
-    """Runs the pass pipeline on a frontend kernel and lowers it for the interpreter."""
-    from qd.passes.runner import default_pipeline, run_passes
-
-    k = run_passes(k, default_pipeline(config.current()))
-    plan = AdStackPlan(k) if k.stacks else None
-    if plan is not None and k.counter is not None:
-        plan.counter = compile_kernel(k.counter)
+def compile_kernel(k: ir.KernelIR | KernelInstance) -> CompiledKernel:
+    """The runtime's object of a kernel instance (`qd.frontend.instance.instantiate`), or of a frontend kernel IR
+    (lowered into an instance first: the pass pipeline, offload included)."""
+    inst = k if isinstance(k, KernelInstance) else lowered(k)
+    plan = AdStackPlan(inst.ir) if inst.ir.stacks else None
+    if plan is not None and inst.counter is not None:
+        plan.counter = compile_kernel(inst.counter)
         plan.counter.counts = plan.counts = np.zeros(max(plan.counted_loops) + 1, dtype=np.int64)
-    written = _written_buffers(k)
-    written_args = tuple(sorted((k.buffers[b].arg, b) for b in written if k.buffers[b].kind == "ndarray"))
-    return CompiledKernel(k, written, written_args, adstack=plan)
-
-
-def _written_buffers(k: ir.KernelIR) -> frozenset:
-    out = set()
-    for s in ir.walk_kernel(k):
-        if isinstance(s, (ir.GlobalStore, ir.AtomicRMW, ir.AtomicSwap)):
-            out.add(s.ptr.buffer)
-    return frozenset(out)
+    return CompiledKernel(inst.ir, inst.written, inst.written_args, adstack=plan, stale=inst.stale,
+                          stale_by_buffer=inst.stale_by_buffer, inst=inst)
 
 
 def check_writeable(ck: CompiledKernel, args: Sequence[Any]) -> None:
@@ -229,19 +225,102 @@ def _arrays(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any], nt
     return out
 
 
-def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> Any:
-    """Runs a compiled kernel instance on the tier `qd.jit.tiering` picks (the interpreter or native
-    code: same memory, same results); raises what its checks recorded. On a GPU arch the launch is
-    enqueued on the device instead (`qd/runtime/device_launch.py`)."""
-    cfg = config.current()
-    if cfg.arch.is_gpu:
-        from qd.runtime import device, device_launch
+class HostTier:
+    """The launches of the host tiers (interpreter and native code: same memory, same launch state). A host
+    tier says which native code runs a launch (`native`; None: the interpreter), once its buffers are bound."""
 
-        return device_launch.launch(device.runtime(cfg.arch.name), ck, bindings, args)
+    name = "interp"
+
+    def compile(self, ck: CompiledKernel) -> Any:
+        return ck.code
+
+    def plan(self, ck: CompiledKernel, sig: Any, values: list, bindings: Sequence[Any], guards: tuple) -> Any:
+        return None
+
+    def native(self, ck: CompiledKernel, arrays: Sequence[Any]) -> Any:
+        tiering.interpreted(ck.tier or tier_state(ck))
+        return None
+
+    def launch(self, ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> Any:
+        return _host_launch(ck, bindings, args, self.native)
+
+
+class InterpTier(HostTier):
+    """The interpreter: the `interp` arch's tier, and `cpu`'s before native code is there."""
+
+
+class NativeTier(HostTier):
+    """Native code (`qd.jit.cpu`), compiled at the first launch where it is not compiled yet."""
+
+    name = "cpu"
+
+    def compile(self, ck: CompiledKernel) -> Any:
+        return tiering.eager(tier_state(ck), ck.ir)
+
+    def plan(self, ck: CompiledKernel, sig: Any, values: list, bindings: Sequence[Any], guards: tuple) -> Any:
+        return _launch_plan.arm_host(ck, sig, values, bindings, guards)
+
+    def native(self, ck: CompiledKernel, arrays: Sequence[Any]) -> Any:
+        return tiering.eager(ck.tier or tier_state(ck), ck.ir, launch=True)
+
+
+class TieredTier(HostTier):
+    """The `cpu` arch's tier: the interpreter first, native code later, launch by launch as `qd.jit.tiering`
+    decides (`jit="auto"`, `"eager"`, `"interp"`); plans and compiles are the native tier's."""
+
+    name = "cpu"
+
+    def __init__(self, first: HostTier, then: HostTier) -> None:
+        self.first, self.then = first, then
+
+    def compile(self, ck: CompiledKernel) -> Any:
+        return self.then.compile(ck)
+
+    def plan(self, ck: CompiledKernel, sig: Any, values: list, bindings: Sequence[Any], guards: tuple) -> Any:
+        return self.then.plan(ck, sig, values, bindings, guards)
+
+    def native(self, ck: CompiledKernel, arrays: Sequence[Any]) -> Any:
+        return tiering.native_for(ck.tier or tier_state(ck), ck.ir, arrays)
+
+
+INTERP = InterpTier()
+TIERED = TieredTier(INTERP, NativeTier())
+
+
+def host_tier(arch: Any) -> HostTier:
+    """The tier of a host arch (`qd.runtime.tiers` asks): `cpu` tiers, every other one interprets."""
+    return TIERED if arch is _arch.cpu else INTERP
+
+
+_STATES = threading.Lock()
+
+
+def tier_state(ck: CompiledKernel) -> tiering.TierState:
+    """The host tiers' state of `ck` (`qd.jit.tiering.TierState`: native code, launch counts), made once."""
+    st = ck.tier
+    if st is None:
+        with _STATES:
+            if ck.tier is None:
+                ck.tier = tiering.TierState()
+            st = ck.tier
+    return st
+
+
+def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> Any:
+    """Runs a compiled kernel instance on the tier of the live config's arch (`qd.runtime.tiers`); raises what
+    its checks recorded."""
+    return tiers.launch(ck, bindings, args)
+
+
+def _host_launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any],
+                 native_of: Callable[[CompiledKernel, Sequence[Any]], Any]) -> Any:
+    """A launch on a host tier: the interpreter, or the native code `native_of` gives once the buffers are
+    bound (same memory, same results)."""
+    cfg = config.current()
     sc = _take(ck)
     try:
         nthreads, owners, arrays = prepare(ck, bindings, args, sc.heap)
-        native = tiering.native_for(ck, arrays)
+        native = native_of(ck, arrays)
         if native is None:
             sc.use_interp(ck)
         st = sc.launch
@@ -257,9 +336,6 @@ def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> 
         return finish(ck, sc, rc, owners, arrays, args, prints, check_args)
     finally:
         ck.scratches.append(sc)
-
-
-LAUNCH = launch  # the launch function itself (a debugger swaps the module's `launch`; plans then stand aside)
 
 
 def prepare(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any],
@@ -301,7 +377,7 @@ def _count_while_loops(plan: AdStackPlan, bindings: Sequence[Any], args: Sequenc
     counter = plan.counter
     plan.counts[:] = 0
     nb = len(counter.ir.buffers) - 1  # its buffers: the kernel's own, then the counts
-    launch(counter, list(bindings[:nb]) + [None], args[:len(counter.ir.args)])
+    tiers.launch_inner(counter, list(bindings[:nb]) + [None], args[:len(counter.ir.args)])
 
 
 def _failure(ck: CompiledKernel, check_args: list, status: np.ndarray, arrays: list, args: Sequence[Any]) -> Exception:
@@ -360,3 +436,7 @@ def sync() -> None:
     from qd.runtime import device
 
     device.sync_all()
+
+
+# (last: `launch_plan` imports this module; the native tier's `plan` builds plans with it)
+from qd.runtime import launch_plan as _launch_plan  # noqa: E402

@@ -1,7 +1,8 @@
 """Arming the compiled launch plans of kernel instances (`qd/_launch.pyx`, DESIGN §7).
 
-After a call has taken the Python path (`Kernel._run`), `armed` returns the plan later calls of the
-same shape can launch through, or None. A plan is built once per instance, from what never changes for
+After a call has taken the Python path (`Kernel._run`), its tier's `plan` (`qd/runtime/tiers.py`: `arm_host`
+for `cpu`, `arm_device` for a GPU arch) returns the plan later calls of the same shape can launch through, or
+None. A plan is built once per instance, from what never changes for
 it (its parameters, buffers, tasks, returns); `arm` makes it valid for the live config. On `qd.cpu` the
 plan runs the native code itself; on a GPU arch it checks the call the same way and hands the launch
 arguments to the tier's launcher (`qd/runtime/device_launch.py`). An instance with template guards
@@ -30,9 +31,9 @@ from qd.runtime import ad_tape as _tape
 from qd.frontend import args as _args
 from qd.frontend import builder as _builder
 from qd.frontend import guards as _guards
-from qd.base import arch as _arch
 from qd.base import config as _config
 from qd.runtime import launch as _launch_mod
+from qd.runtime import tiers as _tiers
 from qd.runtime._hostdata import HostData
 from qd.runtime.ndarray import Ndarray
 from qd.runtime.status import flush_prints
@@ -56,19 +57,43 @@ def value_code(dt: DataType) -> int | None:
     return (V_SIGNED if dt.is_signed else 0) | dt.bits
 
 
-def armed(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any], eligible: bool,
-          guards: tuple = ()) -> Any:
-    """The armed plan of instance `ck` after a call with leaf values `values` ran on the Python path, or
-    None. `eligible` is False for an instance with hidden arguments; `guards`: the instance's template
-    guards (`qd/frontend/guards.py`), checked by the plan at every call."""
-    cfg = _config.current()
-    if ck.plan is False or not eligible or _launch_mod.launch is not _launch_mod.LAUNCH:
-        return None
+def arm_host(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any], guards: tuple = ()) -> Any:
+    """The armed plan of instance `ck` on the `cpu` tier (`qd.runtime.launch.NativeTier.plan`) after a call with
+    leaf values `values` ran on the Python path, or None: plans run the optimised native code only (quick code is
+    replaced soon). `guards`: the instance's template guards (`qd/frontend/guards.py`), checked at every call."""
     tier = ck.tier
-    device = bool(cfg.arch.is_gpu)
-    if not device and (cfg.arch is not _arch.cpu or tier is None or tier.native is None or tier.native.quick
-                       or tier.failed):  # (quick code is replaced soon: plans take the optimised code only)
+    if ck.plan is False or tier is None or tier.native is None or tier.native.quick or tier.failed:
         return None
+    plan = _plan_of(ck, sig, values, bindings, guards, None)
+    if plan is None:
+        return None
+    tier.plan = plan
+    cfg = _config.current()
+    plan.arm(int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, int(cfg.cpu_max_num_threads or 1))
+    return plan
+
+
+def arm_device(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any], guards: tuple,
+               rt: Any) -> Any:
+    """The armed plan of instance `ck` on the device tier of runtime `rt` (`DeviceTier.plan`), or None: it checks
+    the call as on the CPU and launches through the tier's C launcher where it has one for this instance under
+    this config, else through `device_launch.launch`."""
+    if ck.plan is False:
+        return None
+    plan = _plan_of(ck, sig, values, bindings, guards, rt)
+    if plan is None:
+        return None
+    cfg = _config.current()
+    plan.arm(int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, int(cfg.cpu_max_num_threads or 1))
+    from qd.runtime import device_launch  # (it imports this module)
+
+    params = [i for i, p in enumerate(sig.params) if p.kind != "template"]
+    plan.runner = device_launch.runner(rt, ck, bindings, params)
+    return plan
+
+
+def _plan_of(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any], guards: tuple, rt: Any) -> Any:
+    """The plan of `ck` (on the device of runtime `rt`, or the CPU tier), built once; None where there is none."""
     plan = ck.plan
     if plan is None:
         if not _plain_arrays(sig, values):  # this call's arrays do not show the plan's; a later call's may
@@ -76,48 +101,38 @@ def armed(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any], 
         with _BUILDING:  # one plan per instance, however many threads arm it first
             plan = ck.plan
             if plan is None:
-                plan = _build(ck, sig, values, bindings, cfg.arch.name if device else None) or False
+                plan = _build(ck, sig, values, bindings, rt) or False
                 if plan is not False and guards:
                     plan.members_unchanged = lambda args: not _guards.stale(guards, args)
-                if plan is not False and not device:
-                    tier.plan = plan
                 ck.plan = plan
-        if plan is False:
-            return None
-    plan.arm(int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, int(cfg.cpu_max_num_threads or 1))
-    if device:  # the tier's launch in C, where it has one for this instance under this config
-        from qd.runtime import device as _device
-        from qd.runtime import device_launch
-
-        params = [i for i, p in enumerate(sig.params) if p.kind != "template"]
-        plan.runner = device_launch.runner(_device.runtime(cfg.arch.name), ck, bindings, params)
-    return plan
+    return plan or None
 
 
 _BUILDING = threading.Lock()
 
 
-def _build(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any], gpu: str | None) -> Any:
-    """The plan of an instance (on GPU arch `gpu`, or the CPU tier), or None where its launches need the
-    Python path."""
+def _build(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any], device_rt: Any) -> Any:
+    """The plan of an instance (on the device of runtime `device_rt`, or the CPU tier), or None where its
+    launches need the Python path."""
+    gpu = device_rt is not None
     k = ck.ir
     if ck.counts is not None or not sig.flat or (ck.adstack is not None and (ck.adstack.counter is not None or gpu)):
         return None
     params = _params(k, sig, values, ck.written)
-    buffers = _buffers(k, bindings, ck.written, gpu is not None)
+    buffers = _buffers(k, bindings, ck.written, gpu)
     if params is None or buffers is None:
         return None
     rets = [value_code(dt) for dt in k.rets]
     rt = sig.return_type
     restructure = None if rt is None or isinstance(rt, DataType) else sig.restructure_return
-    sc = _launch_mod._Scratch(ck, interp=False, host_prints=gpu is None)
-    guards = [(vars(_tape), "_any_active", None), (vars(_launch_mod), "launch", _launch_mod.LAUNCH),
+    sc = _launch_mod._Scratch(ck, interp=False, host_prints=not gpu)
+    guards = [(vars(_tape), "_any_active", None), (vars(_tiers), "WRAPPED", None),
               (vars(_config), "_current", _config.current())]
     common = (params, buffers)
-    if gpu is not None:
-        from qd.runtime import device, device_launch
+    if gpu:
+        from qd.runtime import device_launch
 
-        run = functools.partial(device_launch.launch, device.runtime(gpu), ck, list(bindings))
+        run = functools.partial(device_launch.launch, device_rt, ck, list(bindings))
         return _launch.Plan(sc.launch, sc, sc.args, sc.status, sc.printlen, sc.rets, *common, [], rets, restructure,
                             None, None, guards, _builder.COMPILING, Ndarray, run)
     native = ck.tier.native

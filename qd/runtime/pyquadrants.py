@@ -75,8 +75,7 @@ class _Prog:
         from qd.runtime import device
 
         rt = device.current()
-        caps = getattr(rt.backend, "device_caps", None) if rt is not None else None
-        return _DeviceCaps(caps() if caps is not None else {})
+        return _DeviceCaps(rt.backend.device_caps() if rt is not None else {})
 
 
 class PyQuadrants:

@@ -1,0 +1,394 @@
+"""`@qd.kernel`: the launching Kernel object, its instances and the launch of each call.
+
+A kernel call maps its arguments to the signature, checks them (`QuadrantsRuntimeTypeError` naming
+the parameter), computes the instantiation key (template values, ndarray dtype/ndim/element shape,
+and the config options that change code: default_fp, default_ip, debug, arch), builds the instance on a
+miss (`qd.frontend.instance.instantiate`: frontend, AD, passes) and makes the runtime's object of it
+(`qd.runtime.launch.compile_kernel`), then launches it on the live config's tier (`qd.runtime.tiers`). The
+compiled launch plan of the last call's shape (`qd/runtime/launch_plan.py`) serves later calls of that shape.
+This lives in the runtime, above the frontend: a kernel is compiled by the frontend and launched by the runtime.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from qd import _launch as _clib
+from qd import _logging, ir
+from qd.runtime import ad_tape as _tape
+from qd.errors import QuadrantsCompilationError, QuadrantsSyntaxError
+from qd.frontend import args as _args
+from qd.frontend import builder as _bm
+from qd.frontend import guards as _guards
+from qd.frontend.context import TOO_DEEP, file_stamp
+from qd.frontend.instance import Checkbits as _Checkbits
+from qd.frontend.instance import instantiate
+from qd.runtime import launch as _launch
+from qd.runtime import program as _program
+from qd.runtime import pyquadrants as _pyq
+from qd.runtime import tiers as _tiers
+from qd.types.enums import AutodiffMode
+
+_KERNELS: weakref.WeakSet[Kernel] = weakref.WeakSet()
+_MISS = _clib.MISS
+
+
+def _clear_caches() -> None:
+    for k in list(_KERNELS):
+        k._instances.clear()
+        k._hidden.clear()
+        k._plan = k._grad_plan = None
+
+
+_program.on_reset(_clear_caches)
+
+
+class Kernel:
+    """A `@qd.kernel`: compiled per instantiation key, launched on call."""
+
+    _is_qd_kernel = True
+    # Quadrants' mode of a primal kernel: NONE, or VALIDATION while a validating `qd.ad.Tape` holds it.
+    autodiff_mode = AutodiffMode.NONE
+
+    def __init__(self, fn: Callable, **options: Any) -> None:
+        if getattr(fn, "_qd_dispatch_impl", False):  # `@qd.kernel` above `@dispatcher.register` (`qd.perf_dispatch`)
+            raise QuadrantsSyntaxError(
+                f"[KERNEL_ANNOTATION_ORDER] @qd.kernel is applied to '{fn.__name__}', an implementation already "
+                "registered with a qd.perf_dispatch dispatcher: put @dispatcher.register above @qd.kernel")
+        self.fn = fn
+        self.options = options
+        self._instances: dict[tuple, tuple] = {}  # key -> (compiled kernel, bindings per buffer)
+        # key -> the hidden args of that instance, when it has some (`Builder.hidden_args`: `x.grad` reads)
+        self._hidden: dict[tuple, tuple] = {}
+        # key -> the paths from template arguments to the fields/ndarrays that instance bound (`guards`)
+        self._guards: dict[tuple, tuple] = {}
+        self._sig: _args.Signature | None = None
+        self._last_ir: ir.KernelIR | None = None
+        # the compiled launch plans of the instances launched last (`qd/runtime/launch_plan.py`), or None
+        self._plan: Any = None
+        self._grad_plan: Any = None  # `kernel.grad`'s
+        self._primal_launched = False  # a `kernel.grad` after it replays memory the primal wrote (`ck.stale`)
+        # per thread: `copies`, what the last primal launch outside a Tape overwrote that its gradient reads
+        # (`qd.runtime.ad_snapshots.LaunchCopies`, for one `kernel.grad`), and `used`, set once a kernel.grad took them
+        self._before = threading.local()
+        # key -> the lock of the thread compiling that instance (others wait for it: `_instance`)
+        self._compiling: dict[tuple, threading.Lock] = {}
+        self._compiling_lock = threading.Lock()
+        self._stamp = file_stamp(fn)  # its file as it was defined (`qd.frontend.context.FuncSource`)
+        functools.update_wrapper(self, fn)
+        _KERNELS.add(self)
+
+    @property
+    def grad(self) -> _GradKernel:
+        """`kernel.grad(*same_args)`: runs the reverse-mode instance, accumulating into `.grad`."""
+        return _GradKernel(self)
+
+    @property
+    def signature(self) -> _args.Signature:
+        if self._sig is None:
+            self._sig = _args.Signature(self.fn, is_kernel=True)
+        return self._sig
+
+    def __get__(self, obj: Any, cls: Any = None) -> Any:
+        if obj is None:
+            return self
+        return _BoundKernel(self, obj)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        plan = self._plan
+        if plan is not None and not kwargs:  # a call shaped like the last one: the compiled launch
+            r = plan.launch(args)
+            if r is not _MISS:
+                return r
+        return self._run(args, kwargs, "fwd" if _tape.active_fwd() is not None else "")
+
+    def _run(self, args: tuple, kwargs: dict, mode: str) -> Any:
+        """Launches the instance of `mode` ("" primal, "fwd" forward mode, "grad" reverse mode); a primal
+        launch inside a `qd.ad.Tape(validation=True)` with debug on runs the "validate" instance."""
+        if _bm.current() is not None:
+            raise QuadrantsSyntaxError("Kernels cannot call other kernels; decorate the callee with @qd.func")
+        if _pyq.pending:  # a field declared since the last materialization (`qd/runtime/pyquadrants.py`)
+            _pyq.materialize()
+        ad_state = _tape.state()  # this thread's Tape, FwdMode, grad_replaced
+        tape = ad_state.tape
+        cfg = _bm.cfg()
+        if tape is not None and not mode and not ad_state.grad_replaced:
+            tape.record(self, args, kwargs)
+            if getattr(tape, "validation", False) and cfg.debug:
+                mode = "validate"
+        sig = self.signature
+        values = sig.bind(args, kwargs)
+        key, launch_args, post = _args.convert(sig, values)
+        key = key + (cfg.default_fp, cfg.default_ip, bool(cfg.debug), getattr(cfg, "arch", None))
+        if mode:
+            key = key + (mode,)
+        nd_grads: tuple = ()
+        grad_arrays: list = []
+        if mode == "grad":  # ndarray arguments with a gradient: their grads are launched as extra args
+            grads = _args.grad_args(sig, values)
+            if grads:
+                nd_grads = tuple(i for i, _ in grads)
+                key = key + (nd_grads,)
+                grad_arrays = [g for _, g in grads]
+        inst = self._instances.get(key)
+        if inst is not None and key in self._guards and _guards.stale(self._guards[key], values):
+            # a member reached through a template argument was reassigned: the instance of the new objects
+            key = key + ("guards",) + _guards.current(self._guards[key], values)
+            inst = self._instances.get(key)
+        if inst is None:
+            inst = self._instance(key, values, mode, nd_grads)
+        ck, bindings = inst
+        if mode == "fwd":  # the duals (gradients) this launch uses are this thread's (`qd.runtime.ad_tape.adopt`)
+            ad_state.fwd.own(bindings)
+        elif tape is not None and mode in ("", "validate") and hasattr(tape, "own"):
+            tape.own(bindings)
+        if self._hidden and key in self._hidden:  # `x.grad` reads, lifted primitives: after the user's args
+            launch_args = list(launch_args) + _args.hidden_args(sig, values, self._hidden[key])
+        if grad_arrays:  # the reverse pass appends the grads' ArgDecls after all others
+            launch_args = list(launch_args) + grad_arrays
+        self._last_ck = ck
+        copies = None
+        if mode == "grad" and ck.stale is not None and self._primal_launched:
+            # the forward kernel ran: its replay would read what it wrote, unless a Tape put those buffers back or
+            # the forward launch saved them (`LaunchCopies`)
+            before = ad_state.before
+            if not before:
+                copies, self._before.copies = getattr(self._before, "copies", None), None
+                before = copies.ids() if copies is not None else frozenset()
+            err = _stale_unserved(ck, bindings, launch_args, before)
+            if err is not None:
+                raise type(err)(str(err) + (_USED_COPIES.format(name=self.fn.__name__)
+                                            if getattr(self._before, "used", False) else ""))
+            self._before.used = copies is not None
+        if mode in ("", "validate"):
+            self._primal_launched = True
+            if tape is None or ad_state.grad_replaced:  # a `kernel.grad` may follow: keep what its replay reads
+                self._before.copies = _launch_copies(ck, bindings, launch_args)
+        if mode == "validate":  # fresh zeroed checkbits for every validated launch
+            bindings = [b.zeros() if isinstance(b, _Checkbits) else b for b in bindings]
+
+        taped = None
+        if tape is not None and mode in ("", "validate") and hasattr(tape, "launched"):
+            # a launch inside a `grad_replaced` function: the Tape never replays its gradient (the function's
+            # `grad_for` does), so only its writes matter (to the recorded launches before it)
+            taped = _tape_launch(self, ck, bindings, launch_args, not ad_state.grad_replaced)
+            if hasattr(tape, "launching"):  # before the launch: the Tape saves what it overwrites (`qd.runtime.ad_snapshots`)
+                tape.launching(taped)
+        current = copies.put_back() if copies is not None else None
+        try:
+            tier = _tiers.tier_for(cfg.arch)  # (the config's: a launch never changes it)
+            result = tier.launch(ck, bindings, launch_args)
+        except RecursionError:  # compiling for a tier at its first launch (GPU code, native code)
+            raise self._too_deep() from None
+        finally:
+            for fn in post:
+                fn()
+            if current is not None:
+                copies.restore(current)
+        if taped is not None:
+            taped.generations = {r.buffer: getattr(taped.owners[r.buffer], "generation", None) for r in taped.reads}
+            tape.launched(taped)
+        if mode in ("", "grad"):  # the plan later calls of this shape launch through (primal, or kernel.grad)
+            plan = None if tape is not None or nd_grads or ck.stale is not None or _copies_before(ck) \
+                or _args.unchecked(key) else \
+                tier.plan(ck, sig, values, bindings, self._guards.get(key, ())) if key not in self._hidden else None
+            if mode:
+                self._grad_plan = plan
+            else:
+                self._plan = plan
+        return sig.restructure_return(result)
+
+    @property
+    def stats(self) -> dict:
+        """Tiering facts of the instance launched last: launches per tier (`interp`, `cpu`), the tier
+        of the last launch, compile time in ms and whether native code came from the disk cache; on a GPU
+        arch also `device_ms`, the device time of the last launch whose completion was read (timestamps)."""
+        ck = getattr(self, "_last_ck", None)
+        if ck is not None and getattr(ck, "tier_stats", None) is not None:  # a GPU arch: its launches, device ms
+            return ck.tier_stats()
+        if ck is None or ck.tier is None:
+            return {"launches": {"interp": 0, "cpu": 0}, "last_tier": None, "compile_ms": None,
+                    "from_cache": None}
+        return ck.tier.stats
+
+    def _instance(self, key: tuple, values: list, mode: str, nd_grads: tuple) -> tuple:
+        """The instance of `key`, compiled by the first thread that asks for it while the others wait for it
+        (an instance is in `_instances` only once it is complete)."""
+        with self._compiling_lock:
+            gate = self._compiling.setdefault(key, threading.Lock())
+        try:
+            with gate:
+                inst = self._instances.get(key)
+                if inst is None:
+                    inst = self._instances[key] = self._compile(values, mode, nd_grads, key)
+                return inst
+        finally:
+            with self._compiling_lock:
+                if self._compiling.get(key) is gate:
+                    del self._compiling[key]
+
+    def _compile(self, values: list, mode: str = "", nd_grads: tuple = (), key: tuple | None = None) -> tuple:
+        """(compiled kernel, bindings per buffer) of one instance. Its hidden args, the (launch arg index
+        of x, "grad") entries of the `x.grad` arrays the kernel reads, go to `_hidden[key]`; `_run`
+        launches them after the user's args."""
+        _pyq.materialize()  # before every compile, as Quadrants (`qd/runtime/pyquadrants.py`)
+        _logging.trace(f"Materializing kernel {self.fn.__name__} in {mode or 'primal'} mode...")
+        try:
+            return self._build(values, mode, nd_grads, key)
+        except RecursionError:  # in a pass or a code generator (the frontend positions its own)
+            raise self._too_deep() from None
+
+    def _too_deep(self) -> QuadrantsCompilationError:
+        code = getattr(self.fn, "__code__", None)
+        where = f"{code.co_filename}:{code.co_firstlineno}: " if code is not None else ""
+        return QuadrantsCompilationError(f"{where}kernel {self.fn.__name__}: {TOO_DEEP}")
+
+    def _build(self, values: list, mode: str, nd_grads: tuple, key: tuple | None) -> tuple:
+        inst = instantiate(self, values, mode, nd_grads)
+        self._last_ir = inst.source_ir
+        ck = _launch.compile_kernel(inst)
+        if inst.hidden:
+            self._hidden[key] = inst.hidden
+        if inst.guards:
+            self._guards[key] = inst.guards
+        return ck, list(inst.bindings)
+
+
+_USED_COPIES = (" (kernel.grad of {name} outside a qd.ad.Tape replays its last launch with the values that launch "
+                "saved, once: differentiate several launches of {name} inside a qd.ad.Tape)")
+
+
+def _accesses(ck: Any, bindings: list, launch_args: list) -> tuple:
+    """(reads its gradient needs, writes, buffers its gradient reads as they were before it) of a primal instance
+    (`qd.ad.stale_reads`; kept on `ck`), the reads without those buffers' (a copy from before the launch serves
+    them)."""
+    from qd.ad.stale_reads import accesses, before_launch_buffers
+
+    if ck.tape_accesses is None:
+        grads = _grad_buffers(ck, bindings, launch_args)
+        reads, writes = accesses(ck.ir, grads)
+        before = before_launch_buffers(ck.ir, grads) if _writes_a_gradient(ck, grads) else frozenset()
+        ck.tape_accesses = ([r for r in reads if r.buffer not in before], writes, before)
+    return ck.tape_accesses
+
+
+def _grad_buffers(ck: Any, bindings: list, launch_args: list) -> list[int]:
+    """The buffers of an instance that have a gradient: fields with needs_grad, ndarray arguments with `.grad`."""
+    return [b for b, decl in enumerate(ck.ir.buffers)
+            if (decl.kind == "field" and getattr(bindings[b], "has_grad", lambda: False)())
+            or (decl.kind == "ndarray" and getattr(launch_args[decl.arg], "grad", None) is not None)]
+
+
+def _writes_a_gradient(ck: Any, grads: list[int]) -> bool:
+    """Whether the kernel writes a buffer with a gradient: where it writes none its reverse pass has no adjoint to
+    carry and reads nothing stale (Genesis' kernels read fields with gradients and write none: the stale-read
+    analysis of their ~10^5 statements cost a third of a warm build)."""
+    gs = set(grads)
+    return bool(gs) and any(isinstance(s, (ir.GlobalStore, ir.AtomicRMW, ir.AtomicSwap)) and s.ptr.buffer in gs
+                            for s in ir.walk(ck.ir.body))
+
+
+def _copies_before(ck: Any) -> bool:
+    """Whether primal launches of `ck` save copies for a `kernel.grad` (`_launch_copies`: not through a plan)."""
+    return bool(ck.copies_before)
+
+
+def _launch_copies(ck: Any, bindings: list, launch_args: list) -> Any:
+    """The copies a primal launch outside a Tape makes of what it overwrites that its gradient reads as it was
+    before it (`qd.runtime.ad_snapshots.LaunchCopies`), or None where there is none or the kernel has no gradient. Which
+    buffers is found once per instance (`ck.copies_before`), where it has a buffer with a gradient."""
+    if ck.copies_before is not None and not ck.copies_before:  # the common case, on every Python-path launch
+        return None
+    from qd.runtime.ad_snapshots import LaunchCopies, storage
+    from qd.ad.stale_reads import before_launch_buffers
+
+    if ck.copies_before is None:
+        grads = _grad_buffers(ck, bindings, launch_args)
+        try:
+            ck.copies_before = before_launch_buffers(ck.ir, grads) if _writes_a_gradient(ck, grads) else frozenset()
+        except RecursionError:  # an analysis too deep for this kernel: no copies, kernel.grad keeps its refusal
+            ck.copies_before = frozenset()
+    before = ck.copies_before
+    if not before:
+        return None
+    owners = _launch._owners(ck, bindings, launch_args)
+    objs = {id(o): o for o in (storage(owners[b]) for b in sorted(before)) if o is not None}
+    return LaunchCopies(list(objs.values())) if objs else None
+
+
+def _tape_launch(kernel: Kernel, ck: Any, bindings: list, launch_args: list, replayed: bool) -> Any:
+    """What a Tape keeps of a launch to find reads a later launch overwrites (`qd.ad.stale_reads`): its writes, and
+    where the Tape replays its gradient (`replayed`: the launch was recorded) the reads that gradient needs and the
+    buffers it needs as they were before the launch (`before_launch_buffers`: their reads are served by the copy
+    the Tape saves before the launch, so they are not kept as reads). Its `generations` are set after the launch."""
+    from qd.ad.stale_reads import Launch
+
+    reads, writes, before = _accesses(ck, bindings, launch_args)
+    if not replayed:
+        reads, before = [], frozenset()
+    owners = _launch._owners(ck, bindings, launch_args)
+    return Launch(kernel.fn.__name__, reads, writes, owners, list(launch_args), [decl.name for decl in ck.ir.buffers],
+                  {}, before)
+
+
+def _stale_unserved(ck: Any, bindings: list, launch_args: list, before: frozenset) -> Exception | None:
+    """The error of the first stale read of a `kernel.grad` launch (`ck.stale_by_buffer`) whose object a Tape did
+    not put back as it was before the forward launch (`before`: their ids), or None."""
+    from qd.runtime.ad_snapshots import storage
+
+    owners = _launch._owners(ck, bindings, launch_args) if before else ()
+    for b, err in ck.stale_by_buffer.items():
+        obj = storage(owners[b]) if before else None
+        if obj is None or id(obj) not in before:
+            return err
+    return None
+
+
+class _GradKernel:
+    """`kernel.grad`: called with the kernel's own arguments, launches its reverse-mode instance."""
+
+    autodiff_mode = AutodiffMode.REVERSE
+
+    def __init__(self, kernel: Kernel) -> None:
+        self._kernel = kernel
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        plan = self._kernel._grad_plan
+        if plan is not None and not kwargs:
+            r = plan.launch(args)
+            if r is not _MISS:
+                return r
+        return self._kernel._run(args, kwargs, "grad")
+
+
+class _BoundKernel:
+    """A kernel method bound to an instance (`self` is a template argument)."""
+
+    def __init__(self, kernel: Kernel, obj: Any) -> None:
+        self._kernel = kernel
+        self._obj = obj
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._kernel(self._obj, *args, **kwargs)
+
+    @property
+    def grad(self) -> Any:
+        return lambda *args, **kwargs: self._kernel._run((self._obj,) + args, kwargs, "grad")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kernel, name)
+
+
+def kernel(fn: Callable | None = None, **options: Any) -> Any:
+    """`@qd.kernel` or `@qd.kernel(fastcache=..., pure=..., graph=..., checkpoints=...)` (options accepted)."""
+    if fn is None:
+        return lambda f: Kernel(f, **options)
+    return Kernel(fn, **options)
+
+
+
+__all__ = ["Kernel", "kernel"]
