@@ -22,10 +22,10 @@ from qd.ad.reverse import reverse as _reverse
 from qd.ad.validation import check_reverse_supported as _check_reverse
 from qd.ad.validation import stale_read_errors as _stale_read_errors
 from qd.ad.validation import validate_global_access as _validate
+from qd.base import config as _config
 from qd.errors import QuadrantsRuntimeError
 from qd.frontend import guards as _guards
 from qd.frontend import kernel as _fk
-from qd.base import config as _config
 
 
 @dataclass(frozen=True, eq=False)

@@ -19,7 +19,6 @@ from typing import Any
 
 from qd import _launch as _clib
 from qd import _logging, ir
-from qd.runtime import ad_tape as _tape
 from qd.errors import QuadrantsCompilationError, QuadrantsSyntaxError
 from qd.frontend import args as _args
 from qd.frontend import builder as _bm
@@ -27,6 +26,7 @@ from qd.frontend import guards as _guards
 from qd.frontend.context import TOO_DEEP, file_stamp
 from qd.frontend.instance import Checkbits as _Checkbits
 from qd.frontend.instance import instantiate
+from qd.runtime import ad_tape as _tape
 from qd.runtime import launch as _launch
 from qd.runtime import program as _program
 from qd.runtime import pyquadrants as _pyq
@@ -303,8 +303,8 @@ def _launch_copies(ck: Any, bindings: list, launch_args: list) -> Any:
     buffers is found once per instance (`ck.copies_before`), where it has a buffer with a gradient."""
     if ck.copies_before is not None and not ck.copies_before:  # the common case, on every Python-path launch
         return None
-    from qd.runtime.ad_snapshots import LaunchCopies, storage
     from qd.ad.stale_reads import before_launch_buffers
+    from qd.runtime.ad_snapshots import LaunchCopies, storage
 
     if ck.copies_before is None:
         grads = _grad_buffers(ck, bindings, launch_args)
