@@ -1,4 +1,4 @@
-"""What the Tape's stale-read tracking and saved copies (`qd/ad/snapshots.py`, issue 28.2) cost on difftaichi's
+"""What the Tape's stale-read tracking and saved copies (`qd/runtime/ad_snapshots.py`, issue 28.2) cost on difftaichi's
 diffmpm at its published size (its robot scene: 2976 particles, a 128 x 128 grid, 1024 steps, `tests/programs/diffmpm.py`): one
 training iteration, `with qd.ad.Tape(loss): forward()`, against the same with the check off (the Tape records no
 launches' accesses, saves nothing and checks nothing: Quadrants' behaviour).
@@ -27,7 +27,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
 import programs
 
 import qd
-from qd.ad import custom
+from qd.runtime import ad_custom as custom
 
 
 @contextlib.contextmanager

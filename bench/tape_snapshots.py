@@ -1,4 +1,4 @@
-"""What the Tape's saved copies cost (`qd/ad/snapshots.py`, issue 28.2): a program with many steps of a small
+"""What the Tape's saved copies cost (`qd/runtime/ad_snapshots.py`, issue 28.2): a program with many steps of a small
 in-place kernel, `x[i] = sin(x[i]) * w[i]` (one field, the Tape copies x before each step), against the same program
 written time-indexed, `xs[t + 1, i] = sin(xs[t, i]) * w[i]` (no copies; a field of STEPS + 1 rows).
 

@@ -15,7 +15,16 @@ from qd import types, math, extension, lang, ad, algorithms, _lib  # noqa: E402,
 # work only. (LLVM itself is initialised in the background by qd.init on qd.cpu.)
 import qd.runtime.launch  # noqa: E402,F401
 import qd.runtime.device  # noqa: E402,F401  (registers the GPU tiers)
+import qd.runtime.device_array  # noqa: E402,F401  (registers its hook: another library's device arrays in place)
 import qd.passes.runner  # noqa: E402,F401
+
+# `qd.ad`'s public names live beside the runtime they drive (the package itself is the compile side, below it)
+from qd.runtime.ad_custom import Tape as _Tape, grad_for as _grad_for, grad_replaced as _grad_replaced  # noqa: E402
+from qd.runtime.ad_custom import no_grad as _no_grad  # noqa: E402
+from qd.runtime.ad_tape import FwdMode as _FwdMode, clear_all_gradients as _clear_all_gradients  # noqa: E402
+
+ad.Tape, ad.grad_for, ad.grad_replaced, ad.no_grad = _Tape, _grad_for, _grad_replaced, _no_grad
+ad.FwdMode, ad.clear_all_gradients = _FwdMode, _clear_all_gradients
 
 __version__ = "0.1.0"
 

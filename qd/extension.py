@@ -50,7 +50,7 @@ def set_supported(arch_name: str, exts: set[Extension]) -> None:
 
 def is_extension_supported(arch, ext: "Extension | str") -> bool:
     """Whether `ext` is supported on `arch` (an Arch or its name)."""
-    from qd.runtime import arch as _arch
+    from qd.base import arch as _arch
 
     a = _arch.to_arch(arch)
     key = "cpu" if a is _arch.cpu else a.name

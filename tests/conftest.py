@@ -2,9 +2,9 @@
 
 `arch` is parametrised over `ARCHS` (interp, cpu, cuda, vulkan, opencl). `QD_TEST_ARCHS=interp,cpu`
 selects a subset (default: all). A selected tier that is not built, or whose driver or device is missing
-here, is a visible skip whose reason comes from `qd.runtime.arch` ("the vulkan tier is not built yet",
+here, is a visible skip whose reason comes from `qd.base.arch` ("the vulkan tier is not built yet",
 "no CUDA driver", ...), never a silent pass: when a tier gets built and registers itself with
-`qd.runtime.arch.set_available`, its tests start running with no change here.
+`qd.base.arch.set_available`, its tests start running with no change here.
 
 A test restricted to some tiers says so with `@pytest.mark.archs("interp", ...)`; on the other tiers
 it is skipped, again with the reason shown (`pytest -rs`).
@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 
 import qd
-from qd.runtime import arch as _arch
+from qd.base import arch as _arch
 
 ARCHS: tuple[str, ...] = ("interp", "cpu", "cuda", "vulkan", "opencl")
 

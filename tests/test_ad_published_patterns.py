@@ -126,7 +126,7 @@ def test_kernels_of_a_grad_replaced_step_reuse_scratch_fields(arch: object) -> N
 
 def test_a_grad_replaced_launch_overwriting_a_recorded_read_gets_the_read_values(arch: object) -> None:
     """The writes of a grad_replaced function's kernels still count: a recorded kernel whose read one of them
-    overwrites gets that read back from the copy the Tape saved before the overwrite (`qd.ad.snapshots`), so its
+    overwrites gets that read back from the copy the Tape saved before the overwrite (`qd.runtime.ad_snapshots`), so its
     gradient is taken at the values it read (d sum x^2 / dx = 2 x0, not 2 (x0 + 1)); x ends as the forward left it."""
     x = qd.field(qd.f64, shape=4, needs_grad=True)
     loss = qd.field(qd.f64, shape=(), needs_grad=True)

@@ -1,4 +1,4 @@
-"""`qd.ad.Tape`, `qd.ad.grad_replaced` / `grad_for` / `no_grad` (`qd/ad/custom.py`): recording of launches,
+"""`qd.ad.Tape`, `qd.ad.grad_replaced` / `grad_for` / `no_grad` (`qd/runtime/ad_custom.py`): recording of launches,
 replay of their gradients in reverse order, Quadrants' errors, and the finite-difference `grad_check`."""
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def test_tape_without_launches_outside_is_not_recording(arch: object) -> None:
         reduce(1.0)
     square_sin()  # after exit: not recorded
     assert [c[0] for c in tape.calls] == [reduce]
-    from qd.ad import tape as tape_mod
+    from qd.runtime import ad_tape as tape_mod
 
     assert tape_mod.active_tape() is None and tape_mod._any_active is None
 

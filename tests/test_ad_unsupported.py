@@ -155,7 +155,7 @@ def _scale_in_place(x, y, loss):
 
 def test_a_read_overwritten_later_in_the_kernel_replays_the_saved_value(arch: object) -> None:
     """`y[i] *= x[i]`: the replay would read the product where the forward pass read 3, and x.grad would be
-    3·x instead of 3. The Tape copies y before the launch and replays with it (`qd.ad.snapshots`): x.grad = 3,
+    3·x instead of 3. The Tape copies y before the launch and replays with it (`qd.runtime.ad_snapshots`): x.grad = 3,
     y.grad = x, and y ends as the forward pass left it. (`kernel.grad` alone: below.)"""
     x, y, _, loss = _stale_fields()
 
@@ -251,7 +251,7 @@ def test_time_steps_written_ahead_of_their_reads_are_differentiated(arch: object
 def test_kernel_grad_replays_the_last_launch_with_the_values_it_saved(arch: object) -> None:
     """`kernel.grad` without the forward launch replays memory as the forward pass would see it (Quadrants' tests
     call it so). After a forward launch outside a Tape, the launch copied y (its gradient reads y as it was before
-    it: `qd.ad.snapshots.LaunchCopies`) and kernel.grad replays with that copy, once: x.grad is 3 again, not the
+    it: `qd.runtime.ad_snapshots.LaunchCopies`) and kernel.grad replays with that copy, once: x.grad is 3 again, not the
     3·x a replay of the new y gives, and y keeps what it holds. A second kernel.grad of the same launch is refused
     (it would replay the new y), naming the Tape."""
     x, y, _, loss = _stale_fields()
@@ -343,7 +343,7 @@ def test_kernel_grad_copies_are_per_thread(arch: object) -> None:
 
 def test_a_tape_whose_later_kernel_overwrites_a_read_is_differentiated(arch: object) -> None:
     """In-place state across the steps of a Tape: each `step`'s gradient would replay its reads of x after every
-    step ran, with the last values. The Tape copies x before each step (`qd.ad.snapshots`); the gradient matches
+    step ran, with the last values. The Tape copies x before each step (`qd.runtime.ad_snapshots`); the gradient matches
     the chain rule."""
     x, v, _, loss = _stale_fields()
 

@@ -116,7 +116,7 @@ def test_grad_replaced_launches_are_not_validated(arch: object) -> None:
 def test_without_debug_warns_and_the_tape_replays_the_read_value(arch: object) -> None:
     """Without debug mode the validating instance does not run (Quadrants warns); Quadrants then gives x.grad from
     the overwritten b (110). qd's Tape saves b before the launch that reads and then overwrites it and replays the
-    gradient with the value read (`qd.ad.snapshots`): x.grad[1] = 10; b ends as the forward pass left it."""
+    gradient with the value read (`qd.runtime.ad_snapshots`): x.grad[1] = 10; b ends as the forward pass left it."""
     _debug(arch, debug=False)
     x, loss, b = _fields()
 

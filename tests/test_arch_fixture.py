@@ -1,4 +1,4 @@
-"""The test machinery of conftest.py: tier selection, skip reasons from `qd.runtime.arch`, the markers."""
+"""The test machinery of conftest.py: tier selection, skip reasons from `qd.base.arch`, the markers."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 import qd
 from conftest import ARCHS, arch_skip_reason, selected_archs
-from qd.runtime import arch as _arch
+from qd.base import arch as _arch
 
 
 def test_selected_archs_from_env(monkeypatch: pytest.MonkeyPatch) -> None:

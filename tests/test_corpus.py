@@ -14,7 +14,7 @@ import pytest
 import corpus
 import qd
 from conftest import selected_archs
-from qd.runtime.arch import Arch
+from qd.base.arch import Arch
 
 NAMES = sorted(corpus.CASES)
 _interp_outputs: dict[str, dict[str, Any]] = {}

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import qd
-from qd.runtime import arch as _arch
+from qd.base import arch as _arch
 
 hypothesis = pytest.importorskip("hypothesis", reason="hypothesis is not installed")
 st = hypothesis.strategies

@@ -20,7 +20,7 @@ from qd import ir
 from qd.base import abi
 from qd.frontend import args as _args
 from qd.ops import INFO, Op
-from qd.runtime import config
+from qd.base import config
 from qd.runtime import launch as _launch
 from qd.types import dtypes as T
 

@@ -13,7 +13,7 @@ import pytest
 from qd import ir
 from qd.ops import INFO, Op
 from conftest import tier_key
-from qd.runtime.arch import Arch
+from qd.base.arch import Arch
 from qd.runtime.launch import compile_kernel, launch
 from qd.types import dtypes as T
 

@@ -40,7 +40,7 @@ from programs import cases
 
 import qd
 from qd.errors import QuadrantsCompilationError
-from qd.runtime import arch as _arch
+from qd.base import arch as _arch
 
 DATA = Path(__file__).resolve().parent / "programs" / "data" / "quadrants-1.3.3.json"
 

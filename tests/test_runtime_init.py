@@ -5,7 +5,7 @@ import pytest
 import qd
 from qd.errors import QuadrantsOptionError, QuadrantsRuntimeTypeError, QuadrantsWarning
 from qd.lang import impl
-from qd.runtime import config as _config
+from qd.base import config as _config
 from qd.runtime import program
 
 
@@ -317,7 +317,7 @@ def test_huge_thread_count_is_clamped_and_launches(tier):
     clamps them with a warning, and the launch runs on the clamped team."""
     import numpy as np
 
-    from qd.runtime import option_check
+    from qd.base import option_check
 
     with pytest.warns(QuadrantsWarning, match="cpu_max_num_threads=100000"):
         qd.init(arch=getattr(qd, tier), log_level="warn", cpu_max_num_threads=100000)

@@ -1,4 +1,4 @@
-"""A `qd.ad.Tape` keeps the values its reverse pass needs (`qd/ad/snapshots.py`, issue 28.2): where a later taped
+"""A `qd.ad.Tape` keeps the values its reverse pass needs (`qd/runtime/ad_snapshots.py`, issue 28.2): where a later taped
 launch or a host write overwrites what an earlier taped kernel's gradient reads, or a kernel overwrites a buffer it
 read first, the Tape saves a copy before the overwrite and replays the gradient with it. Each program below was
 refused before; its gradients now equal central finite differences (float64) and the gradients of the same program

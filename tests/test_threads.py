@@ -405,7 +405,7 @@ def test_a_tape_or_fwdmode_sees_only_its_own_thread(arch: Any) -> None:
             np.testing.assert_allclose(x.grad.to_numpy(), 2 * np.arange(4.0))
         else:
             assert loss.dual[None] == pytest.approx(0.0)  # d(sum x^2)/dx0 at x0 = 0
-    assert qd.ad.tape.active_tape() is None and qd.ad.tape._any_active is None
+    assert qd.runtime.ad_tape.active_tape() is None and qd.runtime.ad_tape._any_active is None
 
 
 def _inc_20_times(inc: Any) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import qd
-from qd.runtime.arch import Arch
+from qd.base.arch import Arch
 
 torch = pytest.importorskip("torch", reason="torch is not installed (bash dev.sh test installs a CPU build)")
 

@@ -1,9 +1,8 @@
-"""`qd.ad`: automatic differentiation (DESIGN §5). Per-op partials live in `rules.py`; `forward.py` is
-the forward-mode pass; `reverse.py` the reverse-mode pass
-(`kernel.grad`); `tape.py` the host-side managers (`FwdMode`, `clear_all_gradients`); `custom.py`
-the reverse-mode `Tape` and the custom-gradient decorators (`grad_replaced`, `grad_for`, `no_grad`)."""
+"""`qd.ad`: automatic differentiation (DESIGN §5), the compile side: per-op partials in `rules.py`, the
+forward-mode pass `forward.py`, the reverse-mode pass `reverse.py` (`kernel.grad`), the adstack and its sizes.
 
-from qd.ad.custom import Tape, grad_for, grad_replaced, no_grad
-from qd.ad.tape import FwdMode, clear_all_gradients
+Quadrants' public names of `qd.ad` (`Tape`, `FwdMode`, `clear_all_gradients`, `grad_replaced`, `grad_for`,
+`no_grad`) drive launches, so they live beside the runtime (`qd/runtime/ad_tape.py`, `ad_custom.py`); the API
+face `qd/__init__.py` sets them on this package (`qd.ad.Tape`, `from qd.ad import Tape` after `import qd`)."""
 
 __all__ = ["FwdMode", "Tape", "clear_all_gradients", "grad_for", "grad_replaced", "no_grad"]

@@ -23,7 +23,7 @@ Across the launches of one Tape (`tape_stale_read`, run by `Tape.grad`): a neede
 launch may write, unless an index dimension fixes the two apart with the launches' argument values (time-indexed
 fields: step t reads `x[t, i]` and writes `x[t + 1, i]`, in the kernel or in a `qd.func` given t). A launch inside a
 `grad_replaced` function is kept for its writes only: the Tape never replays its gradient. The Tape saves a copy
-before such an overwrite (`qd.ad.snapshots`, matching writes against pending reads with `overlap`), and before a
+before such an overwrite (`qd.runtime.ad_snapshots`, matching writes against pending reads with `overlap`), and before a
 launch whose own stale reads a copy from before it serves (`before_launch_buffers`); what is left is refused.
 """
 
@@ -223,7 +223,7 @@ def stale_read(k: ir.KernelIR, grads: Sequence[int]) -> ir.GlobalLoad | None:
 def before_launch_buffers(k: ir.KernelIR, grads: Sequence[int]) -> frozenset:
     """The buffers of `k` with a stale needed load whose every needed load reads the buffer as it was before the
     launch (`_before_launch_serves` for each of its writes): a replay given the buffer's values from before the
-    launch (the Tape's saved copy, `qd.ad.snapshots`) reads what the forward pass read (`y[i] = y[i] * x[i]`)."""
+    launch (the Tape's saved copy, `qd.runtime.ad_snapshots`) reads what the forward pass read (`y[i] = y[i] * x[i]`)."""
     needed, stale, writes = _needed_stale(k, grads)
     if not stale:
         return frozenset()
@@ -279,7 +279,7 @@ class Launch:
     buffer_names: list
     generations: dict  # buffer -> its owner's generation counter after the launch, for the buffers it reads
     before: frozenset = frozenset()  # buffers its gradient reads as they were before it (`before_launch_buffers`)
-    # buffers whose reads its replay gets from a copy the Tape saved (`qd.ad.snapshots`), not from the live object
+    # buffers whose reads its replay gets from a copy the Tape saved (`qd.runtime.ad_snapshots`), not from the live object
     saved: set = field(default_factory=set)
     call: int = -1  # its index in the Tape's calls (a replayed launch), else -1
 

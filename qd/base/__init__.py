@@ -1,1 +1,2 @@
-"""The floor every layer may import: configuration, arch, option checks and the launch ABI (`abi`)."""
+"""qd's floor below the IR: the architectures (`arch.py`), the program configuration (`config.py`, checked by
+`option_check.py`) and the launch ABI (`abi.py`). Imports nothing of qd above `qd.errors` and `qd.types`."""

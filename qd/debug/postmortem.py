@@ -18,7 +18,7 @@ from qd import ir
 from qd.base import abi
 from qd.debug.session import Debugger
 from qd.debug.walker import LaunchEnv, Thread
-from qd.runtime import config
+from qd.base import config
 from qd.runtime import launch as L
 
 _LAUNCH_FILES = {os.path.abspath(L.__file__), os.path.abspath(os.path.join(os.path.dirname(__file__), "runner.py"))}

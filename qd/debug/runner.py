@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from qd import _launch as _clib
 from qd.debug.walker import LaunchEnv, Thread, Tracer
-from qd.runtime import config
+from qd.base import config
 from qd.runtime import launch as L
 
 

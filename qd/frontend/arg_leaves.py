@@ -10,6 +10,7 @@ such an instance launches through the Python path, which checks.
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 from qd.types.dtypes import DataType, MatrixType
@@ -22,6 +23,12 @@ class _Unchecked:
 
 # in a key: an ndarray argument taken unchecked that does not match its annotation (`unchecked(key)`)
 UNCHECKED = _Unchecked()
+
+
+def arg_checks() -> bool:
+    """Whether launches check Quadrants ndarray arguments against their annotations: the builtins' `__debug__`,
+    which Genesis switches off through `qd.lang._template_mapper.__builtins__` (see that module)."""
+    return bool(builtins.__dict__.get("__debug__", True))
 
 
 def unchecked(key: tuple) -> bool:

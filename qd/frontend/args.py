@@ -34,12 +34,10 @@ from qd.frontend import arg_leaves as _kept_leaves
 from qd.frontend import values as _v
 from qd.frontend.arg_leaves import UNCHECKED, matches_annotation, unchecked  # noqa: F401 (re-exported)
 from qd.types import dtypes
-from qd.lang import _template_mapper
-from qd.lang.buffer_view import BufferView
-from qd.lang.struct import Struct, StructType
-from qd.lang.tensor import TENSOR_TYPES, Tensor
+from qd.types import hooks as _hooks
 from qd.types.annotations import BufferViewType, NdarrayType, Template
 from qd.types.dtypes import DataType, MatrixType
+from qd.types.struct_type import StructType
 
 
 class Param:
@@ -64,7 +62,7 @@ def _resolve(ann: Any, fn: Callable) -> Any:
 def _norm_ann(ann: Any) -> Any:
     if ann is NdarrayType:
         return NdarrayType()
-    if ann is BufferView:
+    if ann is _hooks.impl.BufferView:
         return BufferViewType()
     return ann
 
@@ -126,14 +124,14 @@ def _struct_values(p: Param, v: Any) -> list:
 def struct_arg_values(p: Param, v: Any) -> list:
     """The leaf values of struct-typed parameter `p` from a host struct or a dict."""
     t = p.ann
-    vt = v.__dict__.get("_type") if isinstance(v, Struct) else None
-    if not isinstance(v, (Struct, dict)) or (vt is not None and vt is not t and not t.same_layout(vt)):
+    vt = v.__dict__.get("_type") if isinstance(v, _hooks.impl.Struct) else None
+    if not isinstance(v, (_hooks.impl.Struct, dict)) or (vt is not None and vt is not t and not t.same_layout(vt)):
         raise QuadrantsRuntimeTypeError(f"Argument {type(v)} cannot be converted into required type {t!r}")
     out = []
     for leaf in p.leaves:
         x = v
         for attr in leaf.path:
-            if not isinstance(x, (Struct, dict)) or attr not in x.keys():
+            if not isinstance(x, (_hooks.impl.Struct, dict)) or attr not in x.keys():
                 raise QuadrantsRuntimeTypeError(f"Argument '{p.name}': no member '{'.'.join(leaf.path)}' in the "
                                                 f"struct passed for {t!r}")
             x = x[attr]
@@ -152,7 +150,7 @@ def _kind(name: str, ann: Any, index: int, is_kernel: bool) -> str:
         return "ndarray"
     if isinstance(ann, BufferViewType):
         return "view"
-    if isinstance(ann, type) and issubclass(ann, Tensor):
+    if isinstance(ann, type) and issubclass(ann, _hooks.impl.Tensor):
         return "tensor"
     if isinstance(ann, MatrixType):
         return "matrix"
@@ -234,7 +232,7 @@ class Signature:
 def _unwrapped(values: list) -> list:
     """`values` with every `qd.Tensor` wrapper replaced by its field or ndarray (in place)."""
     for i, v in enumerate(values):
-        if type(v) in TENSOR_TYPES:
+        if type(v) in _hooks.impl.TENSOR_TYPES:
             values[i] = v._impl
     return values
 
@@ -292,9 +290,9 @@ def _template_key(v: Any, name: str) -> Any:
     """The instantiation key of template argument `v` of parameter `name`."""
     if isinstance(v, (int, float, bool, str, type(None), np.number)):
         return ("v", type(v), v)
-    if type(v) in TENSOR_TYPES:  # a wrapper inside a template value: keyed as its field or ndarray
+    if type(v) in _hooks.impl.TENSOR_TYPES:  # a wrapper inside a template value: keyed as its field or ndarray
         v = v._impl
-    if isinstance(v, BufferView):  # baked into the instance (`views.from_host`): keyed by value, never by id
+    if isinstance(v, _hooks.impl.BufferView):  # baked into the instance (`views.from_host`): keyed by value
         return ("view", _template_key(v.arr, name), v.offset, v.size)
     if dataclasses.is_dataclass(v) and not isinstance(v, type) and v.__dataclass_params__.frozen:
         return ("dc", type(v)) + tuple(_template_key(getattr(v, f.name), name) for f in dataclasses.fields(v))
@@ -409,7 +407,7 @@ def ndarray_spec(p: Param, v: Any) -> tuple[DataType, int, tuple, Any, Callable 
                 dt = _NP_DTYPES[arr.dtype] = dtypes.from_numpy_dtype(arr.dtype)
             except TypeError:
                 raise _type_error(p, repr(ann), v) from None
-    checked = not native or _template_mapper.arg_checks()
+    checked = not native or _kept_leaves.arg_checks()
     want_es = ann.dtype.shape if isinstance(ann.dtype, MatrixType) else None
     want_dt = ann.dtype.dtype if isinstance(ann.dtype, MatrixType) else ann.dtype
     if checked and want_es is not None and tuple(es) != tuple(want_es):
@@ -434,7 +432,7 @@ def size_class(obj: Any, ndim: int) -> int:
 def view_spec(p: Param, v: Any) -> tuple[DataType, int, tuple, Any, Callable | None]:
     """`ndarray_spec` of the ndarray behind BufferView argument `v` (QuadrantsRuntimeTypeError when `v` is no
     BufferView: a plain ndarray where a view is declared is refused)."""
-    if not isinstance(v, BufferView):
+    if not isinstance(v, _hooks.impl.BufferView):
         raise QuadrantsRuntimeTypeError(f"Argument {p.name} expects a BufferView, got {type(v).__name__}")
     nd = getattr(p, "_ndarray_param", None)
     if nd is None:
@@ -484,9 +482,7 @@ def _as_numpy(p: Param, v: Any) -> tuple[np.ndarray, Any, Callable | None]:
 
 def _device_array(v: Any, name: str) -> Any:
     """A device array used in place on qd.cuda (`qd/runtime/device_array.py`), or None on another arch."""
-    from qd.runtime.device_array import from_interface
-
-    return from_interface(v, name)
+    return _hooks.impl.device_array(v, name)
 
 
 def _arch_name() -> str:
@@ -650,7 +646,7 @@ def convert(sig: Signature, values: list) -> tuple[tuple, list, list]:
             if cb is not None:
                 post.append(cb)
         else:
-            hit = _kept_leaves.kept(p.ann, v, _template_mapper.arg_checks())
+            hit = _kept_leaves.kept(p.ann, v, _kept_leaves.arg_checks())
             if hit is None:
                 hit = _leaf(p, v)
             entry, unchecked_, obj, cb = hit
@@ -669,7 +665,7 @@ def _leaf(p: Param, v: Any) -> tuple:
     dt, ndim, es, obj, cb = ndarray_spec(p, v)
     lay = getattr(obj, "_layout", None)
     large = size_class(obj, ndim)
-    checks = _template_mapper.arg_checks()
+    checks = _kept_leaves.arg_checks()
     out = ((dt, ndim, es, large) if lay is None else (dt, ndim, es, large, lay),
            not checks and not matches_annotation(p.ann, dt, ndim, es), obj, cb)
     if cb is None and obj is v and getattr(v, "_qd_arg_spec", None) is not None:

@@ -20,8 +20,9 @@ import numpy as np
 from qd import ir
 from qd.ops import Op
 from qd.types import dtypes
+from qd.types import hooks as _hooks
 from qd.types.dtypes import DataType
-from qd.runtime import config as _config
+from qd.base import config as _config
 
 
 
@@ -43,7 +44,7 @@ def current() -> Builder | None:
 
 
 def cfg() -> Any:
-    """The live `qd.runtime.config` Config."""
+    """The live `qd.base.config` Config."""
     return _config.current()
 
 
@@ -260,3 +261,6 @@ def _stop_loads(stmts: list[ir.Stmt], buffer: int, mapping: dict) -> list[ir.Stm
             out.append(sg)
             mapping[s] = mapping[ns] = sg
     return out
+
+
+_hooks.register(in_kernel=lambda: current() is not None)

@@ -20,6 +20,7 @@ from qd.frontend import values as _v
 from qd.frontend.expr import Expr, is_expr  # noqa: F401  (re-exported)
 from qd.ops import Op
 from qd.types import dtypes
+from qd.types import hooks as _hooks
 
 
 def in_kernel() -> bool:
@@ -399,3 +400,6 @@ def check_local_index(idx: Any, extent: int, what: str = "a local matrix") -> No
         message=f"Out of bound access: kernel[{{kernel}}] tid={{tid}}: index {{0}} is out of [0, {extent}) "
                 f"for {what}"))
     bb.emit(ir.Check, cond=ok.value, check=check, args=(idx.value,))
+
+
+_hooks.register(cast=dtype_call)

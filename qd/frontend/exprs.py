@@ -16,9 +16,8 @@ from qd.frontend import structs as _s
 from qd.frontend import values as _v
 from qd.frontend.expr import Expr
 from qd.frontend.views import ViewValue
-from qd.lang.buffer_view import BufferView
-from qd.lang.tensor import TENSOR_TYPES
 from qd.types import dtypes
+from qd.types.hooks import impl as _impl
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
            ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor",
@@ -53,7 +52,7 @@ def format_runtime(fmt: str, args: tuple, kwargs: dict) -> Any:
     """`fmt.format(*args, **kwargs)` in a kernel, as Quadrants does it: specs are printf conversions
     (`{:.10d}`), automatic fields count apart from numbered ones, every argument must be used. An FString
     when some argument is a runtime value, else the formatted str."""
-    from qd.runtime.status import printf_format
+    from qd.base.printf import printf_format
 
     items: list = []
     auto, top, used = 0, 0, set()
@@ -103,13 +102,13 @@ class ExprMixin:
         """Fields and captured ndarrays become `GlobalTensor`s of this kernel; other objects pass through."""
         if isinstance(obj, (int, float, bool, str, type(None), Expr, _v.GlobalTensor)):
             return obj
-        if type(obj) in TENSOR_TYPES:  # a `qd.Tensor` wrapper: the kernel sees its field or ndarray
+        if type(obj) in _impl.TENSOR_TYPES:  # a `qd.Tensor` wrapper: the kernel sees its field or ndarray
             obj = obj._unwrap()
-        if isinstance(obj, (_s.StructField, _s.Struct)):
-            return _s.bind_field(self, obj, name) if isinstance(obj, _s.StructField) else _s.from_host(obj)
+        if isinstance(obj, (_impl.StructField, _impl.Struct)):
+            return _s.bind_field(self, obj, name) if isinstance(obj, _impl.StructField) else _s.from_host(obj)
         if _v.global_kind(obj) is not None:
             return _v.bind_global_object(obj, name)
-        if isinstance(obj, BufferView):  # a compile-time view (template, captured global)
+        if isinstance(obj, _impl.BufferView):  # a compile-time view (template, captured global)
             from qd.frontend.views import from_host
 
             return from_host(obj, self.wrap_global(obj.arr, name))
@@ -206,7 +205,7 @@ class ExprMixin:
         if type(v) in (bool, int, float):
             name = ".".join(str(k) for _, k in path)
             return Expr(self.b.lifted_arg(base.value_index, path, v, name))
-        if _v.global_kind(v) is None and not isinstance(v, (str, type(None), BufferView, tuple, list, dict)) \
+        if _v.global_kind(v) is None and not isinstance(v, (str, type(None), _impl.BufferView, tuple, list, dict)) \
                 and (hasattr(v, "__dict__") or dataclasses.is_dataclass(v)) and not callable(v):
             return _v.LiftedObject(v, base.value_index, path)
         return self.wrap_global(v, attr)
@@ -374,7 +373,7 @@ class ExprMixin:
             v = conv(v)
         spec = spec if isinstance(spec, str) else ""
         if spec and isinstance(v, (int, float)) and not isinstance(v, bool):
-            from qd.runtime.status import printf_format
+            from qd.base.printf import printf_format
 
             return printf_format(v, spec, isinstance(v, float))  # printf conversions, as for runtime values
         return format(v, spec)

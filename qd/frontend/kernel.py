@@ -20,7 +20,7 @@ import numpy as np
 
 from qd import _launch as _clib
 from qd import _logging, ir
-from qd.ad import tape as _tape
+from qd.runtime import ad_tape as _tape
 from qd.ad.forward import forward as _forward
 from qd.ad.reverse import reverse as _reverse
 from qd.ad.validation import check_reverse_supported as _check_reverse
@@ -33,7 +33,7 @@ from qd.frontend import guards as _guards
 from qd.frontend.builder import Builder
 from qd.frontend.context import TOO_DEEP, FuncContext, file_stamp, source_of
 from qd.frontend.transformer import Transformer, fence
-from qd.runtime import config as _config
+from qd.base import config as _config
 from qd.runtime import launch as _launch
 from qd.runtime import launch_plan as _launch_plan
 from qd.runtime import pyquadrants as _pyq
@@ -84,7 +84,7 @@ class Kernel:
         self._grad_plan: Any = None  # `kernel.grad`'s
         self._primal_launched = False  # a `kernel.grad` after it replays memory the primal wrote (`ck.stale`)
         # per thread: `copies`, what the last primal launch outside a Tape overwrote that its gradient reads
-        # (`qd.ad.snapshots.LaunchCopies`, for one `kernel.grad`), and `used`, set once a kernel.grad took them
+        # (`qd.runtime.ad_snapshots.LaunchCopies`, for one `kernel.grad`), and `used`, set once a kernel.grad took them
         self._before = threading.local()
         # key -> the lock of the thread compiling that instance (others wait for it: `_instance`)
         self._compiling: dict[tuple, threading.Lock] = {}
@@ -153,7 +153,7 @@ class Kernel:
         if inst is None:
             inst = self._instance(key, values, mode, nd_grads)
         ck, bindings = inst
-        if mode == "fwd":  # the duals (gradients) this launch uses are this thread's (`qd.ad.tape.adopt`)
+        if mode == "fwd":  # the duals (gradients) this launch uses are this thread's (`qd.runtime.ad_tape.adopt`)
             ad_state.fwd.own(bindings)
         elif tape is not None and mode in ("", "validate") and hasattr(tape, "own"):
             tape.own(bindings)
@@ -187,7 +187,7 @@ class Kernel:
             # a launch inside a `grad_replaced` function: the Tape never replays its gradient (the function's
             # `grad_for` does), so only its writes matter (to the recorded launches before it)
             taped = _tape_launch(self, ck, bindings, launch_args, not ad_state.grad_replaced)
-            if hasattr(tape, "launching"):  # before the launch: the Tape saves what it overwrites (`qd.ad.snapshots`)
+            if hasattr(tape, "launching"):  # before the launch: the Tape saves what it overwrites (`qd.runtime.ad_snapshots`)
                 tape.launching(taped)
         current = copies.put_back() if copies is not None else None
         try:
@@ -374,11 +374,11 @@ def _copies_before(ck: Any) -> bool:
 
 def _launch_copies(ck: Any, bindings: list, launch_args: list) -> Any:
     """The copies a primal launch outside a Tape makes of what it overwrites that its gradient reads as it was
-    before it (`qd.ad.snapshots.LaunchCopies`), or None where there is none or the kernel has no gradient. Which
+    before it (`qd.runtime.ad_snapshots.LaunchCopies`), or None where there is none or the kernel has no gradient. Which
     buffers is found once per instance (`ck.copies_before`), where it has a buffer with a gradient."""
     if ck.copies_before is not None and not ck.copies_before:  # the common case, on every Python-path launch
         return None
-    from qd.ad.snapshots import LaunchCopies, storage
+    from qd.runtime.ad_snapshots import LaunchCopies, storage
     from qd.ad.stale_reads import before_launch_buffers
 
     if ck.copies_before is None:
@@ -413,7 +413,7 @@ def _tape_launch(kernel: Kernel, ck: Any, bindings: list, launch_args: list, rep
 def _stale_unserved(ck: Any, bindings: list, launch_args: list, before: frozenset) -> Exception | None:
     """The error of the first stale read of a `kernel.grad` launch (`ck.stale_by_buffer`) whose object a Tape did
     not put back as it was before the forward launch (`before`: their ids), or None."""
-    from qd.ad.snapshots import storage
+    from qd.runtime.ad_snapshots import storage
 
     owners = _launch._owners(ck, bindings, launch_args) if before else ()
     for b, err in ck.stale_by_buffer.items():

@@ -129,8 +129,8 @@ def block_local(*fields: Any) -> None:
     only, with no effect on results; the CPU tiers have nothing to cache it in, so it is accepted and
     ignored (the GPU tiers may use it later)."""
     from qd.frontend.values import GlobalTensor
-    from qd.runtime.fields import Field
+    from qd.types.hooks import impl
 
     for f in fields:
-        if not isinstance(f, (Field, GlobalTensor)):
+        if not isinstance(f, (impl.Field, GlobalTensor)):
             raise TypeError(f"qd.block_local takes fields, got {type(f).__name__}")

@@ -19,8 +19,9 @@ from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError
 from qd.frontend import expr as _e
 from qd.frontend import values as _v
 from qd.frontend.expr import Expr
-from qd.lang.struct import Struct, StructField, StructType
 from qd.types import dtypes
+from qd.types import hooks as _hooks
+from qd.types.struct_type import StructType
 from qd.types.dtypes import DataType, MatrixType
 
 
@@ -119,8 +120,8 @@ class UnpackedGroup:
 
 def _value_of(v: Any) -> Any:
     """A member value as an rvalue: host Structs and dicts become StructVals, lists matrices."""
-    if isinstance(v, Struct) or isinstance(v, dict):
-        return construct(v.__dict__.get("_type") if isinstance(v, Struct) else None, (v,), {})
+    if isinstance(v, (_hooks.impl.Struct, dict)):
+        return construct(v.__dict__.get("_type") if isinstance(v, _hooks.impl.Struct) else None, (v,), {})
     if type(v) in (list, tuple):
         flat = [x for row in v for x in (row if type(row) in (list, tuple) else [row])]
         shape = (len(v),) if all(type(r) not in (list, tuple) for r in v) else (len(v), len(v[0]))
@@ -165,7 +166,7 @@ def _cfg_fp() -> DataType:
 def construct(stype: StructType | None, args: tuple, kwargs: dict) -> StructVal:
     """`T(...)` / `qd.Struct(...)` in a kernel: a struct rvalue (positional values fill the members in
     order, missing members are zero)."""
-    if len(args) == 1 and not kwargs and isinstance(args[0], (dict, Struct, StructVal)) and (
+    if len(args) == 1 and not kwargs and isinstance(args[0], (dict, _hooks.impl.Struct, StructVal)) and (
             stype is None or sorted(args[0].keys()) == sorted(stype.members)):  # a whole struct value
         src = args[0]
         kwargs, args = {k: (src.member(k) if isinstance(src, StructVal) else src[k]) for k in src.keys()}, ()
@@ -199,7 +200,7 @@ def init_local(t: Any, value: Any, ann: Any = None, name: str = "") -> Any:
 
 def store(t: Any, lv: StructVal, value: Any) -> None:
     """`lv = value` for a struct place: member by member (the value's members must match)."""
-    if isinstance(value, (Struct, dict)):
+    if isinstance(value, (_hooks.impl.Struct, dict)):
         value = _value_of(value)
     if not isinstance(value, StructVal):
         if isinstance(value, Expr) or _e.is_number(value):
@@ -271,7 +272,7 @@ def attribute(base: Any, attr: str) -> Any:
     raise QuadrantsSyntaxError(f"struct field {base.sf.stype!r} has no member '{attr}'")
 
 
-def from_host(s: Struct) -> StructVal:
+def from_host(s: Any) -> StructVal:
     """A host Struct captured by a kernel: a struct of constants."""
     return construct(s.__dict__.get("_type"), (s,), {})
 
@@ -279,7 +280,7 @@ def from_host(s: Struct) -> StructVal:
 # ---------------------------------------------------------------- struct fields
 
 class StructFieldRef(_v.GlobalTensor):
-    def __init__(self, sf: StructField, members: dict, first: _v.GlobalTensor) -> None:
+    def __init__(self, sf: Any, members: dict, first: _v.GlobalTensor) -> None:
         super().__init__(first.buffer, first.decl, first.obj, first.offset or (), first.layout)
         self.sf = sf
         self.members = members
@@ -300,10 +301,13 @@ class StructFieldRef(_v.GlobalTensor):
         return f"<struct field {self.sf.stype!r}>"
 
 
-def bind_field(t: Any, sf: StructField, name: str = "") -> StructFieldRef:
+def bind_field(t: Any, sf: Any, name: str = "") -> StructFieldRef:
     members = {}
     for k, m in sf.members.items():
         nm = f"{name}.{k}" if name else k
-        members[k] = bind_field(t, m, nm) if isinstance(m, StructField) else t.wrap_global(m, nm)
+        members[k] = bind_field(t, m, nm) if isinstance(m, _hooks.impl.StructField) else t.wrap_global(m, nm)
     first = next(iter(members.values()))
     return StructFieldRef(sf, members, first)
+
+
+_hooks.register(struct_kernel=construct)

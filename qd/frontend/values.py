@@ -4,7 +4,7 @@
 - `ParamRef` / `MatrixParamRef`: scalar kernel parameters never assigned to; every read emits a fresh
   `ArgLoad` (pure, so it may sit anywhere, including inside parallel loops).
 - `GlobalTensor`: a field or an ndarray (argument or captured object) reached through `GlobalPtr`.
-Matrices are built through `make_matrix`, which imports `qd.lang.matrix` lazily.
+Matrices are built through `make_matrix`: a `qd.Matrix` (`qd.types.hooks`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from qd.errors import QuadrantsIndexError, QuadrantsSyntaxError, QuadrantsTypeEr
 from qd.frontend import expr as _e
 from qd.frontend.expr import Expr
 from qd.types import dtypes
+from qd.types import hooks as _hooks
 from qd.types.dtypes import DataType, MatrixType
 
 
@@ -54,16 +55,7 @@ def shape_of(m: Any) -> tuple:
 
 def make_matrix(entries: list, shape: tuple) -> Any:
     """A qd.lang.matrix Matrix/Vector holding `entries` (flat, row-major)."""
-    from qd.lang import matrix as _m
-
-    entries = list(entries)
-    maker = getattr(_m.Matrix, "_from_entries", None)
-    if maker is not None:
-        return maker(entries, tuple(shape))
-    if len(shape) == 1:
-        return _m.Vector(entries)
-    n, m = shape
-    return _m.Matrix([entries[i * m:(i + 1) * m] for i in range(n)])
+    return _hooks.impl.Matrix._from_entries(list(entries), tuple(shape))
 
 
 def matrix_dtype(m: Any) -> DataType:

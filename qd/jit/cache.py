@@ -62,7 +62,7 @@ def key_for(k: ir.KernelIR, target_key: str, fast_math: bool) -> str:
 
 
 def default_dir() -> str:
-    from qd.runtime import config
+    from qd.base import config
 
     return os.path.join(str(config.current().offline_cache_file_path), "cpu")
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from qd import ir
-from qd.runtime import arch as _arch
-from qd.runtime import config
+from qd.base import arch as _arch
+from qd.base import config
 
 # Interpreting above this many predicted bytecode instructions costs more than compiling (~50 ms).
 WAIT_FOR_COMPILER_WORK = 4_000_000

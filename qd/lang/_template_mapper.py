@@ -12,9 +12,6 @@ that this write does not change.
 
 from __future__ import annotations
 
-import builtins
+import builtins  # noqa: F401  (Genesis writes `__builtins__` of this module)
 
-
-def arg_checks() -> bool:
-    """Whether launches check Quadrants ndarray arguments against their annotations (builtins' `__debug__`)."""
-    return bool(builtins.__dict__.get("__debug__", True))
+from qd.frontend.arg_leaves import arg_checks  # noqa: F401  (where qd reads the switch)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from qd.types import hooks
 from qd.types.annotations import BufferViewType
 
 
@@ -118,3 +119,6 @@ def slice_of(arr: Any, key: slice) -> BufferView:
 
 
 __all__ = ["BufferView"]
+
+
+hooks.register(BufferView=BufferView, ndarray_slice=slice_of)

@@ -97,7 +97,7 @@ class _Num:
 
 def _float_dtype(dt: Any, fname: str) -> DataType:
     if dt is None:
-        from qd.runtime import config
+        from qd.base import config
 
         return config.current().default_fp
     d = dtypes.to_dtype(dt)

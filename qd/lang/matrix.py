@@ -25,7 +25,7 @@ import numpy as np
 
 from qd.errors import QuadrantsIndexError, QuadrantsSyntaxError, QuadrantsTypeError
 from qd.lang import matrix_ops as _ops
-from qd.types import dtypes
+from qd.types import dtypes, hooks
 from qd.types.dtypes import DataType, MatrixType
 
 _SCALAR = (numbers.Number, np.generic)
@@ -569,3 +569,6 @@ def _swizzle_property(group: str, pattern: str) -> property:
 
 
 _gen_swizzles(Matrix)
+
+
+hooks.register(Matrix=Matrix, Vector=Vector)

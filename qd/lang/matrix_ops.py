@@ -323,7 +323,7 @@ def instantiate_type(mtype: MatrixType, args: tuple) -> Any:
 def _elem_dtype(mtype: MatrixType) -> Any:
     if mtype.dtype is not None:
         return mtype.dtype
-    from qd.runtime import config
+    from qd.base import config
 
     return config.current().default_fp
 

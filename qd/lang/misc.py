@@ -9,7 +9,7 @@ from qd import extension  # noqa: F401
 
 def is_extension_enabled(ext: "extension.Extension | str") -> bool:
     """Whether `ext` is usable now: supported on the current arch (and, for adstack, enabled in the config)."""
-    from qd.runtime import config as _config
+    from qd.base import config as _config
 
     cfg = _config.current()
     ok = is_extension_supported(cfg.arch, ext)

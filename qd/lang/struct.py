@@ -1,8 +1,5 @@
-"""Struct types (Quadrants' `qd.types.struct`, `@qd.dataclass`, `qd.Struct`), host side.
+"""Struct values and fields (Quadrants' `qd.Struct`), host side; the struct types are `qd/types/struct_type.py`.
 
-- `StructType`: ordered members (scalar dtypes, vector/matrix types, other struct types) and methods (the
-  functions of a `@qd.dataclass` class; `@qd.func` ones are callable in kernels as `s.method(...)`).
-  Calling it builds a value: in Python scope a host `Struct`, in a kernel a `qd.frontend.structs.StructVal`.
 - `Struct`: a host struct value (attribute and item access over an ordered dict of members). `qd.Struct(...)`
   without a type makes an anonymous one; `qd.Struct.field(members, shape=...)` makes a struct field.
 - `StructField`: one field per member (SoA, Quadrants' default layout); `f[i]` is a `StructFieldElement`
@@ -11,136 +8,14 @@
 
 from __future__ import annotations
 
-import inspect
-import sys
 from typing import Any, Iterator
 
 import numpy as np
 
-from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError
-from qd.types import dtypes
-from qd.types.dtypes import DataType, MatrixType
-
-
-def _in_kernel() -> bool:
-    from qd.frontend.builder import current
-
-    return current() is not None
-
-
-class UnpackedVectorType(MatrixType):
-    """`qd.types.vector(n, dt, unpacked=True)`: only meaningful as a `@qd.dataclass` / struct member, which it
-    expands into n scalar members `_<name>0` ... (`StructType._unpacked_groups`); `s.name[k]` with a
-    compile-time k is member `_<name>k`."""
-
-    def _refuse(self, what: str) -> Any:
-        raise QuadrantsSyntaxError(f"{what} of a qd.types.vector(..., unpacked=True) type: unpacked=True only "
-                                   "declares the layout of a @qd.dataclass member; use a packed vector type here")
-
-    def __call__(self, *args: Any) -> Any:
-        return self._refuse("cannot build a value")
-
-    def field(self, *args: Any, **kwargs: Any) -> Any:
-        return self._refuse("cannot make a field")
-
-    def ndarray(self, *args: Any, **kwargs: Any) -> Any:
-        return self._refuse("cannot make an ndarray")
-
-
-def _expand_unpacked(members: dict) -> tuple[dict, dict]:
-    """(members with every unpacked vector member expanded into scalar ones, the groups)."""
-    out: dict = {}
-    groups: dict = {}
-    for k, t in members.items():
-        if not isinstance(t, UnpackedVectorType):
-            if k in out:
-                raise QuadrantsSyntaxError(f"struct member '{k}' collides with a member generated for an unpacked "
-                                           "vector")
-            out[k] = t
-            continue
-        names = tuple(f"_{k}{i}" for i in range(t.n))
-        for nm in names:
-            if nm in out or nm in members:
-                raise QuadrantsSyntaxError(f"struct member '{nm}' collides with the members generated for the "
-                                           f"unpacked vector '{k}'")
-            out[nm] = t.dtype or dtypes.to_dtype(float)
-        groups[k] = (t.n, t.dtype, names)
-    return out, groups
-
-
-def _member_type(name: str, t: Any) -> Any:
-    if isinstance(t, (DataType, MatrixType, StructType)):
-        return t
-    if t in (int, float, bool):
-        return dtypes.to_dtype(t)
-    raise QuadrantsTypeError(f"struct member '{name}' has an invalid type {t!r}: expected a qd dtype, a "
-                             "vector/matrix type or a struct type")
-
-
-class StructType:
-    """`qd.types.struct(**members)`: a struct type; see the module docstring."""
-
-    def __init__(self, **members: Any) -> None:
-        members, self._unpacked_groups = _expand_unpacked(members)
-        self.members = {k: _member_type(k, t) for k, t in members.items()}
-        self.methods: dict = {}
-        self.name = ""
-
-    def keys(self) -> list[str]:
-        return list(self.members)
-
-    def same_layout(self, other: Any) -> bool:
-        if not isinstance(other, StructType) or list(self.members) != list(other.members):
-            return False
-        for a, b in zip(self.members.values(), other.members.values()):
-            if isinstance(a, StructType):
-                if not a.same_layout(b):
-                    return False
-            elif type(a) is not type(b) or a != b:
-                return False
-        return True
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _in_kernel():
-            from qd.frontend import structs
-
-            return structs.construct(self, args, kwargs)
-        return Struct._typed(self, self._host_entries(args, kwargs))
-
-    def _host_entries(self, args: tuple, kwargs: dict) -> dict:
-        if len(args) == 1 and not kwargs and isinstance(args[0], (dict, Struct)) \
-                and sorted(args[0].keys()) == sorted(self.members):  # a whole struct value
-            kwargs, args = dict(args[0].items()), ()
-        raw = self.member_values(args, kwargs)
-        return {k: _host_member(k, t, raw[k]) for k, t in self.members.items()}
-
-    def member_values(self, args: tuple, kwargs: dict) -> dict:
-        """The raw value of each member (in member order) for a constructor call `T(*args, **kwargs)`:
-        positional values fill members in order, keywords by name, missing members are 0. Shared by the
-        host constructor and the kernel one (`qd.frontend.structs.construct`), which convert the values."""
-        if len(args) > len(self.members):
-            raise QuadrantsSyntaxError(f"{self!r} takes {len(self.members)} members, got {len(args)} positional values")
-        given = dict(zip(self.members, args))
-        for k, v in kwargs.items():
-            if k not in self.members:
-                raise QuadrantsSyntaxError(f"{self!r} has no member '{k}'")
-            if k in given:
-                raise QuadrantsSyntaxError(f"struct member '{k}' given twice")
-            given[k] = v
-        return {k: given.get(k, 0) for k in self.members}
-
-    def field(self, shape: Any = None, name: str = "", offset: Any = None, needs_grad: bool = False,
-              needs_dual: bool = False, layout: Any = None, order: Any = None) -> "StructField":
-        sf = StructField(self, shape, name=name, offset=offset, needs_grad=needs_grad, needs_dual=needs_dual,
-                         order=order)
-        if layout is not None and getattr(layout, "name", "") == "AOS":  # stored SoA; see HostData._aos_copy
-            for f in sf._leaves():
-                f._aos_member = True
-        return sf
-
-    def __repr__(self) -> str:
-        items = ", ".join(f"{k}={v!r}" for k, v in self.members.items())
-        return f"<qd.StructType {items}, struct_methods={self.methods}>"
+from qd.errors import QuadrantsTypeError
+from qd.types import hooks
+from qd.types.dtypes import MatrixType
+from qd.types.struct_type import StructType, UnpackedVectorType, dataclass  # noqa: F401  (their host face)
 
 
 def _is_scalar(v: Any) -> bool:
@@ -183,10 +58,8 @@ class Struct:
     _qd_host_struct = True
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        if _in_kernel():
-            from qd.frontend import structs
-
-            return structs.construct(None, args, kwargs)
+        if hooks.impl.in_kernel():
+            return hooks.impl.struct_kernel(None, args, kwargs)
         return super().__new__(cls)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -264,35 +137,6 @@ class Struct:
 
     def __repr__(self) -> str:
         return f"Struct({self._entries})"
-
-
-# ---------------------------------------------------------------- @qd.dataclass
-
-def dataclass(cls: type) -> StructType:
-    """`@qd.dataclass`: a StructType whose members are `cls`'s annotations and whose methods are its
-    functions (`@qd.func` ones callable in kernels)."""
-    ann = cls.__dict__.get("__annotations__", {})
-    mod = sys.modules.get(cls.__module__)
-    frame = inspect.currentframe()
-    caller = frame.f_back.f_locals if frame is not None and frame.f_back is not None else {}
-    members = {}
-    for k, t in ann.items():
-        if k in cls.__dict__:
-            raise QuadrantsSyntaxError("Default value in @dataclass is not supported.")
-        if isinstance(t, str):
-            try:
-                t = eval(t, {**(vars(mod) if mod else {}), **caller})  # noqa: S307 - the user's own annotation
-            except Exception as e:  # noqa: BLE001
-                raise QuadrantsSyntaxError(f"cannot resolve annotation {t!r} of {cls.__name__}.{k}: {e}") from None
-        members[k] = t
-    methods = {k: v for k, v in cls.__dict__.items()
-               if not (k.startswith("__") and k.endswith("__")) and (callable(v) or isinstance(v, (staticmethod,
-                                                                                                      classmethod)))}
-    st = StructType(**members)
-    st.name, st.methods = cls.__name__, methods
-    st.__name__ = cls.__name__
-    st.__doc__ = cls.__doc__
-    return st
 
 
 # ---------------------------------------------------------------- struct fields
@@ -448,3 +292,15 @@ class StructFieldElement:
 
     def __repr__(self) -> str:
         return f"StructFieldElement({self.to_dict()})"
+
+
+def _struct_host(t: StructType, args: tuple, kwargs: dict) -> Struct:
+    """`T(...)` in Python scope: a host `Struct` of type `t`."""
+    if len(args) == 1 and not kwargs and isinstance(args[0], (dict, Struct)) \
+            and sorted(args[0].keys()) == sorted(t.members):  # a whole struct value
+        kwargs, args = dict(args[0].items()), ()
+    raw = t.member_values(args, kwargs)
+    return Struct._typed(t, {k: _host_member(k, mt, raw[k]) for k, mt in t.members.items()})
+
+
+hooks.register(Struct=Struct, StructField=StructField, struct_host=_struct_host)

@@ -18,6 +18,7 @@ import numpy as np
 
 from qd.runtime.fields import Field, field
 from qd.runtime.ndarray import Ndarray, ndarray
+from qd.types import hooks
 from qd.types.dtypes import MatrixType
 
 __all__ = ["Backend", "Tensor", "VectorTensor", "MatrixTensor", "tensor", "wrap"]
@@ -280,3 +281,6 @@ def _with_layout(arr: Any, layout: Any) -> Any:
     nd = unwrap(arr)
     nd._tag_layout(layout)
     return nd
+
+
+hooks.register(Tensor=Tensor, TENSOR_TYPES=TENSOR_TYPES)

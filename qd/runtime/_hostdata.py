@@ -19,6 +19,7 @@ import numpy as np
 
 from qd.errors import HostIndexError, QuadrantsIndexError, QuadrantsRuntimeError, QuadrantsRuntimeTypeError
 from qd.runtime import pyquadrants as _pyq
+from qd.types import hooks
 from qd.types.dtypes import DataType
 
 
@@ -69,14 +70,8 @@ def to_python(x: Any, dtype: DataType) -> Any:
 
 
 def element_object(a: np.ndarray, dtype: DataType) -> Any:
-    """A vector/matrix element as a `qd.lang.matrix` Vector/Matrix when that exists, else a numpy copy."""
-    try:
-        from qd.lang import matrix as _matrix
-    except ImportError:
-        return a.copy()
-    cls = getattr(_matrix, "Vector" if a.ndim == 1 else "Matrix", None)
-    if cls is None:
-        return a.copy()
+    """A vector/matrix element as a `qd.Vector`/`qd.Matrix`."""
+    cls = hooks.impl.Vector if a.ndim == 1 else hooks.impl.Matrix
     return cls(a.tolist(), dt=dtype)
 
 
@@ -90,8 +85,8 @@ def as_array(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
-# Called with the object before every host write of its values while a `qd.ad.Tape` runs (set by `qd.ad.tape`: the
-# Tape saves the contents an earlier launch's gradient needs, `qd.ad.snapshots`); None otherwise.
+# Called with the object before every host write of its values while a `qd.ad.Tape` runs (set by `qd.runtime.ad_tape`: the
+# Tape saves the contents an earlier launch's gradient needs, `qd.runtime.ad_snapshots`); None otherwise.
 BEFORE_HOST_WRITE: Any = None
 
 

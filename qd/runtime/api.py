@@ -13,10 +13,10 @@ from typing import Any
 # then leave the attribute alone.
 import qd.gpu  # noqa: F401,E402
 from qd._logging import is_logging_effective
-from qd.runtime import config as _config
-from qd.runtime.arch import (Arch, amdgpu, arm64, cpu, cuda, get_host_arch_list, gpu, interp,
+from qd.base import config as _config
+from qd.base.arch import (Arch, amdgpu, arm64, cpu, cuda, get_host_arch_list, gpu, interp,
                              is_arch_supported, metal, opencl, vulkan, x64, x86_64)
-from qd.runtime.config import CRITICAL, DEBUG, ERROR, INFO, TRACE, WARN
+from qd.base.config import CRITICAL, DEBUG, ERROR, INFO, TRACE, WARN
 from qd.runtime.fields import Field, MatrixField, ScalarField, field
 from qd.runtime.ndarray import MatrixNdarray, Ndarray, ScalarNdarray, VectorNdarray, ndarray
 from qd.runtime.program import init, reset, set_logging_level, sync

@@ -295,7 +295,7 @@ def reason(arch_name: str) -> Callable[[], str]:
 
 def current() -> DeviceRuntime | None:
     """The runtime of the current program's arch when it is a GPU arch, else None."""
-    from qd.runtime import config
+    from qd.base import config
 
     a = config.current().arch
     if not getattr(a, "is_gpu", False):
@@ -350,7 +350,7 @@ atexit.register(_at_exit)
 
 def _register_tiers() -> None:
     from qd import extension as _ext
-    from qd.runtime import arch as _arch
+    from qd.base import arch as _arch
 
     def vulkan() -> Any:
         from qd.gpu.vulkan_tier import VulkanBackend

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from qd.errors import QuadrantsRuntimeTypeError
+from qd.types import hooks
 
 
 class DeviceArray:
@@ -60,7 +61,7 @@ def from_interface(v: Any, name: str) -> DeviceArray | None:
     """`v` as a DeviceArray when it is a device array and the program runs on `qd.cuda`, else None."""
     if not hasattr(type(v), "__cuda_array_interface__"):  # the class: torch's property raises on some tensors
         return None
-    from qd.runtime import config
+    from qd.base import config
 
     if config.current().arch.name != "cuda":
         return None
@@ -68,3 +69,6 @@ def from_interface(v: Any, name: str) -> DeviceArray | None:
 
 
 __all__ = ["DeviceArray", "from_interface"]
+
+
+hooks.register(device_array=from_interface)

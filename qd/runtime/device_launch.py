@@ -37,7 +37,7 @@ from qd.base.abi import M64 as _M64
 from qd.base.abi import register_bits
 from qd.errors import QuadrantsRuntimeError
 from qd.ops import Op
-from qd.runtime import config
+from qd.base import config
 from qd.runtime import launch as _launch
 from qd.runtime.device import DeviceRuntime, Record
 from qd.runtime.device_array import DeviceArray

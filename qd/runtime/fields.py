@@ -16,6 +16,7 @@ from qd.errors import QuadrantsRuntimeError, QuadrantsSyntaxError
 from qd.runtime import program, pyquadrants
 from qd.runtime._hostdata import HostData, IndexCountError, normalize_shape
 from qd.runtime.snode import SNode, axes, root
+from qd.types import hooks
 from qd.types.dtypes import DataType, MatrixType, to_dtype
 from qd.types.enums import SNodeGradType
 
@@ -262,23 +263,8 @@ def field(dtype: Any, shape: Any = None, name: str = "", offset: Any = None, nee
     """Declare a field of scalar (or vector/matrix) `dtype`; with `shape`, it is placed at once."""
     kw = dict(name=name, offset=offset, needs_grad=needs_grad, needs_dual=needs_dual, order=order)
     if isinstance(dtype, MatrixType):
-        typed = _matrix_field_factory()
-        if typed is not None:
-            return typed(dtype, shape, **kw)
-        from qd.runtime import config
-
-        elem_dtype = dtype.dtype if dtype.dtype is not None else config.current().default_fp
-        return Field(elem_dtype, shape, elem_shape=dtype.shape, **kw)
+        return hooks.impl.Matrix._typed_field(dtype, shape, **kw)
     return Field(dtype, shape, **kw)
-
-
-def _matrix_field_factory() -> Any:
-    """`qd.lang.matrix.Matrix._typed_field` when the vector/matrix module provides it."""
-    try:
-        from qd.lang import matrix as _matrix
-    except ImportError:
-        return None
-    return getattr(getattr(_matrix, "Matrix", None), "_typed_field", None)
 
 
 def all_fields() -> list[Field]:
@@ -320,3 +306,6 @@ class MatrixField(metaclass=_FieldKind):
 
 
 __all__ = ["Field", "MatrixField", "ScalarField", "field", "IndexCountError"]
+
+
+hooks.register(Field=Field)

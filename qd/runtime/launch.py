@@ -38,7 +38,8 @@ from qd.base.abi import RC_DONE, register_bits
 from qd.bytecode.lower import KernelCode, lower_kernel
 from qd.errors import QuadrantsRuntimeError, QuadrantsRuntimeTypeError
 from qd.jit import tiering
-from qd.runtime import config, program
+from qd.base import config
+from qd.runtime import program
 from qd.runtime.adstack_heap import AdStackHeap, AdStackPlan
 from qd.runtime.status import check_error, decode_returns, flush_prints
 

@@ -26,19 +26,21 @@ from typing import Any
 import numpy as np
 
 from qd import _launch
-from qd.ad import tape as _tape
-from qd.base import abi
+from qd.runtime import ad_tape as _tape
 from qd.frontend import args as _args
 from qd.frontend import builder as _builder
 from qd.frontend import guards as _guards
-from qd.runtime import arch as _arch
-from qd.runtime import config as _config
+from qd.base import abi
+from qd.base import arch as _arch
+from qd.base import config as _config
 from qd.runtime import launch as _launch_mod
 from qd.runtime._hostdata import HostData
 from qd.runtime.ndarray import Ndarray
 from qd.runtime.status import flush_prints
 from qd.types import dtypes
 from qd.types.dtypes import DataType, MatrixType
+
+_config.on_change(_launch.bump_epoch)  # plans armed under the old options re-arm
 
 
 def armed(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any], eligible: bool,

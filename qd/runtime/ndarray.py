@@ -14,10 +14,10 @@ import numpy as np
 from qd.errors import QuadrantsRuntimeError
 from qd.runtime import program
 from qd.runtime._hostdata import HostData, normalize_shape
+from qd.types import hooks
 from qd.types.dtypes import DataType, MatrixType, to_dtype
 
 _ndarrays: "weakref.WeakSet[Ndarray]" = weakref.WeakSet()
-_slice_of: Any = None  # qd.lang.buffer_view.slice_of, imported on the first slice (qd.lang imports this module)
 
 
 class Ndarray(HostData):
@@ -107,12 +107,7 @@ class Ndarray(HostData):
 
     def _slice(self, key: slice) -> Any:
         """`nd[a:b]` of a 1-D ndarray: a `qd.BufferView` (zero-copy; `qd/lang/buffer_view.py`)."""
-        global _slice_of
-        if _slice_of is None:
-            from qd.lang.buffer_view import slice_of
-
-            _slice_of = slice_of
-        return _slice_of(self, key)
+        return hooks.impl.ndarray_slice(self, key)
 
     def _tag_layout(self, layout: Any) -> None:
         """Declare that the storage, allocated at the physical shape, holds canonical axes in `layout` order
@@ -183,23 +178,8 @@ def num_alive() -> int:
 def ndarray(dtype: Any, shape: Any, needs_grad: bool = False) -> Ndarray:
     """`qd.ndarray(dtype, shape)`: a zero-filled ndarray; `dtype` may be a vector/matrix type."""
     if isinstance(dtype, MatrixType):
-        typed = _matrix_ndarray_factory()
-        if typed is not None:
-            return typed(dtype, shape, needs_grad=needs_grad)
-        from qd.runtime import config
-
-        elem_dtype = dtype.dtype if dtype.dtype is not None else config.current().default_fp
-        return Ndarray._from_elem(elem_dtype, shape, dtype.shape, needs_grad)
+        return hooks.impl.Matrix._typed_ndarray(dtype, shape, needs_grad=needs_grad)
     return Ndarray(dtype, shape, needs_grad)
-
-
-def _matrix_ndarray_factory() -> Any:
-    """`qd.lang.matrix.Matrix._typed_ndarray` when the vector/matrix module provides it."""
-    try:
-        from qd.lang import matrix as _matrix
-    except ImportError:
-        return None
-    return getattr(getattr(_matrix, "Matrix", None), "_typed_ndarray", None)
 
 
 def _reset() -> None:

@@ -16,9 +16,10 @@ from typing import Any
 
 from qd import _logging
 from qd.errors import QuadrantsOptionError, QuadrantsWarning
-from qd.runtime import arch as _arch
-from qd.runtime import config as _config
-from qd.runtime import option_check, pyquadrants
+from qd.base import arch as _arch
+from qd.base import config as _config
+from qd.base import option_check
+from qd.runtime import pyquadrants
 from qd.types import dtypes
 
 _reset_hooks: list[Callable[[], None]] = []

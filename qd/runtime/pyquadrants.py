@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from qd.runtime import config as _config
+from qd.base import config as _config
 from qd.types.dtypes import DataType, to_dtype
 
 pending: bool = False  # a field was declared since the last materialization

@@ -227,7 +227,7 @@ class SNode:
     def has_adjoint_checkbit(self) -> bool:
         """Quadrants allocates the global-data-access-rule checkbits of every field with a placed `.grad`
         when debug is on; qd makes them per validated launch, so this reports that same condition."""
-        from qd.runtime import config as _config
+        from qd.base import config as _config
 
         return bool(_config.current().debug) and self.has_adjoint()
 

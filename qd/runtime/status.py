@@ -6,7 +6,6 @@ The layout of both (status words, print records) is the launch ABI's, `qd/base/a
 
 from __future__ import annotations
 
-import re
 import struct
 import sys
 from typing import Any, Sequence
@@ -15,6 +14,7 @@ import numpy as np
 
 from qd import ir
 from qd.base.abi import PRINT_HEAD, STATUS_ARGS, STATUS_CHECK, STATUS_NARGS, STATUS_TID
+from qd.base.printf import printf_format
 from qd.errors import QuadrantsAssertionError
 from qd.types import dtypes as T
 
@@ -41,29 +41,11 @@ def decode_returns(rets: Sequence[T.DataType], words: np.ndarray) -> Any:
     return vals[0] if len(vals) == 1 else tuple(vals)
 
 
-_PRINTF = re.compile(r"([-+ #0]*)(\d*)(?:\.(\d*))?(?:hh|h|ll|l|j|z|t|L|q)?([diouxXfFeEgGaA]?)")
-
-
 def format_value(dtype: T.DataType, bits: int, spec: str = "") -> str:
     """A printed kernel value (raw bits of `dtype`) formatted by `printf_format`."""
     return printf_format(decode(dtype, bits), spec, dtype.is_float)
 
 
-def printf_format(v: Any, spec: str, is_float: bool) -> str:
-    """Quadrants' print format: a spec is a printf conversion without the `%` (`.10d`, `- #0.233lli`, `.2e`,
-    length modifiers ignored); one without a conversion letter (`.1`) means `f` for floats, `d` for ints.
-    A spec that is no printf spec is applied with Python's `format`."""
-    m = _PRINTF.fullmatch(spec or "")
-    if m is None:
-        return format(float(v) if spec[-1:] in "eEfFgG%" else v, spec)
-    flags, width, prec, conv = m.groups()
-    conv = conv or ("f" if is_float else "d")
-    if conv in "aA":
-        return float(v).hex() if conv == "a" else float(v).hex().upper()
-    if conv in "iu":
-        conv = "d"
-    v = float(v) if conv in "fFeEgG" else int(v)
-    return f"%{flags}{width}{'' if prec is None else '.' + prec}{conv}" % v
 
 
 def flush_prints(k: ir.KernelIR, prints: list, buf: np.ndarray, n: int, dropped: int) -> None:

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from qd.types import hooks
+
 
 @dataclass(frozen=True, eq=False)
 class DataType:
@@ -50,14 +52,12 @@ class DataType:
         return self.name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:  # qd.f32(x) is a cast, in kernels and in Python scope
-        from qd.frontend import builtins as _b
-
         if len(args) != 1 or kwargs:
             from qd.errors import QuadrantsSyntaxError
 
             raise QuadrantsSyntaxError(f"A primitive type can only decorate a single expression. (qd.{self.name}"
                                        f"(x) takes one positional argument)")
-        return _b.dtype_call(self, args[0])
+        return hooks.impl.cast(self, args[0])
 
     def __reduce__(self):
         return (by_name, (self.name,))
@@ -103,7 +103,7 @@ def by_code(code: int) -> DataType:
 
 def to_dtype(t) -> DataType:
     """Accepts qd dtypes, numpy dtypes, torch dtypes and Python `int`/`float`/`bool`."""
-    from qd.runtime import config
+    from qd.base import config
 
     if isinstance(t, DataType):
         return t
@@ -199,19 +199,13 @@ class MatrixType:
         return (self.n,) if self.ndim == 1 else (self.n, self.m)
 
     def __call__(self, *args):
-        from qd.lang.matrix import Matrix
-
-        return Matrix._from_type(self, args)
+        return hooks.impl.Matrix._from_type(self, args)
 
     def field(self, *args, **kwargs):
-        from qd.lang.matrix import Matrix
-
-        return Matrix._typed_field(self, *args, **kwargs)
+        return hooks.impl.Matrix._typed_field(self, *args, **kwargs)
 
     def ndarray(self, *args, **kwargs):
-        from qd.lang.matrix import Matrix
-
-        return Matrix._typed_ndarray(self, *args, **kwargs)
+        return hooks.impl.Matrix._typed_ndarray(self, *args, **kwargs)
 
     def __repr__(self) -> str:
         if self.ndim == 1:
@@ -225,7 +219,7 @@ def _elem_spec(dtype: Any) -> Any:
 
 def vector(n: int, dtype=None, unpacked: bool = False) -> MatrixType:
     if unpacked:  # a @qd.dataclass member stored as n scalar members (qd/lang/struct.py)
-        from qd.lang.struct import UnpackedVectorType
+        from qd.types.struct_type import UnpackedVectorType
 
         return UnpackedVectorType(n, 1, _elem_spec(dtype), 1)
     return MatrixType(n, 1, _elem_spec(dtype), 1)

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 import qd
-from qd.runtime.arch import Arch
+from qd.base.arch import Arch
 
 Outputs = dict[str, Any]
 

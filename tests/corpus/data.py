@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import qd
-from qd.runtime.arch import Arch
+from qd.base.arch import Arch
 
 from . import Run, corpus, init
 from .scalar import EXACT_FLOAT

@@ -17,7 +17,7 @@ import pytest
 
 import qd
 from qd.extension import is_extension_supported
-from qd.runtime import arch as _arch
+from qd.base import arch as _arch
 
 _QD_ARCHS = (qd.interp, qd.cpu, qd.vulkan, qd.cuda, qd.opencl)  # the built ones that open here run
 

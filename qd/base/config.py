@@ -4,12 +4,12 @@
 config (dtype defaults, bounds checks) works without an explicit `init`. `qd.init` replaces it.
 
 Options and what they do in qd. "no effect" options are accepted so that Quadrants code runs unchanged.
-Every value is checked when it is set (`qd/runtime/option_check.py`): a wrong type or an out-of-range value
+Every value is checked when it is set (`qd/base/option_check.py`): a wrong type or an out-of-range value
 raises an error naming the option.
 
 | option                           | default            | in qd                                              |
 | -------------------------------- | ------------------ | -------------------------------------------------- |
-| arch                             | cpu                | the tier kernels run on (`qd/runtime/arch.py`)     |
+| arch                             | cpu                | the tier kernels run on (`qd/base/arch.py`)     |
 | default_fp / default_ip          | f32 / i32          | what `float` / `int` mean in kernels and field     |
 |                                  |                    | dtypes                                             |
 | default_up (read-only)           | u32                | always the unsigned type of default_ip, as in      |
@@ -52,13 +52,12 @@ raises an error naming the option.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
 
-from qd import _launch
-from qd.runtime import option_check
+from qd.base import option_check
 
 # log levels as Quadrants spells them (`qd.WARN` etc. are these strings); other modules read them here
-from qd.runtime.option_check import CRITICAL, DEBUG, ERROR, INFO, JIT_MODES, LOG_LEVELS, TRACE, WARN  # noqa: F401
+from qd.base.option_check import CRITICAL, DEBUG, ERROR, INFO, JIT_MODES, LOG_LEVELS, TRACE, WARN  # noqa: F401
 from qd.types import dtypes
 
 # Options qd acts on (or that other parts of qd read), with their defaults.
@@ -149,7 +148,7 @@ class Config:
     """One program's options. Attribute names are Quadrants' (`qd.cfg.arch`, `qd.cfg.debug`, ...)."""
 
     def __init__(self) -> None:
-        from qd.runtime import arch as _arch
+        from qd.base import arch as _arch
 
         self.arch = _arch.cpu
         self.default_fp = dtypes.f32
@@ -175,12 +174,12 @@ class Config:
         # A misspelled option must not silently create a new attribute.
         if name not in _SETTABLE and not name.startswith("_"):
             raise AttributeError(f"qd.cfg has no option {name!r}")
-        if name in OPTIONS:  # a wrong type or value raises naming the option (`qd/runtime/option_check.py`)
+        if name in OPTIONS:  # a wrong type or value raises naming the option (`qd/base/option_check.py`)
             value = option_check.checked(name, value, OPTIONS[name])
         elif name in ("default_fp", "default_ip"):
             value = option_check.dtype_option(name, value, name == "default_fp")
         super().__setattr__(name, value)
-        _launch.bump_epoch()  # compiled launch plans were armed for the options as they were
+        _changed()  # e.g. compiled launch plans were armed for the options as they were
 
     def __repr__(self) -> str:
         items = ", ".join(f"{k}={getattr(self, k)!r}" for k in ("arch", "default_fp", "default_ip", "debug"))
@@ -188,6 +187,20 @@ class Config:
 
 
 _SETTABLE: frozenset[str] = frozenset(OPTIONS) | {"arch", "default_fp", "default_ip"}
+
+_listeners: list[Callable[[], None]] = []
+
+
+def _changed() -> None:
+    for listener in _listeners:
+        listener()
+
+
+def on_change(listener: Callable[[], None]) -> None:
+    """Call `listener()` whenever an option is set or another config is installed (the runtime registers the
+    launch plans' epoch here: plans armed under the old options must re-arm)."""
+    if listener not in _listeners:
+        _listeners.append(listener)
 
 _current: Config | None = None
 
@@ -204,7 +217,7 @@ def install(cfg: Config | None) -> None:
     """Make `cfg` the live config; None restores a fresh default one on next use."""
     global _current
     _current = cfg
-    _launch.bump_epoch()
+    _changed()
 
 
 def option_type(name: str) -> type:

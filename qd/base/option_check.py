@@ -1,6 +1,6 @@
 """Validation of `qd.init` options and `qd.cfg` assignments: one rule per option, applied on every write.
 
-`Config.__setattr__` (`qd/runtime/config.py`) passes each value through `checked(name, value, default)`,
+`Config.__setattr__` (`qd/base/config.py`) passes each value through `checked(name, value, default)`,
 so `qd.init(...)`, `QD_<NAME>` environment values and `qd.cfg.x = ...` are held to the same rules. A value
 of the wrong type raises `QuadrantsRuntimeTypeError` (a TypeError) and one out of range raises
 `QuadrantsOptionError` (a ValueError), both naming the option; nothing is silently coerced (a string

@@ -1,7 +1,7 @@
 """Reverse mode on the host: `qd.ad.Tape` and the custom-gradient decorators.
 
 `with qd.ad.Tape(loss):` records every primal kernel launch its thread makes in its block (`Kernel._run` reads
-the thread's `qd.ad.tape.state().tape` at every launch) as `(kernel, args)` in `tape.calls`; on exit it
+the thread's `qd.runtime.ad_tape.state().tape` at every launch) as `(kernel, args)` in `tape.calls`; on exit it
 seeds `loss.grad` with 1 and runs each recorded call's `.grad(*args)` in reverse order.
 `qd.ad.grad_replaced` wraps a Python function that launches kernels: inside a tape it is recorded as one
 call (its own launches are not) whose backward is the function registered with `qd.ad.grad_for`.
@@ -24,8 +24,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from qd.ad import tape as _t
-from qd.ad.snapshots import Snapshots
+from qd.runtime import ad_tape as _t
+from qd.runtime.ad_snapshots import Snapshots
 from qd.runtime.fields import Field, all_fields
 from qd.runtime.ndarray import Ndarray
 from qd.types.enums import AutodiffMode, SNodeGradType
@@ -39,7 +39,7 @@ _VALIDATION_NO_DEBUG = ("Debug mode is disabled, autodiff valid check will not w
 
 
 def _debug_on() -> bool:
-    from qd.runtime import config as _config
+    from qd.base import config as _config
 
     try:
         return bool(_config.current().debug)
@@ -121,7 +121,7 @@ class Tape:
         self.modes: list[AutodiffMode] = []
         self._kwargs: list[dict] = []
         self.launches: list = []  # `qd.ad.stale_reads.Launch` of every recorded kernel launch, in order
-        self.snapshots = Snapshots()  # the copies its reverse pass puts back (`qd.ad.snapshots`)
+        self.snapshots = Snapshots()  # the copies its reverse pass puts back (`qd.runtime.ad_snapshots`)
         self.entered = False
         self.skipped: list = []  # gradients another thread had claimed on entry (`own`)
         self.gradient_evaluated = False
@@ -211,7 +211,7 @@ class Tape:
     def launching(self, launch: Any) -> None:
         """Before a kernel launch in the block (recorded, or inside a `grad_replaced` function): saves what it
         overwrites of what earlier launches' gradients read, and what its own gradient reads as it was before it
-        (`qd.ad.snapshots`). A recorded launch is the last call recorded."""
+        (`qd.runtime.ad_snapshots`). A recorded launch is the last call recorded."""
         if launch.reads or launch.before:
             launch.call = len(self.calls) - 1
         self.snapshots.launching(launch)
@@ -226,12 +226,12 @@ class Tape:
 
     @property
     def saved(self) -> dict:
-        """What the Tape copied to keep its gradients right: {"copies": n, "bytes": b} (`qd.ad.snapshots`)."""
+        """What the Tape copied to keep its gradients right: {"copies": n, "bytes": b} (`qd.runtime.ad_snapshots`)."""
         return self.snapshots.stats()
 
     def own(self, bindings: list) -> None:
         """A launch of this thread in the block binds `bindings`: their gradients are this Tape's
-        (`qd.ad.tape.adopt`: cleared now where another thread had claimed them when the Tape was entered)."""
+        (`qd.runtime.ad_tape.adopt`: cleared now where another thread had claimed them when the Tape was entered)."""
         _t.adopt(self.skipped, [getattr(b, "grad", None) for b in bindings if isinstance(b, Field)])
 
     # `Kernel._run` calls this name.
