@@ -35,7 +35,7 @@ RAND_F64_SHIFT, RAND_F64_SCALE = 11, 2.0 ** -53  # f64 draws: (x >> 11) * 2^-53,
 
 
 def mix64(z: int) -> int:
-    """The splitmix64 finalizer over a u64 (`qd_mix64` of `qd/_interp_support.h`)."""
+    """The splitmix64 finalizer over a u64 (`qd_mix64`, rendered into `qd/_abi.h` by `mix64_c`)."""
     for shift, mul in RNG_MIX:
         z = ((z ^ (z >> shift)) * mul) & M64
     return z ^ (z >> RNG_MIX_LAST_SHIFT)
@@ -48,7 +48,7 @@ def mix64_c(u64: str, suffix: str) -> str:
 
 
 def rng_key(seed: int, launch: int, task: int, tid: int) -> int:
-    """`qd_rng_key` of `qd/_interp_support.h`: with `tid` 0, the key base of `task` in launch `launch`."""
+    """`qd_rng_key` of `qd/_abi.h`: with `tid` 0, the key base of `task` in launch `launch`."""
     return mix64(mix64(mix64((seed ^ RNG_GOLDEN) & M64) ^ launch) ^ ((task << RNG_TASK_SHIFT) & M64) ^ tid)
 
 
