@@ -3,6 +3,8 @@
 
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 
+from qd._abi cimport Ctx  # the native launch context, rendered from qd/base/abi.py
+
 cdef extern from "_interp_support.h" nogil:
     ctypedef union qd_reg:
         int64_t i
@@ -12,31 +14,10 @@ cdef extern from "_interp_support.h" nogil:
         int32_t i32
         uint32_t u32
 
-ctypedef struct Ctx:
-    char** bufs
-    int64_t* shapes
-    const int32_t* operands
-    uint64_t* rets
-    int64_t* status
-    int64_t* printbuf
-    int64_t* printlen
-    int64_t printcap
-    uint64_t rng_base  # hash of (seed, launch, task)
-    uint64_t rng_key   # hash of (rng_base, tid), made on the first draw of an iteration
-    uint64_t rng_ctr
-    int64_t tid
-    uint64_t* args     # scalar arguments' register bits (native code; the interpreter uses templates)
-    int64_t slot       # the worker thread running this context, in [0, nthreads) (adstack heap slices)
-
-
 # Native (LLVM) task entry points; the ABI of qd/jit/llvm.py.
 ctypedef int32_t (*native_serial_t)(Ctx*) noexcept nogil
 ctypedef void (*native_prologue_t)(Ctx*, int64_t*) noexcept nogil
 ctypedef int32_t (*native_body_t)(Ctx*, int64_t, int64_t) noexcept nogil
-
-
-cdef enum:
-    RC_INTERRUPTED = 3  # a range's return code when a Python signal handler raised during the launch (Ctrl-C)
 
 
 cdef class Launch:

@@ -12,7 +12,7 @@ runs about `CHUNK_NS` (never more indices than the fixed schedule's chunk), so e
 to the driver often. Between its chunks the launching thread, when it is Python's main thread, runs
 Python's signal handlers (`PyErr_CheckSignals`, the GIL taken for it) every `POLL_NS`: Ctrl-C's
 KeyboardInterrupt (or whatever a handler raises) stops the launch within about a chunk, every thread
-skips the chunks left, and the launch path raises it (`rc == INTERRUPTED`); the next launch runs
+skips the chunks left, and the launch path raises it (`rc == RC_INTERRUPTED`); the next launch runs
 normally. A serial task, and a range too small to go parallel, run in one call, without polling.
 """
 
@@ -24,6 +24,9 @@ from cython.parallel cimport prange, parallel, threadid
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.pythread cimport PyThread_get_thread_ident
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
+from qd._abi cimport (MAX_CHECK_ARGS, MAX_NDIM, PRINT_HEAD, RAND_F32_SHIFT, RAND_F64_SHIFT, RC_DONE, RC_FAILED,
+                      RC_INTERRUPTED, RC_RETURNED, RNG_GOLDEN, RNG_TID_MIX, STATUS_ARGS, STATUS_CHECK, STATUS_DROPPED,
+                      STATUS_FLAG, STATUS_NARGS, STATUS_TID, STATUS_WORDS, qd_mix64, qd_rng_key)
 
 import threading
 
@@ -46,8 +49,6 @@ cdef extern from "_interp_support.h" nogil:
     float qd_round_f16_d(double d)
     float qd_bits_to_f16(uint16_t h)
     uint16_t qd_f16_to_bits(float f)
-    uint64_t qd_mix64(uint64_t z)
-    uint64_t qd_rng_key(uint64_t seed, uint64_t launch, uint64_t task, uint64_t tid)
     int64_t __atomic_fetch_add(int64_t* p, int64_t v, int order)
     int64_t __atomic_load_n(int64_t* p, int order)
     void __atomic_store_n(int64_t* p, int64_t v, int order)
@@ -56,16 +57,11 @@ cdef extern from "_interp_support.h" nogil:
     int __ATOMIC_SEQ_CST
     int __ATOMIC_RELAXED
 
-# Status buffer layout (int64 words): [0] failure flag, [1] check id, [2] thread index,
-# [3] number of recorded args, [4:8] the args' raw bits. [8] print records dropped.
-DEF STATUS_WORDS = 16
-DEF MAX_CHECK_ARGS = 4
-
-# `Ctx` (the launch context native code receives) and `Launch` are declared in `_interp.pxd`.
+# `Ctx` (the launch context native code receives, `qd/_abi.pxd`) and `Launch` are declared in `_interp.pxd`; the
+# status buffer's layout, the return codes and the random generator's constants come from the launch ABI.
 
 DEF CHUNK_NS = 20000000  # a chunk's target duration: how soon every thread sees a stop
 DEF POLL_NS = 20000000   # how often the launching thread runs Python's signal handlers
-INTERRUPTED = RC_INTERRUPTED  # a launch's return code when a signal handler raised during it
 cdef unsigned long _MAIN_THREAD = threading.main_thread().ident
 
 
@@ -79,35 +75,35 @@ cdef inline void qd_fail(Ctx* ctx, int32_t check_id, const int32_t* regs, int32_
                          qd_reg* R) noexcept nogil:
     cdef int64_t expected = 0
     cdef int k
-    if not __atomic_compare_exchange_n(&ctx.status[0], &expected, 1, False, __ATOMIC_SEQ_CST,
+    if not __atomic_compare_exchange_n(&ctx.status[STATUS_FLAG], &expected, 1, False, __ATOMIC_SEQ_CST,
                                        __ATOMIC_RELAXED):
         return  # an earlier failure is already recorded
-    ctx.status[1] = check_id
-    ctx.status[2] = ctx.tid
-    ctx.status[3] = n if n < MAX_CHECK_ARGS else MAX_CHECK_ARGS
-    for k in range(ctx.status[3]):
-        ctx.status[4 + k] = R[regs[k]].i
+    ctx.status[STATUS_CHECK] = check_id
+    ctx.status[STATUS_TID] = ctx.tid
+    ctx.status[STATUS_NARGS] = n if n < MAX_CHECK_ARGS else MAX_CHECK_ARGS
+    for k in range(ctx.status[STATUS_NARGS]):
+        ctx.status[STATUS_ARGS + k] = R[regs[k]].i
 
 
 cdef inline void qd_print(Ctx* ctx, int32_t print_id, const int32_t* regs, int32_t n,
                           qd_reg* R) noexcept nogil:
-    cdef int64_t pos = __atomic_fetch_add(ctx.printlen, n + 3, __ATOMIC_SEQ_CST)
+    cdef int64_t pos = __atomic_fetch_add(ctx.printlen, n + PRINT_HEAD, __ATOMIC_SEQ_CST)
     cdef int k
-    if pos + n + 3 > ctx.printcap:
-        __atomic_fetch_add(&ctx.status[8], 1, __ATOMIC_SEQ_CST)
+    if pos + n + PRINT_HEAD > ctx.printcap:
+        __atomic_fetch_add(&ctx.status[STATUS_DROPPED], 1, __ATOMIC_SEQ_CST)
         return
     ctx.printbuf[pos] = print_id
     ctx.printbuf[pos + 1] = ctx.tid
     ctx.printbuf[pos + 2] = n
     for k in range(n):
-        ctx.printbuf[pos + 3 + k] = R[regs[k]].i
+        ctx.printbuf[pos + PRINT_HEAD + k] = R[regs[k]].i
 
 
 cdef inline uint64_t qd_rand(Ctx* ctx) noexcept nogil:
     if ctx.rng_ctr == 0:
-        ctx.rng_key = qd_mix64(ctx.rng_base ^ (<uint64_t>ctx.tid * <uint64_t>0xd1b54a32d192ed03))
+        ctx.rng_key = qd_mix64(ctx.rng_base ^ (<uint64_t>ctx.tid * RNG_TID_MIX))
     ctx.rng_ctr += 1
-    return qd_mix64(ctx.rng_key + ctx.rng_ctr * <uint64_t>0x9e3779b97f4a7c15)
+    return qd_mix64(ctx.rng_key + ctx.rng_ctr * RNG_GOLDEN)
 
 
 # `run(code, R, ctx)`: the dispatch loop, rendered from the opcode table.
@@ -126,7 +122,7 @@ cdef class Launch:
         self._keep = (operands, status, printbuf, printlen, rets, args)
         self.nbuf = nbuf
         self.bufs = <char**>calloc(nbuf + 1, sizeof(char*))
-        self.shapes = <int64_t*>calloc((nbuf + 1) * 8, sizeof(int64_t))
+        self.shapes = <int64_t*>calloc((nbuf + 1) * MAX_NDIM, sizeof(int64_t))
         self.ctx.bufs = self.bufs
         self.ctx.shapes = self.shapes
         self.ctx.args = &args[0]
@@ -155,8 +151,8 @@ cdef class Launch:
         for b in range(self.nbuf):
             PyObject_GetBuffer(arrays[b], &view, PyBUF_C_CONTIGUOUS)
             self.bufs[b] = <char*>view.buf
-            for k in range(8):
-                self.shapes[b * 8 + k] = view.shape[k] if k < view.ndim else 0
+            for k in range(MAX_NDIM):
+                self.shapes[b * MAX_NDIM + k] = view.shape[k] if k < view.ndim else 0
             PyBuffer_Release(&view)
         self.reset(seed, launch_id, nthreads)
 
@@ -172,7 +168,7 @@ cdef class Launch:
         self.can_poll = PyThread_get_thread_ident() == _MAIN_THREAD
 
     def interruption(self):
-        """The exception a signal handler raised during the last launch (which returned `INTERRUPTED`)."""
+        """The exception a signal handler raised during the last launch (which returned `RC_INTERRUPTED`)."""
         e, self.pending = self.pending, None
         return e if e is not None else KeyboardInterrupt()
 
@@ -183,13 +179,13 @@ cdef class Launch:
         cdef Py_ssize_t r
         cdef int64_t stride, k, b
         for r in range(shape_regs.shape[0]):
-            tpl[shape_regs[r, 0]] = <uint64_t>self.shapes[shape_regs[r, 1] * 8 + shape_regs[r, 2]]
+            tpl[shape_regs[r, 0]] = <uint64_t>self.shapes[shape_regs[r, 1] * MAX_NDIM + shape_regs[r, 2]]
         for r in range(stride_regs.shape[0]):
             b = stride_regs[r, 1]
             stride = 1
-            for k in range(stride_regs[r, 2] + 1, 8):
-                if self.shapes[b * 8 + k]:
-                    stride *= self.shapes[b * 8 + k]
+            for k in range(stride_regs[r, 2] + 1, MAX_NDIM):
+                if self.shapes[b * MAX_NDIM + k]:
+                    stride *= self.shapes[b * MAX_NDIM + k]
             tpl[stride_regs[r, 0]] = <uint64_t>stride
 
     def run_serial(self, const int32_t[::1] code, uint64_t[::1] template, int task_id):
@@ -239,7 +235,7 @@ cdef class Launch:
         be[0], be[1] = R[begin].i, R[end].i
         lo = be[0] if be[0] > wlo else wlo
         hi = be[1] if be[1] < whi else whi
-        if rc == 0 and hi > lo:
+        if rc == RC_DONE and hi > lo:
             rc = self._parallel(&body[0], R, n, var, lo, hi, min_parallel)
         free(R)
         return rc
@@ -284,7 +280,7 @@ cdef class Launch:
         cdef double want
         if poller:
             self.next_poll = t0 + POLL_NS
-        while __atomic_load_n(&ctx.status[0], __ATOMIC_RELAXED) == 0 and \
+        while __atomic_load_n(&ctx.status[STATUS_FLAG], __ATOMIC_RELAXED) == 0 and \
                 __atomic_load_n(&self.stop, __ATOMIC_RELAXED) == 0:
             s = __atomic_fetch_add(cursor, c, __ATOMIC_RELAXED)
             if s >= hi:
@@ -297,7 +293,7 @@ cdef class Launch:
                     R[var].i = i
                     ctx.tid = i
                     ctx.rng_ctr = 0
-                    if run(body, R, ctx) != 0:
+                    if run(body, R, ctx) != RC_DONE:
                         break
             t1 = _now()
             want = <double>c * CHUNK_NS / <double>(t1 - t0 + 1)
@@ -323,17 +319,18 @@ cdef class Launch:
                 __atomic_store_n(&self.stop, 1, __ATOMIC_RELAXED)
 
     cdef int _outcome(self) noexcept:
-        """A chunked range's return code: 1 a check failed, INTERRUPTED a signal handler raised, else 0."""
-        if self.ctx.status[0] != 0:
-            return 1
+        """A chunked range's return code: RC_FAILED a check failed, RC_INTERRUPTED a signal handler raised, else
+        RC_DONE."""
+        if self.ctx.status[STATUS_FLAG] != 0:
+            return RC_FAILED
         if self.stop:
             return RC_INTERRUPTED
-        return 0
+        return RC_DONE
 
     # ------------------------------------------------------------------ native (LLVM) tasks
 
     def run_native_serial(self, uint64_t fn, int task_id):
-        """Runs a compiled serial task; returns its exit code (0, 1 failed check, 2 returned)."""
+        """Runs a compiled serial task; returns its exit code (RC_DONE, RC_FAILED, RC_RETURNED)."""
         return self.native_serial(fn, task_id)
 
     cdef int native_serial(self, uint64_t fn, int task_id) noexcept:
@@ -357,7 +354,7 @@ cdef class Launch:
         with nogil:
             p(&self.ctx, be)
         if be[1] <= be[0]:
-            return 0
+            return RC_DONE
         return self._native_parallel(f, be[0], be[1], min_parallel)
 
     cdef int _native_parallel(self, native_body_t f, int64_t lo, int64_t hi, int64_t min_parallel) noexcept:

@@ -12,7 +12,7 @@ cdef int run(const int32_t* code, qd_reg* R, Ctx* ctx) noexcept nogil:
         c = code[pc + 4]
         pc += 5
         if op == 0:  # HALT
-            return 0
+            return RC_DONE
         elif op == 1:  # MOV
             R[d] = R[a]
         elif op == 2:  # JMP
@@ -48,21 +48,21 @@ cdef int run(const int32_t* code, qd_reg* R, Ctx* ctx) noexcept nogil:
         elif op == 15:  # RET
             ctx.rets[a] = R[d].u
         elif op == 16:  # HALT_RET
-            return 2
+            return RC_RETURNED
         elif op == 17:  # CHECK
             if R[d].i == 0:
                 qd_fail(ctx, a, &ctx.operands[b], c, R)
-                return 1
+                return RC_FAILED
         elif op == 18:  # PRINT
             qd_print(ctx, a, &ctx.operands[b], c, R)
         elif op == 19:  # RAND_U64
             R[d].u = qd_rand(ctx)
         elif op == 20:  # RAND_F32
-            R[d].f = <float>(qd_rand(ctx) >> 40) * <float>5.9604644775390625e-08
+            R[d].f = <float>(qd_rand(ctx) >> RAND_F32_SHIFT) * <float>5.9604644775390625e-08
         elif op == 21:  # RAND_F64
-            R[d].d = <double>(qd_rand(ctx) >> 11) * 1.1102230246251565e-16
+            R[d].d = <double>(qd_rand(ctx) >> RAND_F64_SHIFT) * 1.1102230246251565e-16
         elif op == 22:  # SHAPE
-            R[d].i = ctx.shapes[a * 8 + b]
+            R[d].i = ctx.shapes[a * MAX_NDIM + b]
         elif op == 23:  # SLOT
             R[d].i = ctx.slot
         elif op == 24:  # NEG_I32

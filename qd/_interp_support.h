@@ -1,6 +1,6 @@
 /* Helpers of the reference interpreter (qd/_interp.pyx) that read better in C than in Cython:
- * Python-semantics integer division, wrapping integer power, f16 conversion, atomics and the
- * counter-based random generator. Every function is exact; the op table (qd/ops.py) states the
+ * Python-semantics integer division, wrapping integer power, f16 conversion and atomics (the
+ * counter-based random generator comes with the generated launch ABI, _abi.h). Every function is exact; the op table (qd/ops.py) states the
  * semantics they implement. */
 #ifndef QD_INTERP_SUPPORT_H
 #define QD_INTERP_SUPPORT_H
@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
+
+#include "_abi.h" /* the launch ABI: constants and the counter-based random generator (qd_mix64, qd_rng_key) */
 
 typedef union {
     int64_t i;
@@ -148,15 +150,5 @@ QD_SWAP_ATOMICS(i32, int32_t, uint32_t) QD_SWAP_ATOMICS(u32, uint32_t, uint32_t)
 QD_SWAP_ATOMICS(i64, int64_t, uint64_t) QD_SWAP_ATOMICS(u64, uint64_t, uint64_t)
 QD_SWAP_ATOMICS(f32, float, uint32_t) QD_SWAP_ATOMICS(f64, double, uint64_t)
 QD_CAS_ATOMIC(i32, int32_t) QD_CAS_ATOMIC(u32, uint32_t) QD_CAS_ATOMIC(i64, int64_t) QD_CAS_ATOMIC(u64, uint64_t)
-
-/* ---- counter-based random numbers: splitmix64 of (key, counter) ---- */
-static inline uint64_t qd_mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-static inline uint64_t qd_rng_key(uint64_t seed, uint64_t launch, uint64_t task, uint64_t tid) {
-    return qd_mix64(qd_mix64(qd_mix64(seed ^ 0x9e3779b97f4a7c15ULL) ^ launch) ^ (task << 40) ^ tid);
-}
 
 #endif

@@ -39,26 +39,17 @@ from cpython.pythread cimport PyThread_get_thread_ident
 cimport numpy as cnp
 import numpy as np
 
-from qd._interp cimport RC_INTERRUPTED, Launch
+from qd._abi cimport (B_FIELD, B_TEMP, MAX_NDIM, P_NDARRAY, P_SCALAR, P_TEMPLATE, RC_DONE, RC_FAILED, RC_INTERRUPTED,
+                      S_FIELD, S_TEMP, STATUS_DROPPED, STATUS_FLAG, V_BITS, V_BOOL, V_FLOAT, V_SIGNED, W_ARG, W_BUF,
+                      W_CONST, W_SHAPE, W_STATUS, W_TWIN, qd_rng_key)
+from qd._interp cimport Launch
 
 cnp.import_array()
 
 MISS = object()  # what `Plan.launch` returns when the call must take the Python path
 
-# parameter kinds
-DEF P_TEMPLATE = 0
-DEF P_SCALAR = 1
-DEF P_NDARRAY = 2
-# buffer kinds
-DEF B_ARG = 0
-DEF B_FIELD = 1
-DEF B_TEMP = 2
-DEF B_ADSTACK = 3
-# value codes (scalars and returns): the dtype class, and the bit width in the low byte
-DEF V_FLOAT = 0x100
-DEF V_SIGNED = 0x200
-DEF V_BOOL = 0x400
-DEF MAX_DIMS = 8
+# parameter kinds (P_*), buffer kinds (B_*), value codes (V_*: the dtype class, the bit width in the low byte), a
+# runner's context word kinds (W_*) and buffer sources (S_*): the launch ABI, `qd/base/abi.py`
 
 cdef inline int size_class(cnp.npy_intp* dims, int nd) noexcept:
     """`qd.ir.size_class` of the `nd` outer axes `dims`: 0 fewer than 2^31 cells (an empty axis counted as 1), 1
@@ -78,9 +69,9 @@ cdef inline int size_class(cnp.npy_intp* dims, int nd) noexcept:
 
 def size_class_of(tuple shape):
     """`size_class` of `shape` (for tests: it must agree with `qd.ir.size_class`)."""
-    cdef cnp.npy_intp dims[MAX_DIMS]
+    cdef cnp.npy_intp dims[MAX_NDIM]
     cdef int k
-    if len(shape) > MAX_DIMS:
+    if len(shape) > MAX_NDIM:
         raise ValueError("too many axes")
     for k in range(len(shape)):
         dims[k] = shape[k]
@@ -121,7 +112,7 @@ cdef inline bint scalar_bits(object v, int code, uint64_t* out):
     cdef long long ll
     cdef double d
     cdef float f
-    cdef int bits = code & 0xFF
+    cdef int bits = code & V_BITS
     cdef uint64_t u
     t = type(v)
     if t is float:
@@ -166,7 +157,7 @@ cdef inline object decode(int code, uint64_t bits):
     cdef float f
     cdef uint32_t w
     if code & V_FLOAT:
-        if (code & 0xFF) == 64:
+        if (code & V_BITS) == 64:
             return PyFloat_FromDouble((<double*>&bits)[0])
         w = <uint32_t>bits
         f = (<float*>&w)[0]
@@ -344,11 +335,11 @@ cdef class Plan:
         cdef int nd = cnp.PyArray_NDIM(a)
         cdef cnp.npy_intp* dims = cnp.PyArray_DIMS(a)
         cdef int k
-        if nd > MAX_DIMS:
+        if nd > MAX_NDIM:
             return False
         self.st.bufs[b] = <char*>cnp.PyArray_DATA(a)
-        for k in range(MAX_DIMS):
-            self.st.shapes[b * MAX_DIMS + k] = dims[k] if k < nd else 0
+        for k in range(MAX_NDIM):
+            self.st.shapes[b * MAX_NDIM + k] = dims[k] if k < nd else 0
         self.keep[b] = arr
         return True
 
@@ -447,13 +438,13 @@ cdef class Plan:
                 rc = self.st.native_serial(self.tfn[i], i)
             else:
                 rc = self.st.native_range(self.tprologue[i], self.tfn[i], i, self.tminpar[i])
-            if rc != 0:
+            if rc != RC_DONE:
                 break
         self.launches += 1
         self._bump(args)
-        if self.printlen[0] or self.status[8]:
+        if self.printlen[0] or self.status[STATUS_DROPPED]:
             self.on_prints()
-        if rc == 1 or rc < 0 or self.status[0]:
+        if rc == RC_FAILED or rc < 0 or self.status[STATUS_FLAG]:
             self.on_failure(rc, args)
         if rc == RC_INTERRUPTED:  # a signal handler raised during the launch (Ctrl-C): the kernel stopped early
             raise self.st.interruption()
@@ -506,26 +497,7 @@ ctypedef int (*cu_record_t)(void* ev, void* stream) noexcept nogil
 ctypedef int (*cu_event_t)(void* ev) noexcept nogil
 ctypedef int (*cu_memset8_t)(uint64_t dst, unsigned char v, size_t n, void* stream) noexcept nogil
 
-# context word kinds of a runner (`CudaRunner.words`)
-DEF W_BUF = 0      # the device address of buffer a
-DEF W_SHAPE = 1    # extent b of buffer a
-DEF W_ARG = 2      # the register bits of scalar launch argument a
-DEF W_STATUS = 3   # the device address of word a of the runner's status words
-DEF W_TWIN = 4     # the device address of word a of the slot's device twin
-DEF W_CONST = 5    # the value a
-# where a runner's buffer comes from
-DEF S_FIELD = -1
-DEF S_TEMP = -2
-S_TEMP_SOURCE = S_TEMP  # (for the builders of runners)
-S_FIELD_SOURCE = S_FIELD
-W_KINDS = {"buf": W_BUF, "shape": W_SHAPE, "arg": W_ARG, "status": W_STATUS, "twin": W_TWIN, "const": W_CONST}
 DEF TIMING_EVERY = 32  # a launch in this many records the program's timing events (`kernel.stats["device_ms"]`)
-
-
-cdef inline uint64_t _mix64(uint64_t z) noexcept:
-    z = (z ^ (z >> 30)) * <uint64_t>0xBF58476D1CE4E5B9
-    z = (z ^ (z >> 27)) * <uint64_t>0x94D049BB133111EB
-    return z ^ (z >> 31)
 
 
 cdef class CudaRunner:
@@ -636,7 +608,7 @@ cdef class CudaRunner:
         self.bsrc = <int*>calloc(self.nbuf + 1, sizeof(int))
         self.bwritten = <int*>calloc(self.nbuf + 1, sizeof(int))
         self.baddr = <uint64_t*>calloc(self.nbuf + 1, sizeof(uint64_t))
-        self.bshape = <int64_t*>calloc((self.nbuf + 1) * MAX_DIMS, sizeof(int64_t))
+        self.bshape = <int64_t*>calloc((self.nbuf + 1) * MAX_NDIM, sizeof(int64_t))
         self.tbytes = <uint64_t*>calloc(self.nbuf + 1, sizeof(uint64_t))
         self.bowner, self.bmirror = [], [None] * self.nbuf
         for i, (src, written, what) in enumerate(buffers):
@@ -645,7 +617,7 @@ cdef class CudaRunner:
             if src == S_TEMP:
                 self.baddr[i], self.tbytes[i], shape = what
                 for k, n in enumerate(shape):
-                    self.bshape[i * MAX_DIMS + k] = n
+                    self.bshape[i * MAX_NDIM + k] = n
         self.ctx0, self.nwords = ctx0, ctx0 + len(words)
         self.wkind = <int*>calloc(self.nwords + 1, sizeof(int))
         self.wa = <uint64_t*>calloc(self.nwords + 1, sizeof(uint64_t))
@@ -696,12 +668,12 @@ cdef class CudaRunner:
                 return False
             if m is not self.bmirror[b]:
                 arr = owner._arr
-                if m.rt is not self.rt or m.nbytes != arr.nbytes or cnp.PyArray_NDIM(<cnp.ndarray>arr) > MAX_DIMS:
+                if m.rt is not self.rt or m.nbytes != arr.nbytes or cnp.PyArray_NDIM(<cnp.ndarray>arr) > MAX_NDIM:
                     return False
                 shape = arr.shape
                 self.baddr[b] = m.buf.address
-                for k in range(MAX_DIMS):
-                    self.bshape[b * MAX_DIMS + k] = shape[k] if k < len(shape) else 0
+                for k in range(MAX_NDIM):
+                    self.bshape[b * MAX_NDIM + k] = shape[k] if k < len(shape) else 0
                 self.bmirror[b] = m
         return True
 
@@ -714,7 +686,7 @@ cdef class CudaRunner:
             if kind == W_BUF:
                 self.words[i] = self.baddr[a]
             elif kind == W_SHAPE:
-                self.words[i] = <uint64_t>self.bshape[a * MAX_DIMS + self.wb[i]]
+                self.words[i] = <uint64_t>self.bshape[a * MAX_NDIM + self.wb[i]]
             elif kind == W_ARG:
                 self.words[i] = plan.argwords[a]
             elif kind == W_STATUS:
@@ -731,14 +703,14 @@ cdef class CudaRunner:
         cdef bint same = self.leaves_known
         for i in range(self.nleaves):
             v = <int64_t>plan.argwords[self.la[i]] if self.lkind[i] == 0 else \
-                self.bshape[self.la[i] * MAX_DIMS + self.lb[i]]
+                self.bshape[self.la[i] * MAX_NDIM + self.lb[i]]
             if v != self.lval[i]:
                 same = False
                 self.lval[i] = v
         if same:
             return True
         launch_args = [args[i] for i in range(plan.nparams) if plan.pkind[i] != P_TEMPLATE]
-        shapes = {i: tuple([self.bshape[i * MAX_DIMS + k] for k in range(MAX_DIMS)]) for i in range(self.nbuf)}
+        shapes = {i: tuple([self.bshape[i * MAX_NDIM + k] for k in range(MAX_NDIM)]) for i in range(self.nbuf)}
         for i, g in enumerate(self.regrid(launch_args, shapes)):
             self.grids[i] = max(1, g)
         self.leaves_known = True
@@ -751,7 +723,7 @@ cdef class CudaRunner:
         cdef void* params[2]
         cdef unsigned long me = PyThread_get_thread_ident()
         cdef bint timing
-        if self.status[0] != 0:  # an earlier launch failed: raised here, at the next launch
+        if self.status[STATUS_FLAG] != 0:  # an earlier launch failed: raised here, at the next launch
             self.rt.sync()
         if not self._bind(plan, args):
             return False
@@ -777,7 +749,7 @@ cdef class CudaRunner:
                 self._call(self.cu_record(self.ev_start, self.stream), "cuEventRecord")
             launch = _next_id()
             for i in range(self.ntasks):
-                key = _mix64(_mix64(_mix64(plan.seed ^ <uint64_t>0x9E3779B97F4A7C15) ^ launch) ^ (<uint64_t>i << 40))
+                key = qd_rng_key(plan.seed, launch, i, 0)
                 self._call(self.cu_launch(self.fns[i], self.grids[i], 1, 1, self.blocks[i], 1, 1, 0, self.stream,
                                           params, NULL), "cuLaunchKernel")
             if timing:
@@ -816,7 +788,7 @@ cdef class CudaRunner:
         """After the runtime synchronised: the error the kernels recorded since the last call (their status words
         cleared for the next), or None."""
         self.active = False
-        if self.status[0] == 0:
+        if self.status[STATUS_FLAG] == 0:
             return None
         words = np.array([self.status[i] for i in range(self.nstatus)], dtype=np.int64)
         memset(self.status, 0, 8 * self.nstatus)

@@ -21,30 +21,13 @@ from cython.parallel cimport parallel, prange, threadid
 
 import numpy as np
 
+# the serialised SizeExpr's node kinds, words per node, comparison codes and walk guard: the launch ABI
+from qd._abi cimport (CMP_EQ, CMP_GE, CMP_GT, CMP_LE, CMP_LT, K_ADD, K_ARG, K_CMP, K_CONST, K_COUNT, K_DIV, K_FCMP,
+                      K_FCONST, K_FLOAD, K_GATE, K_INDEX, K_LOAD, K_MAX, K_MIN, K_MOD, K_MOR, K_MUL, K_SHAPE, K_SUB,
+                      K_VAR, MAX_NDIM, SIZE_GUARD, SIZE_WORDS)
+
 DEF MAX_VARS = 64
 DEF MAX_DEPTH = 256
-
-# node kinds: keep in sync with qd/ad/sizing.py
-DEF K_CONST = 0
-DEF K_ARG = 1
-DEF K_LOAD = 2
-DEF K_INDEX = 3
-DEF K_SHAPE = 4
-DEF K_VAR = 5
-DEF K_ADD = 6
-DEF K_SUB = 7
-DEF K_MUL = 8
-DEF K_MAX = 9
-DEF K_MIN = 10
-DEF K_DIV = 11
-DEF K_MOD = 12
-DEF K_MOR = 13
-DEF K_COUNT = 14
-DEF K_GATE = 15
-DEF K_CMP = 16
-DEF K_FCMP = 17
-DEF K_FLOAD = 18
-DEF K_FCONST = 19
 
 DEF INT64_MIN_ = -9223372036854775807 - 1
 
@@ -57,7 +40,7 @@ ctypedef union Bits:
     int64_t i
     double d
 
-GUARD = 1 << 24  # MaxOverRange iterations one serial walk may take, all its ranges together
+GUARD = SIZE_GUARD  # MaxOverRange iterations one serial walk may take, all its ranges together
 NESTED_GUARD = 1 << 28  # iterations of the ranges nested in a parallel spec's body, over all its indices
 
 
@@ -65,7 +48,7 @@ ctypedef struct Buf:
     char* data
     int code      # element type: 0 i8 1 i16 2 i32 3 i64 4 u8 5 u16 6 u32 7 u64 (u1 is u8) 8 f32 9 f64; -1 unbound
     int ndim
-    int64_t shape[8]
+    int64_t shape[MAX_NDIM]
 
 ctypedef struct State:
     const int64_t* code
@@ -113,29 +96,29 @@ cdef inline double _readf(Buf* b, int64_t lin) noexcept nogil:
 
 
 cdef inline int64_t _cmp(int64_t op, double a, double b) noexcept nogil:
-    if op == 0:
+    if op == CMP_LT:
         return a < b
-    if op == 1:
+    if op == CMP_LE:
         return a <= b
-    if op == 2:
+    if op == CMP_GT:
         return a > b
-    if op == 3:
+    if op == CMP_GE:
         return a >= b
-    if op == 4:
+    if op == CMP_EQ:
         return a == b
     return a != b
 
 
 cdef inline int64_t _icmp(int64_t op, int64_t a, int64_t b) noexcept nogil:
-    if op == 0:
+    if op == CMP_LT:
         return a < b
-    if op == 1:
+    if op == CMP_LE:
         return a <= b
-    if op == 2:
+    if op == CMP_GT:
         return a > b
-    if op == 3:
+    if op == CMP_GE:
         return a >= b
-    if op == 4:
+    if op == CMP_EQ:
         return a == b
     return a != b
 
@@ -150,7 +133,7 @@ cdef inline int64_t _floordiv(int64_t a, int64_t b) noexcept nogil:
 
 
 cdef int64_t _ev(State* s, int64_t n, int depth) noexcept nogil:
-    cdef const int64_t* w = s.code + n * 5
+    cdef const int64_t* w = s.code + n * SIZE_WORDS
     cdef int64_t k = w[0], a, b, lo, hi, best, v, i
     cdef Bits x, y
     cdef Buf* buf
@@ -253,7 +236,7 @@ cdef Buf* _bind(list arrays) except NULL:
         PyObject_GetBuffer(arr, &view, PyBUF_C_CONTIGUOUS)
         bufs[b].data = <char*>view.buf
         bufs[b].ndim = view.ndim
-        for k in range(8):
+        for k in range(MAX_NDIM):
             bufs[b].shape[k] = view.shape[k] if k < view.ndim else 1
         PyBuffer_Release(&view)
         bufs[b].code = _CODES[arr.dtype]
@@ -299,21 +282,23 @@ def eval_size(const int64_t[::1] code, list arrays, const int64_t[::1] args, int
 cdef int64_t _plain_read(const int64_t[::1] code, int64_t node, int64_t slot, int64_t* buf, int64_t* shift) noexcept:
     """Whether node `node` is `read(b, [var]) + c` (or `- c`, clamped, or the bare read) of a 1-D buffer
     indexed by bound variable `slot` itself; sets the buffer and the constant (negative: subtracted)."""
-    cdef int64_t k = code[node * 5], x = node, c = 0, lin
+    cdef int64_t k = code[node * SIZE_WORDS], x = node, c = 0, lin
     if k == K_SUB or k == K_ADD:
-        if code[code[node * 5 + 2] * 5] != K_CONST:
+        if code[code[node * SIZE_WORDS + 2] * SIZE_WORDS] != K_CONST:
             return 0
-        c = code[code[node * 5 + 2] * 5 + 1]
+        c = code[code[node * SIZE_WORDS + 2] * SIZE_WORDS + 1]
         c = -c if k == K_SUB else c
-        x = code[node * 5 + 1]
-    if code[x * 5] != K_LOAD:
+        x = code[node * SIZE_WORDS + 1]
+    if code[x * SIZE_WORDS] != K_LOAD:
         return 0
-    lin = code[x * 5 + 2]
-    if lin < 0 or code[lin * 5] != K_INDEX or code[lin * 5 + 2] != 0 or code[lin * 5 + 4] >= 0:
+    lin = code[x * SIZE_WORDS + 2]
+    if (lin < 0 or code[lin * SIZE_WORDS] != K_INDEX or code[lin * SIZE_WORDS + 2] != 0
+            or code[lin * SIZE_WORDS + 4] >= 0):
         return 0
-    if code[code[lin * 5 + 3] * 5] != K_VAR or code[code[lin * 5 + 3] * 5 + 1] != slot:
+    if (code[code[lin * SIZE_WORDS + 3] * SIZE_WORDS] != K_VAR
+            or code[code[lin * SIZE_WORDS + 3] * SIZE_WORDS + 1] != slot):
         return 0
-    buf[0] = code[x * 5 + 1]
+    buf[0] = code[x * SIZE_WORDS + 1]
     shift[0] = c
     return 1
 
@@ -368,7 +353,7 @@ cdef int64_t _nested_work(State* s, int64_t n, int depth) noexcept nogil:
     """The most `MaxOverRange` iterations one evaluation of node `n` walks, when every range below it has
     closed bounds (a recognized spec's body; saturating). A gate counts as taken; a bound that cannot be
     evaluated (an index out of range: the walk reports it if it gets there) counts as an empty range."""
-    cdef const int64_t* w = s.code + n * 5
+    cdef const int64_t* w = s.code + n * SIZE_WORDS
     cdef int64_t k = w[0], lo, hi, total = 0
     cdef State probe
     if depth > MAX_DEPTH:
@@ -400,13 +385,13 @@ cdef int64_t _chain(State* s0, int64_t root, int64_t* lo, int64_t* ext, int64_t*
     cdef const int64_t* code = s0.code
     cdef int64_t node = root, total = 1, nested
     nax[0] = 0
-    while code[node * 5] == K_MOR and nax[0] < 8:
-        slot[nax[0]] = code[node * 5 + 1]
-        lo[nax[0]] = _ev(s0, code[node * 5 + 2], 0)
-        ext[nax[0]] = _ev(s0, code[node * 5 + 3], 0) - lo[nax[0]]
+    while code[node * SIZE_WORDS] == K_MOR and nax[0] < 8:
+        slot[nax[0]] = code[node * SIZE_WORDS + 1]
+        lo[nax[0]] = _ev(s0, code[node * SIZE_WORDS + 2], 0)
+        ext[nax[0]] = _ev(s0, code[node * SIZE_WORDS + 3], 0) - lo[nax[0]]
         total = 0 if ext[nax[0]] <= 0 else _sat_mul(total, ext[nax[0]])
         nax[0] += 1
-        node = code[node * 5 + 4]
+        node = code[node * SIZE_WORDS + 4]
     if s0.err == 0 and total > 0:
         nested = _sat_mul(total, _nested_work(s0, node, 0))
         if nested > NESTED_GUARD:

@@ -17,6 +17,7 @@ import pytest
 import qd
 from qd import _launch as _clib
 from qd import ir
+from qd.base import abi
 from qd.frontend import args as _args
 from qd.ops import INFO, Op
 from qd.base import config
@@ -34,20 +35,9 @@ RNG = np.random.default_rng(77)
 
 
 class Ctx(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_void_p) for n in ("bufs", "shapes", "operands", "rets", "status", "printbuf",
-                                               "printlen")] + \
-               [("printcap", ctypes.c_int64), ("rng_base", ctypes.c_uint64), ("rng_key", ctypes.c_uint64),
-                ("rng_ctr", ctypes.c_uint64), ("tid", ctypes.c_int64), ("args", ctypes.c_void_p)]
-
-
-def _mix64(z: int) -> int:
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M
-    return z ^ (z >> 31)
-
-
-def _rng_key(seed: int, launch: int, task: int, tid: int) -> int:
-    return _mix64(_mix64(_mix64(seed ^ 0x9E3779B97F4A7C15) ^ launch) ^ ((task << 40) & _M) ^ tid)
+    """The native launch context, from the launch ABI's layout (every field 8 bytes)."""
+    _fields_ = [(n, ctypes.c_void_p if ptr else ctypes.c_uint64 if c.startswith("u") else ctypes.c_int64)
+                for (n, c), ptr in zip(abi.CTX_LAYOUT, abi.CTX_POINTERS, strict=True)]
 
 
 _TARGET: CpuTarget | None = None
@@ -81,12 +71,12 @@ def _run_native(ck, bindings, args, fast_math: bool = False, chunks: int = 3):
     built, ee = _compile(k, fast_math)
     arrays = _launch._arrays(ck, bindings, args)
     addrs = np.array([a.__array_interface__["data"][0] for a in arrays] or [0], dtype=np.uint64)
-    shapes = np.zeros(max(1, len(arrays)) * 8, dtype=np.int64)
+    shapes = np.zeros(max(1, len(arrays)) * abi.MAX_NDIM, dtype=np.int64)
     for j, a in enumerate(arrays):
-        shapes[j * 8: j * 8 + a.ndim] = a.shape
-    argbits = np.array([_launch.register_bits(a.dtype, args[i]) if a.kind == "scalar" else 0
+        shapes[j * abi.MAX_NDIM: j * abi.MAX_NDIM + a.ndim] = a.shape
+    argbits = np.array([abi.register_bits(a.dtype, args[i]) if a.kind == "scalar" else 0
                         for i, a in enumerate(k.args)] or [0], dtype=np.uint64)
-    status = np.zeros(16, np.int64)
+    status = np.zeros(abi.STATUS_WORDS, np.int64)
     printbuf = np.zeros(1 << 12, np.int64)
     printlen = np.zeros(1, np.int64)
     rets = np.zeros(max(1, len(k.rets)), np.uint64)
@@ -94,7 +84,7 @@ def _run_native(ck, bindings, args, fast_math: bool = False, chunks: int = 3):
               printbuf.ctypes.data, printlen.ctypes.data, len(printbuf), 0, 0, 0, 0, argbits.ctypes.data)
     seed = int(config.current().random_seed) & _M
     for n, t in enumerate(built.tasks):
-        ctx.rng_base = _rng_key(seed, 0, n, 0)
+        ctx.rng_base = abi.rng_key(seed, 0, n, 0)
         if t.kind == "serial":
             rc = _SERIAL(ee.get_function_address(t.fn))(ctypes.byref(ctx))
         else:

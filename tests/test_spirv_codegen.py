@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import qd
+from qd.base.abi import PRINT_WORDS
 from qd.gpu import spirv
 from qd.gpu.spirv_atomics import workgroup_reduces
 from qd.gpu.spirv_defs import Op as S
-from qd.runtime.status import PRINT_WORDS
 
 pytestmark = pytest.mark.archs("vulkan")
 

@@ -31,8 +31,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from qd.ad.sizing import (K_ADD, K_ARG, K_CMP, K_CONST, K_DIV, K_FCMP, K_FCONST, K_FLOAD, K_GATE, K_INDEX, K_LOAD,
-                          K_MAX, K_MIN, K_MOD, K_MOR, K_MUL, K_SHAPE, K_SUB, K_VAR, WORDS)
+from qd.base.abi import (K_ADD, K_ARG, K_CMP, K_CONST, K_DIV, K_FCMP, K_FCONST, K_FLOAD, K_GATE, K_INDEX, K_LOAD,
+                         K_MAX, K_MIN, K_MOD, K_MOR, K_MUL, K_SHAPE, K_SUB, K_VAR, SIZE_WORDS)
 
 _ARITH = (K_ADD, K_SUB, K_MUL, K_MAX, K_MIN, K_DIV, K_MOD)
 _LEAVES = (K_CONST, K_ARG, K_SHAPE, K_FCONST)
@@ -56,10 +56,10 @@ class _Code:
         self.w = words
 
     def kind(self, n: int) -> int:
-        return self.w[n * WORDS]
+        return self.w[n * SIZE_WORDS]
 
     def op(self, n: int, k: int) -> int:
-        return self.w[n * WORDS + 1 + k]
+        return self.w[n * SIZE_WORDS + 1 + k]
 
     def refs(self, n: int) -> list[int]:
         return [self.op(n, j) for j in _REFS.get(self.kind(n), ()) if self.op(n, j) >= 0]
@@ -102,7 +102,7 @@ class _Code:
                 ops[j] = self.subtree(ops[j], seen)
         out = self.out
         out += [k] + ops
-        seen[n] = len(out) // WORDS - 1
+        seen[n] = len(out) // SIZE_WORDS - 1
         return seen[n]
 
     def extract(self, n: int) -> tuple[int, ...]:
@@ -117,7 +117,7 @@ def recognize(code: Sequence[int]) -> list[Spec]:
     recognizable range of its own, one that follows none of the spec's variables, waits for a later round:
     that range is evaluated first, once, instead of once per index of the spec."""
     c = _Code(code)
-    n_nodes = len(code) // WORDS
+    n_nodes = len(code) // SIZE_WORDS
     reachable = _nodes_below(c, n_nodes - 1) if n_nodes else set()
     inside: set[int] = set()
     specs: list[Spec] = []
@@ -145,12 +145,12 @@ def _nodes_below(c: _Code, n: int) -> set[int]:
 
 
 def _reads(code: Sequence[int], kinds: tuple) -> set[int]:
-    return {code[n * WORDS + 1] for n in range(len(code) // WORDS) if code[n * WORDS] in kinds}
+    return {code[n * SIZE_WORDS + 1] for n in range(len(code) // SIZE_WORDS) if code[n * SIZE_WORDS] in kinds}
 
 
 def substitute(code: list[int], node: int, value: int) -> None:
     """Node `node` of `code` becomes `Const(value)` (in place)."""
-    code[node * WORDS: (node + 1) * WORDS] = [K_CONST, int(value), 0, 0, 0]
+    code[node * SIZE_WORDS: (node + 1) * SIZE_WORDS] = [K_CONST, int(value), 0, 0, 0]
 
 
 __all__ = ["Spec", "recognize", "substitute"]

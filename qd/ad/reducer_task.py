@@ -21,8 +21,8 @@ from dataclasses import replace
 
 from qd import ir
 from qd.ad.counting import COUNTS_KIND
-from qd.ad.sizing import (K_ADD, K_ARG, K_CMP, K_CONST, K_DIV, K_FCMP, K_FCONST, K_FLOAD, K_GATE, K_LOAD,
-                          K_MAX, K_MIN, K_MOD, K_MOR, K_MUL, K_SHAPE, K_SUB, K_VAR, WORDS)
+from qd.base.abi import (K_ADD, K_ARG, K_CMP, K_CONST, K_DIV, K_FCMP, K_FCONST, K_FLOAD, K_GATE, K_LOAD,
+                         K_MAX, K_MIN, K_MOD, K_MOR, K_MUL, K_SHAPE, K_SUB, K_VAR, SIZE_WORDS)
 from qd.ops import Op
 from qd.types.dtypes import f64, i32, i64, u1, u32
 
@@ -46,7 +46,7 @@ class _Builder:
         return v if v.dtype is i64 else self.op(out, Op.CAST, (v,), i64)
 
     def node(self, n: int, out: list) -> ir.Value:
-        kind, a, b, c, d = self.w[n * WORDS: (n + 1) * WORDS]
+        kind, a, b, c, d = self.w[n * SIZE_WORDS: (n + 1) * SIZE_WORDS]
         if kind == K_CONST:
             return self.const(out, a)
         if kind == K_FCONST:
@@ -77,7 +77,7 @@ class _Builder:
     def load(self, buffer: int, lin: int, out: list, as_float: bool) -> ir.Value:
         axes: list[tuple[int, int]] = []
         while lin >= 0:
-            _, _, axis, idx, prev = self.w[lin * WORDS: (lin + 1) * WORDS]
+            _, _, axis, idx, prev = self.w[lin * SIZE_WORDS: (lin + 1) * SIZE_WORDS]
             axes.append((axis, idx))
             lin = prev
         decl = self.k.buffers[buffer]
@@ -125,10 +125,10 @@ def spec_kernel(k: ir.KernelIR, code: Sequence[int], wide: bool = True) -> ir.Ke
     out_buf = len(k.buffers)
     top: list = []
     axes: list[tuple[int, ir.Value, ir.Value]] = []  # (slot, begin, extent) of the flattened chain
-    n = len(code) // WORDS - 1
+    n = len(code) // SIZE_WORDS - 1
     total: ir.Value = b.const(top, 1)
-    while code[n * WORDS] == K_MOR and len(axes) < 8:
-        slot, lo, hi, body = code[n * WORDS + 1: n * WORDS + 5]
+    while code[n * SIZE_WORDS] == K_MOR and len(axes) < 8:
+        slot, lo, hi, body = code[n * SIZE_WORDS + 1: n * SIZE_WORDS + 5]
         begin = b.node(lo, top)
         ext = b.op(top, Op.MAX, (b.op(top, Op.SUB, (b.node(hi, top), begin), i64), b.const(top, 0)), i64)
         axes.append((slot, begin, ext))

@@ -26,14 +26,13 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from qd import ir
+from qd.base import abi
 from qd.ops import Op
 
-# node kinds of the serialised form (shared with qd/_sizer.pyx)
-(K_CONST, K_ARG, K_LOAD, K_INDEX, K_SHAPE, K_VAR, K_ADD, K_SUB, K_MUL, K_MAX, K_MIN, K_DIV, K_MOD, K_MOR,
- K_COUNT, K_GATE, K_CMP, K_FCMP, K_FLOAD, K_FCONST) = range(20)
-CMP_CODES = {Op.CMP_LT: 0, Op.CMP_LE: 1, Op.CMP_GT: 2, Op.CMP_GE: 3, Op.CMP_EQ: 4, Op.CMP_NE: 5}
-WORDS = 5
-GUARD = 1 << 24  # iterations a serial MaxOverRange walk may take before it raises
+# The serialised form's node kinds (`abi.K_*`), words per node, comparison codes and walk guard (`abi.SIZE_GUARD`:
+# iterations a serial MaxOverRange walk may take before it raises) are the launch ABI's, shared with qd/_sizer.pyx.
+CMP_CODES = {getattr(Op, f"CMP_{c}"): i for i, c in enumerate(abi.SIZE_CMPS)}
+WORDS = abi.SIZE_WORDS
 
 
 class SizeError(Exception):
@@ -199,9 +198,10 @@ def size_of_loop(loop: ir.RangeFor, enclosing: Sequence, d: Deriver) -> SizeExpr
 # ------------------------------------------------------------------ the serialised form
 
 
-_KIND = {"Cmp": K_CMP, "FCmp": K_FCMP, "Const": K_CONST, "Arg": K_ARG, "ExternalTensorShape": K_SHAPE,
-         "BoundVariable": K_VAR, "Add": K_ADD, "Sub": K_SUB, "Mul": K_MUL, "Max": K_MAX, "Min": K_MIN, "Div": K_DIV,
-         "Mod": K_MOD, "MaxOverRange": K_MOR}
+_KIND = {"Cmp": abi.K_CMP, "FCmp": abi.K_FCMP, "Const": abi.K_CONST, "Arg": abi.K_ARG,
+         "ExternalTensorShape": abi.K_SHAPE, "BoundVariable": abi.K_VAR, "Add": abi.K_ADD, "Sub": abi.K_SUB,
+         "Mul": abi.K_MUL, "Max": abi.K_MAX, "Min": abi.K_MIN, "Div": abi.K_DIV, "Mod": abi.K_MOD,
+         "MaxOverRange": abi.K_MOR}
 
 
 class _Writer:
@@ -219,26 +219,26 @@ class _Writer:
     def write(self, e: SizeExpr) -> int:
         k = e.kind
         if k == "Const":
-            return self.node(K_CONST, e.value)
+            return self.node(abi.K_CONST, e.value)
         if k == "Counted":
-            return self.node(K_COUNT, e.value)
+            return self.node(abi.K_COUNT, e.value)
         if k == "FloatConst":
-            return self.node(K_FCONST, struct.unpack("<q", struct.pack("<d", e.value))[0])
+            return self.node(abi.K_FCONST, struct.unpack("<q", struct.pack("<d", e.value))[0])
         if k in ("Gate", "Cmp", "FCmp"):
             a, b = (self.write(x) for x in e.args)
-            return self.node(K_GATE, a, b, e.value) if k == "Gate" else self.node(_KIND[k], e.value, a, b)
+            return self.node(abi.K_GATE, a, b, e.value) if k == "Gate" else self.node(_KIND[k], e.value, a, b)
         if k in ("Arg", "ExternalTensorShape"):
             return self.node(_KIND[k], e.value, e.axis)
         if k == "BoundVariable":
-            return self.node(K_VAR, self.slot(e.var))
+            return self.node(abi.K_VAR, self.slot(e.var))
         if k in ("FieldLoad", "ExternalTensorRead", "FloatLoad"):
             lin = -1  # K_INDEX chains: linear = prev * extent(axis) + index, bounds-checked
             for axis, idx in enumerate(e.args):
-                lin = self.node(K_INDEX, e.value, axis, self.write(idx), lin)
-            return self.node(K_FLOAD if k == "FloatLoad" else K_LOAD, e.value, lin)
+                lin = self.node(abi.K_INDEX, e.value, axis, self.write(idx), lin)
+            return self.node(abi.K_FLOAD if k == "FloatLoad" else abi.K_LOAD, e.value, lin)
         if k == "MaxOverRange":
             b, end, body = (self.write(x) for x in e.args)
-            return self.node(K_MOR, self.slot(e.var), b, end, body)
+            return self.node(abi.K_MOR, self.slot(e.var), b, end, body)
         a, b = (self.write(x) for x in e.args)
         return self.node(_KIND[k], a, b)
 
@@ -254,20 +254,20 @@ def buffers_read(code: Sequence[int]) -> set[int]:
     """Buffers whose data or shape the serialised size `code` reads."""
     out = set()
     for n in range(len(code) // WORDS):
-        if code[n * WORDS] in (K_LOAD, K_FLOAD, K_SHAPE):
+        if code[n * WORDS] in (abi.K_LOAD, abi.K_FLOAD, abi.K_SHAPE):
             out.add(code[n * WORDS + 1])
     return out
 
 
 def counted_ids(code: Sequence[int]) -> set[int]:
     """The `while` loops (counting-kernel slots) whose counts the size reads."""
-    return {code[n * WORDS + 1] for n in range(len(code) // WORDS) if code[n * WORDS] == K_COUNT}
+    return {code[n * WORDS + 1] for n in range(len(code) // WORDS) if code[n * WORDS] == abi.K_COUNT}
 
 
 def reads_data(code: Sequence[int]) -> bool:
     """Whether the size depends on anything but constants (then the sizer runs at every launch)."""
-    return any(code[n * WORDS] != K_CONST for n in range(len(code) // WORDS))
+    return any(code[n * WORDS] != abi.K_CONST for n in range(len(code) // WORDS))
 
 
-__all__ = ["GUARD", "SizeError", "SizeExpr", "Deriver", "size_of_loop", "serialise", "buffers_read", "free_vars",
+__all__ = ["SizeError", "SizeExpr", "Deriver", "size_of_loop", "serialise", "buffers_read", "free_vars",
            "reads_data", "counted_ids"]

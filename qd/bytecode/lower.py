@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import struct
-
 import numpy as np
 
 from qd import ir
+from qd.base.abi import register_bits
 from qd.bytecode.opcodes import OPC, class_of, member_of
 from qd.types import dtypes as T
 
@@ -51,29 +50,6 @@ class KernelCode:
     prints: list  # per print id: (items (str or DataType), format specs of the values)
     check_args: list  # per check id: dtypes of the recorded args
     rets: tuple
-
-
-_F32 = struct.Struct("<f")
-_F64 = struct.Struct("<d")
-
-
-def register_bits(dtype: T.DataType, value) -> int:
-    """The register bits of a value of `dtype` (the invariants of qd/bytecode/opcodes.py): ints
-    sign- or zero-extended to 64 bits, f32 and f16 as f32 bits, f64 as f64 bits."""
-    if dtype.is_float:
-        if dtype.bits == 64:
-            return int.from_bytes(_F64.pack(float(value)), "little")
-        if dtype.bits == 16:
-            value = float(np.float16(value))
-        return int.from_bytes(_F32.pack(float(np.float32(value))), "little")
-    v = int(value)
-    if dtype is T.u1:
-        return 1 if v else 0
-    v &= (1 << dtype.bits) - 1
-    if dtype.is_signed and v >> (dtype.bits - 1):
-        v -= 1 << dtype.bits
-    return v & 0xFFFFFFFFFFFFFFFF
-
 
 
 class _Emitter:
@@ -455,4 +431,4 @@ def lower_kernel(k: ir.KernelIR) -> KernelCode:
                       lw.prints, lw.check_args, k.rets)
 
 
-__all__ = ["lower_kernel", "KernelCode", "TaskCode", "member_of", "register_bits"]
+__all__ = ["lower_kernel", "KernelCode", "TaskCode", "member_of"]

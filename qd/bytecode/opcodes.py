@@ -13,6 +13,7 @@ every op) lives in `f`, f64 in `d`. Narrow ints compute in the 32-bit class and 
 
 from __future__ import annotations
 
+from qd.base import abi
 from qd.ops import ATOMIC, BINARY, Op
 from qd.types import dtypes as T
 
@@ -119,7 +120,7 @@ def _cmp_expr(op: Op, f: str) -> str:
 def _build() -> list[tuple[str, str]]:
     """(name, Cython body) for every opcode, in opcode order."""
     ops: list[tuple[str, str]] = [
-        ("HALT", "return 0"),
+        ("HALT", "return RC_DONE"),
         ("MOV", "R[d] = R[a]"),
         ("JMP", "pc = a * 5"),
         ("JZ", "if R[a].i == 0:\n    pc = b * 5"),
@@ -136,13 +137,13 @@ def _build() -> list[tuple[str, str]]:
         ("TRUNC_U1", "R[d].u = R[a].u & 1"),
         ("ROUND_F16", "R[d].f = qd_round_f16(R[a].f)"),
         ("RET", "ctx.rets[a] = R[d].u"),
-        ("HALT_RET", "return 2"),
-        ("CHECK", "if R[d].i == 0:\n    qd_fail(ctx, a, &ctx.operands[b], c, R)\n    return 1"),
+        ("HALT_RET", "return RC_RETURNED"),
+        ("CHECK", "if R[d].i == 0:\n    qd_fail(ctx, a, &ctx.operands[b], c, R)\n    return RC_FAILED"),
         ("PRINT", "qd_print(ctx, a, &ctx.operands[b], c, R)"),
         ("RAND_U64", "R[d].u = qd_rand(ctx)"),
-        ("RAND_F32", "R[d].f = <float>(qd_rand(ctx) >> 40) * <float>5.9604644775390625e-08"),
-        ("RAND_F64", "R[d].d = <double>(qd_rand(ctx) >> 11) * 1.1102230246251565e-16"),
-        ("SHAPE", "R[d].i = ctx.shapes[a * 8 + b]"),
+        ("RAND_F32", f"R[d].f = <float>(qd_rand(ctx) >> RAND_F32_SHIFT) * <float>{abi.RAND_F32_SCALE:.17g}"),
+        ("RAND_F64", f"R[d].d = <double>(qd_rand(ctx) >> RAND_F64_SHIFT) * {abi.RAND_F64_SCALE:.17g}"),
+        ("SHAPE", "R[d].i = ctx.shapes[a * MAX_NDIM + b]"),
         ("SLOT", "R[d].i = ctx.slot"),
     ]
     for cls in CLASSES:

@@ -15,13 +15,13 @@ import struct
 import numpy as np
 
 from qd import _interp, ir
+from qd.base import abi
+from qd.base.abi import M64 as _M64
+from qd.base.abi import mix64
 from qd.bytecode.lower import KernelCode, lower_kernel
 from qd.ops import Op
-from qd.runtime.status import PRINT_WORDS, STATUS_WORDS
 from qd.types import dtypes as T
 from qd.types.dtypes import DataType
-
-_M64 = 0xFFFFFFFFFFFFFFFF
 
 
 def canonical(dtype: DataType, bits: int) -> int:
@@ -55,7 +55,7 @@ class _Snippet:
             self.tpl[reg] = bits
         self.arg_regs = [(reg, index) for reg, index, _ in code.arg_regs]
         self.rets = np.zeros(1, dtype=np.uint64)
-        self._keep = (np.zeros(STATUS_WORDS, np.int64), np.empty(PRINT_WORDS, np.int64), np.zeros(1, np.int64),
+        self._keep = (np.zeros(abi.STATUS_WORDS, np.int64), np.empty(abi.PRINT_WORDS, np.int64), np.zeros(1, np.int64),
                       np.zeros(1, np.uint64))
         status, printbuf, printlen, args = self._keep
         self.launch = _interp.Launch(0, code.operands, status, printbuf, printlen, self.rets, args)
@@ -80,17 +80,7 @@ def evaluate(op: Op, arg_dtypes: tuple[DataType, ...], dtype: DataType, bits: tu
     return _snippet(op, arg_dtypes, dtype)(bits)
 
 
-# ------------------------------------------------------------------ qd.random (qd/_interp_support.h)
-
-
-def mix64(z: int) -> int:
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
-    return z ^ (z >> 31)
-
-
-def rng_key(seed: int, launch: int, task: int, tid: int) -> int:
-    return mix64(mix64(mix64(seed ^ 0x9E3779B97F4A7C15) ^ launch) ^ ((task << 40) & _M64) ^ tid)
+# ------------------------------------------------------------------ qd.random (the launch ABI, qd/base/abi.py)
 
 
 class Rng:
@@ -101,16 +91,16 @@ class Rng:
 
     def next_u64(self) -> int:
         if self.ctr == 0:
-            self.key = mix64(self.base ^ ((self.tid * 0xD1B54A32D192ED03) & _M64))
+            self.key = mix64(self.base ^ ((self.tid * abi.RNG_TID_MIX) & _M64))
         self.ctr += 1
-        return mix64((self.key + self.ctr * 0x9E3779B97F4A7C15) & _M64)
+        return mix64((self.key + self.ctr * abi.RNG_GOLDEN) & _M64)
 
     def draw(self, dtype: DataType) -> int:
         r = self.next_u64()
         if dtype.is_float and dtype.bits == 64:
-            return struct.unpack("<Q", struct.pack("<d", float(r >> 11) * 1.1102230246251565e-16))[0]
+            return struct.unpack("<Q", struct.pack("<d", float(r >> abi.RAND_F64_SHIFT) * abi.RAND_F64_SCALE))[0]
         if dtype.is_float:
-            f = np.float32(r >> 40) * np.float32(5.9604644775390625e-08)
+            f = np.float32(r >> abi.RAND_F32_SHIFT) * np.float32(abi.RAND_F32_SCALE)
             if dtype is T.f16:
                 f = np.float32(np.float16(f))
             return int(np.array(f, np.float32).view(np.uint32))

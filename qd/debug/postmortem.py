@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from qd import ir
+from qd.base import abi
 from qd.debug.session import Debugger
 from qd.debug.walker import LaunchEnv, Thread
 from qd.base import config
@@ -52,9 +53,9 @@ def post_mortem(dbg: Debugger, exc: BaseException) -> Thread:
     loc = failed_launch(exc)
     ck, sc, args = loc["ck"], loc["sc"], list(loc["args"])
     status = np.array(sc.status)
-    if not status[0]:
+    if not status[abi.STATUS_FLAG]:
         raise ValueError("the failed launch's status was overwritten by a later launch of the same kernel")
-    check, tid = int(status[1]), int(status[2])
+    check, tid = int(status[abi.STATUS_CHECK]), int(status[abi.STATUS_TID])
     arrays = [None if a is None else np.array(a, copy=True) for a in loc["arrays"]]
     cfg = config.current()
     env = LaunchEnv.make(ck.ir, arrays=arrays, args=args, status=np.zeros_like(sc.status),

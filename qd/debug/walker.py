@@ -17,7 +17,9 @@ import numpy as np
 
 from qd import ir
 from qd.ad.adstack import OVERFLOW_KIND
-from qd.debug.opeval import Rng, canonical, evaluate, rng_key
+from qd.base import abi
+from qd.base.abi import register_bits, rng_key
+from qd.debug.opeval import Rng, canonical, evaluate
 from qd.runtime.status import decode
 from qd.types import dtypes as T
 from qd.types.dtypes import DataType
@@ -194,15 +196,11 @@ def store_bits(flat: np.ndarray, off: int, dtype: DataType, bits: int) -> None:
 
 
 def _const(t: Thread, s: ir.Const) -> int:
-    from qd.bytecode.lower import register_bits
-
     t.vals[s] = canonical(s.dtype, register_bits(s.dtype, s.value))
     return 0
 
 
 def _arg(t: Thread, s: ir.ArgLoad) -> int:
-    from qd.bytecode.lower import register_bits
-
     t.vals[s] = canonical(s.dtype, register_bits(s.dtype, t.env.args[s.index]))
     return 0
 
@@ -334,11 +332,12 @@ def _print(t: Thread, s: ir.Print) -> int:
     env = t.env
     vals = [_signed(t.vals[x]) for x in s.items if isinstance(x, ir.Value)]
     pos = int(env.printlen[0])
-    if pos + len(vals) + 3 > len(env.printbuf):
-        env.status[8] += 1
+    n = abi.PRINT_HEAD + len(vals)
+    if pos + n > len(env.printbuf):
+        env.status[abi.STATUS_DROPPED] += 1
         return 0
-    env.printbuf[pos:pos + 3 + len(vals)] = [env.print_ids[s], t.tid, len(vals)] + vals
-    env.printlen[0] = pos + 3 + len(vals)
+    env.printbuf[pos:pos + n] = [env.print_ids[s], t.tid, len(vals)] + vals
+    env.printlen[0] = pos + n
     return 0
 
 
@@ -348,10 +347,11 @@ def _check(t: Thread, s: ir.Check) -> int:
     if t.tracer is not None:
         t.tracer.failed(t, s)
     st = t.env.status
-    if st[0] == 0:
-        args = [_signed(t.vals[a]) for a in s.args][:4]
-        st[0], st[1], st[2], st[3] = 1, s.check, t.tid, len(args)
-        st[4:4 + len(args)] = args
+    if st[abi.STATUS_FLAG] == 0:
+        args = [_signed(t.vals[a]) for a in s.args][:abi.MAX_CHECK_ARGS]
+        st[abi.STATUS_CHECK], st[abi.STATUS_TID], st[abi.STATUS_NARGS] = s.check, t.tid, len(args)
+        st[abi.STATUS_FLAG] = 1
+        st[abi.STATUS_ARGS:abi.STATUS_ARGS + len(args)] = args
     return FAILED
 
 

@@ -27,12 +27,11 @@ from typing import Any
 import numpy as np
 
 from qd import ir
+from qd.base.abi import CTX_FIELDS, HEADER_WORDS, MAX_NDIM, PRINTLEN_WORD, S_TEMP
 from qd.gpu.backend import DeviceBackend
 from qd.gpu.cuda_driver import Driver
 from qd.jit import cache, nvptx
-from qd.jit.llvm_fn import CTX_FIELDS, MAX_NDIM
 from qd.jit.llvm_reduce import find_reductions
-from qd.runtime.status import HEADER_WORDS
 
 LOCAL_SIZE = 256
 RING_SLOTS = 4  # a C launcher's slots: a launch whose context words changed takes the next one
@@ -335,7 +334,7 @@ class CudaBackend(DeviceBackend):
     def runner(self, prog: Program, grids: list, buffers: list, words: list, leaves: list, regrid: Any,
                on_error: Any, rt: Any, clib: Any) -> Any:
         """The C launcher of a program (`qd._launch.CudaRunner`; `qd/runtime/device_launch.py`'s `runner` says
-        what `grids`, `buffers`, `words` and `leaves` hold; `clib`: the runtime's `qd._launch`): its ring of slots
+        what `grids`, `buffers`, `words` and `leaves` hold; `clib`: the runtime's `qd._launch`, whose `CudaRunner` it makes): its ring of slots
         (pinned host memory, a device twin and an event each), its status words in mapped pinned memory, and its
         temporaries on the device."""
         from qd.gpu.cuda_driver import check
@@ -353,7 +352,7 @@ class CudaBackend(DeviceBackend):
         keep.append(status)
         bufs = []
         for src, written, what in buffers:
-            if src == clib.S_TEMP_SOURCE:
+            if src == S_TEMP:
                 nbytes, shape = what
                 temp = self.alloc(nbytes)
                 keep.append(temp)
@@ -423,7 +422,7 @@ def _context(k: ir.KernelIR, print_words: int) -> tuple[list[tuple], list[int]]:
     off_args = off_shapes + nbuf * MAX_NDIM
     ctx_struct = {"bufs": ("self", off_bufs), "shapes": ("self", off_shapes), "rets": ("self", HEADER_WORDS),
                   "status": ("self", 0), "printbuf": ("print",) if _prints(k) else ("const", 0),
-                  "printlen": ("self", 16), "printcap": ("const", print_words), "args": ("self", off_args)}
+                  "printlen": ("self", PRINTLEN_WORD), "printcap": ("const", print_words), "args": ("self", off_args)}
     keys = [ctx_struct.get(f, ("const", 0)) for f in CTX_FIELDS]
     keys += [("buf", b) for b in range(nbuf)]
     for b, d in enumerate(k.buffers):

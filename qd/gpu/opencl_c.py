@@ -35,16 +35,13 @@ import math
 from dataclasses import dataclass
 
 from qd import ir
+from qd.base import abi
+from qd.base.abi import HEADER_WORDS, MAX_CHECK_ARGS
 from qd.gpu.opencl_prelude import PRELUDE
 from qd.jit.llvm import check_arg_table, print_table
-from qd.jit.llvm_fn import MAX_CHECK_ARGS
 from qd.jit.llvm_reduce import find_reductions, invariant_values
 from qd.ops import COMPARISONS, Op
-from qd.runtime.status import HEADER_WORDS
 from qd.types import dtypes as T
-
-_GOLDEN = 0x9E3779B97F4A7C15
-_TID_MIX = 0xD1B54A32D192ED03
 
 # register types (f16 lives as float, u1 as int 0/1) and memory types
 _REG = {T.i8: "char", T.u8: "uchar", T.i16: "short", T.u16: "ushort", T.i32: "int", T.u32: "uint", T.i64: "long",
@@ -485,17 +482,17 @@ class _Fn:
     def rng_reset(self) -> None:
         if self.uses_random:
             self.emit("rng_ctr = 0;")
-            self.emit(f"rng_key = qd_mix64(rng_base ^ ((ulong)tid * {_TID_MIX:#x}UL));")
+            self.emit(f"rng_key = qd_mix64(rng_base ^ ((ulong)tid * {abi.RNG_TID_MIX:#x}UL));")
 
     def s_RandomValue(self, s: ir.RandomValue) -> None:
         dt = s.dtype
         self.emit("rng_ctr += 1;")
         x = self.fresh("r")
-        self.emit(f"ulong {x} = qd_mix64(rng_key + rng_ctr * {_GOLDEN:#x}UL);")
+        self.emit(f"ulong {x} = qd_mix64(rng_key + rng_ctr * {abi.RNG_GOLDEN:#x}UL);")
         if dt.is_float and dt.bits == 64:
-            expr = f"((double)({x} >> 11) * 1.1102230246251565e-16)"
+            expr = f"((double)({x} >> {abi.RAND_F64_SHIFT}) * {abi.RAND_F64_SCALE:.17g})"
         elif dt.is_float:
-            expr = f"((float)({x} >> 40) * 5.9604644775390625e-08f)"
+            expr = f"((float)({x} >> {abi.RAND_F32_SHIFT}) * {abi.RAND_F32_SCALE:.17g}f)"
             if dt is T.f16:
                 expr = f"qd_rh({expr})"
         elif dt is T.u1:
@@ -548,8 +545,9 @@ class _Fn:
         words = [to_bits(x.dtype, self.v(x)) for x in values]
         n = len(words)
         pos = self.fresh("pos")
-        self.emit(f"long {pos} = QD_SLOT_ADD(&slot[16], {n + 3});")
-        self.emit(f"if ({pos} + {n + 3} > {self.g.print_words}L) {{ QD_SLOT_ADD(&slot[8], 1); }} else {{")
+        need, dropped = n + abi.PRINT_HEAD, abi.STATUS_DROPPED
+        self.emit(f"long {pos} = QD_SLOT_ADD(&slot[{abi.PRINTLEN_WORD}], {need});")
+        self.emit(f"if ({pos} + {need} > {self.g.print_words}L) {{ QD_SLOT_ADD(&slot[{dropped}], 1); }} else {{")
         self.depth += 1
         for k, w in enumerate([f"{self.g.print_ids[s]}L", "(long)tid", f"{n}L"] + words):
             self.emit(f"printbuf[{pos} + {k}] = {w};")
@@ -561,10 +559,10 @@ class _Fn:
         self.depth += 1
         words = [to_bits(x.dtype, self.v(x)) for x in s.args]
         n = min(len(words), MAX_CHECK_ARGS)
-        self.emit("if (QD_STATUS_CAS(slot) == 0L) {")
+        self.emit(f"if (QD_STATUS_CAS(&slot[{abi.STATUS_FLAG}]) == 0L) {{")
         self.depth += 1
         for k, w in enumerate([f"{s.check}L", "(long)tid", f"{n}L"] + words[:n]):
-            self.emit(f"slot[{1 + k}] = (ulong)({w});")
+            self.emit(f"slot[{abi.STATUS_CHECK + k}] = (ulong)({w});")
         self.depth -= 1
         self.emit("}")
         self.emit("return;")

@@ -1,7 +1,10 @@
 """The OpenCL C that every qd kernel program starts with (`opencl_c.PRELUDE`): extension pragmas, the status and
 print slot atomics with their 32-bit fallbacks, f16 conversions that keep NaN payloads, opaque copies and wrapping
 negations that NVIDIA's compiler does not fold (DESIGN section 4), integer helpers (floor division, modulo, power),
-the counter-based random numbers and the atomic helpers. Text only: `opencl_c` emits the kernels after it."""
+the counter-based random numbers (`qd_mix64`, from the launch ABI) and the atomic helpers. Text only: `opencl_c` emits
+the kernels after it."""
+
+from qd.base.abi import mix64_c
 
 PRELUDE = r"""
 #ifdef cl_khr_int64_base_atomics
@@ -75,9 +78,7 @@ static inline float qd_d2h(double x) {
   vstore_half_rte(x, 0, (__private half*)&h); return vload_half(0, (__private half*)&h);
 }
 #endif
-static inline ulong qd_mix64(ulong z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9UL; z = (z ^ (z >> 27)) * 0x94D049BB133111EBUL; return z ^ (z >> 31);
-}
+""" + mix64_c("ulong", "UL") + r"""
 #define QD_INT_HELPERS(T, U, BITS, SIGNED)                                                    \
 static inline T qd_floordiv_##T(T a, T b) {                                                  \
   if (b == 0) return 0;                                                                      \

@@ -33,10 +33,10 @@ from typing import Any
 import numpy as np
 
 from qd import ir
+from qd.base.abi import HEADER_WORDS
 from qd.gpu import opencl_c
 from qd.gpu.backend import DeviceBackend
 from qd.jit import cache
-from qd.runtime.status import HEADER_WORDS
 
 LOCAL_SIZE = 256
 BUILD_OPTIONS = ("-cl-fp32-correctly-rounded-divide-sqrt",)  # IEEE `/` and sqrt on every tier (see opencl_c)

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from qd import ir
+from qd.base import abi
+from qd.base.abi import HEADER_WORDS, LOOP_LIMIT, MAX_CHECK_ARGS, PRINTLEN_WORD, ZERO_WORD
 from qd.errors import QuadrantsTypeError
 from qd.gpu import spirv_ops as so
 from qd.gpu.spirv_atomics import Atomics, workgroup_reduces
@@ -39,7 +41,6 @@ from qd.gpu.spirv_flow import Nesting
 from qd.gpu.spirv_module import Function, Module
 from qd.jit.llvm import check_arg_table, print_table
 from qd.jit.llvm_reduce import find_reductions
-from qd.runtime.status import HEADER_WORDS, LOOP_LIMIT, PRINTLEN_WORD, STATUS_WORDS, ZERO_WORD
 from qd.types import dtypes as T
 
 
@@ -56,9 +57,6 @@ REDUCE_LOCAL_SIZE = _tuning("QD_VULKAN_REDUCE_LOCAL_SIZE", 256)
 UNROLL = _tuning("QD_VULKAN_UNROLL", 4)
 UNROLL_BUDGET = 64  # IR statements of a body that is interleaved at most
 TUNING = (LOCAL_SIZE, REDUCE_LOCAL_SIZE, UNROLL)
-MAX_CHECK_ARGS = 4
-_GOLDEN = 0x9E3779B97F4A7C15
-_TID_MIX = 0xD1B54A32D192ED03
 
 
 @dataclass(frozen=True)
@@ -519,7 +517,7 @@ class FnEmitter(Atomics, Nesting):
     def fail(self, check: int, words: list[int]) -> None:
         """Records failure `check` with `words` in the status (the first failure wins) and returns."""
         scope, sem = self._scope()
-        prev = self.op(S.AtomicCompareExchange, self.slot_ptr(0, self.u32), scope, sem, sem, self.u32c(1),
+        prev = self.op(S.AtomicCompareExchange, self.slot_ptr(abi.STATUS_FLAG, self.u32), scope, sem, sem, self.u32c(1),
                        self.u32c(0), t=self.u32)
         rec, end = self.m.id(), self.m.id()
         won = self.op(S.IEqual, prev, self.u32c(0), t=self.bool_t())
@@ -528,7 +526,7 @@ class FnEmitter(Atomics, Nesting):
         self.label(rec)
         n = min(len(words), MAX_CHECK_ARGS)
         for k, w in enumerate([self.u64c(check), self.tid, self.u64c(n)] + words[:n]):
-            self.op(S.Store, self.slot_ptr(1 + k, self.u64), w, MemoryAccess.Aligned, 8)
+            self.op(S.Store, self.slot_ptr(abi.STATUS_CHECK + k, self.u64), w, MemoryAccess.Aligned, 8)
         self.branch(end)
         self.label(end)
         self.op(S.Return)
@@ -594,10 +592,11 @@ class FnEmitter(Atomics, Nesting):
     # ------------------------------------------------------------ random numbers, thread slots
     def mix64(self, z: int) -> int:
         u = self.u64
-        for shift, mul in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
+        for shift, mul in abi.RNG_MIX:
             z = self.op(S.IMul, self.op(S.BitwiseXor, z, self.op(S.ShiftRightLogical, z, self.u64c(shift), t=u), t=u),
                         self.u64c(mul), t=u)
-        return self.op(S.BitwiseXor, z, self.op(S.ShiftRightLogical, z, self.u64c(31), t=u), t=u)
+        last = self.op(S.ShiftRightLogical, z, self.u64c(abi.RNG_MIX_LAST_SHIFT), t=u)
+        return self.op(S.BitwiseXor, z, last, t=u)
 
     def rng_reset(self) -> None:
         """Start of an iteration (or a serial task): counter 0, key from (launch key base, tid)."""
@@ -608,7 +607,7 @@ class FnEmitter(Atomics, Nesting):
                         self.fn.local(self.m.pointer(StorageClass.Function, self.u64)))
         ctr, key = self.rng
         self.op(S.Store, ctr, self.u64c(0))
-        tid_mix = self.op(S.IMul, self.tid, self.u64c(_TID_MIX), t=self.u64)
+        tid_mix = self.op(S.IMul, self.tid, self.u64c(abi.RNG_TID_MIX), t=self.u64)
         mixed = self.op(S.BitwiseXor, self.ctx_word(("rng", self.index)), tid_mix, t=self.u64)
         self.op(S.Store, key, self.mix64(mixed))
 
@@ -617,16 +616,17 @@ class FnEmitter(Atomics, Nesting):
         ctr_var, key_var = self.rng
         ctr = self.op(S.IAdd, self.op(S.Load, ctr_var, t=u), self.u64c(1), t=u)
         self.op(S.Store, ctr_var, ctr)
-        x = self.mix64(self.op(S.IAdd, self.op(S.Load, key_var, t=u), self.op(S.IMul, ctr, self.u64c(_GOLDEN), t=u),
-                               t=u))
+        key = self.op(S.Load, key_var, t=u)
+        x = self.mix64(self.op(S.IAdd, key, self.op(S.IMul, ctr, self.u64c(abi.RNG_GOLDEN), t=u), t=u))
         if dt.is_float and dt.bits == 64:
-            f = self.op(S.ConvertUToF, self.op(S.ShiftRightLogical, x, self.u64c(11), t=u), t=self.ty(dt))
-            v = self.op(S.FMul, f, self.c(dt, 1.1102230246251565e-16), t=self.ty(dt))
+            top = self.op(S.ShiftRightLogical, x, self.u64c(abi.RAND_F64_SHIFT), t=u)
+            f = self.op(S.ConvertUToF, top, t=self.ty(dt))
+            v = self.op(S.FMul, f, self.c(dt, abi.RAND_F64_SCALE), t=self.ty(dt))
         elif dt.is_float:
             f32 = self.ty(T.f32)
-            f = self.op(S.ConvertUToF, self.op(S.UConvert, self.op(S.ShiftRightLogical, x, self.u64c(40), t=u),
-                                               t=self.u32), t=f32)
-            v = self.op(S.FMul, f, self.c(T.f32, 5.9604644775390625e-08), t=f32)
+            top = self.op(S.ShiftRightLogical, x, self.u64c(abi.RAND_F32_SHIFT), t=u)
+            f = self.op(S.ConvertUToF, self.op(S.UConvert, top, t=self.u32), t=f32)
+            v = self.op(S.FMul, f, self.c(T.f32, abi.RAND_F32_SCALE), t=f32)
             if dt is T.f16:
                 v = so.round_f16(self, v)
         elif dt is T.u1:
@@ -644,15 +644,16 @@ class FnEmitter(Atomics, Nesting):
         words = [self.to_bits(x.dtype, self.v(x)) for x in values]
         n = len(words)
         scope, sem = self._scope()
-        pos32 = self.op(S.AtomicIAdd, self.slot_ptr(PRINTLEN_WORD, self.u32), scope, sem, self.u32c(n + 3), t=self.u32)
+        need = n + abi.PRINT_HEAD
+        pos32 = self.op(S.AtomicIAdd, self.slot_ptr(PRINTLEN_WORD, self.u32), scope, sem, self.u32c(need), t=self.u32)
         pos = self.op(S.UConvert, pos32, t=self.u64)
-        end = self.op(S.IAdd, pos, self.u64c(n + 3), t=self.u64)
+        end = self.op(S.IAdd, pos, self.u64c(need), t=self.u64)
         full = self.op(S.SGreaterThan, end, self.u64c(self.kg.print_words), t=self.bool_t())
         on_full, on_room, merge = self.m.id(), self.m.id(), self.m.id()
         self.op(S.SelectionMerge, merge, 0)
         self.op(S.BranchConditional, full, on_full, on_room)
         self.label(on_full)
-        self.op(S.AtomicIAdd, self.slot_ptr(8, self.u32), scope, sem, self.u32c(1), t=self.u32)
+        self.op(S.AtomicIAdd, self.slot_ptr(abi.STATUS_DROPPED, self.u32), scope, sem, self.u32c(1), t=self.u32)
         self.branch(merge)
         self.label(on_room)
         base = self.ctx_word(("print",))
@@ -757,5 +758,4 @@ class FnEmitter(Atomics, Nesting):
         self.loop(counter, start, hi, self.entry(S.IMul, step, self.u64c(k), t=self.u64), lanes, ahead=span)
 
 
-__all__ = ["HEADER_WORDS", "LOCAL_SIZE", "PRINTLEN_WORD", "STATUS_WORDS", "Caps", "SpirvKernel", "SpirvTask",
-           "build_spirv"]
+__all__ = ["LOCAL_SIZE", "Caps", "SpirvKernel", "SpirvTask", "build_spirv"]

@@ -25,6 +25,7 @@ from typing import NamedTuple
 from llvmlite import ir as L
 
 from qd import ir
+from qd.base import abi
 from qd.jit import lanes, llvm_spmd
 from qd.jit.llvm_fn import PTR, FnLowering, i64c
 from qd.jit.llvm_ops import reg_type
@@ -103,7 +104,7 @@ class ModuleGen:
         f = FnLowering(self, self.function(name, I32, [PTR]), _uses_random(t))
         f.rng_reset()
         f.block(t.body)
-        f.b.ret(L.Constant(I32, 0))
+        f.b.ret(L.Constant(I32, abi.RC_DONE))
         f.finish_entry()
         return name
 
@@ -155,7 +156,7 @@ class ModuleGen:
         i.add_incoming(nxt, latch)
         b.position_at_end(exit_)
         self.flush_reductions(f, accs, not stops)
-        b.ret(L.Constant(I32, 0))
+        b.ret(L.Constant(I32, abi.RC_DONE))
         f.finish_entry()
         return name
 

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 from llvmlite import ir as L
 
 from qd import ir
+from qd.base import abi
+from qd.base.abi import CTX_FIELDS, MAX_CHECK_ARGS, MAX_NDIM
 from qd.jit.llvm_ops import I1, I8, OpCtx, const, fminmax, lower_op, mem_type, reg_type
 from qd.jit.targets import F32, F64, I32, I64
 from qd.ops import Op
@@ -25,14 +27,8 @@ if TYPE_CHECKING:
     from qd.jit.llvm import ModuleGen
 
 PTR = L.PointerType()
-# The driver's Ctx (qd/_interp.pyx's Ctx plus `args`): field name -> index.
-CTX_FIELDS = ("bufs", "shapes", "operands", "rets", "status", "printbuf", "printlen", "printcap",
-              "rng_base", "rng_key", "rng_ctr", "tid", "args", "slot")
-CTX_TYPE = L.LiteralStructType([PTR] * 7 + [I64] * 5 + [PTR, I64])
-MAX_NDIM = 8
-MAX_CHECK_ARGS = 4
-_GOLDEN = 0x9E3779B97F4A7C15
-_TID_MIX = 0xD1B54A32D192ED03
+# The native launch context (`abi.CTX_LAYOUT`): a pointer or an i64 per field.
+CTX_TYPE = L.LiteralStructType([PTR if p else I64 for p in abi.CTX_POINTERS])
 _INT_RMW = {Op.ADD: "add", Op.SUB: "sub", Op.BIT_AND: "and", Op.BIT_OR: "or", Op.BIT_XOR: "xor"}
 
 
@@ -59,10 +55,10 @@ def from_bits(b: L.IRBuilder, dt: T.DataType, v: L.Value) -> L.Value:
 
 
 def mix64(b: L.IRBuilder, z: L.Value) -> L.Value:
-    """The splitmix64 finalizer (qd_mix64 of qd/_interp_support.h)."""
-    z = b.mul(b.xor(z, b.lshr(z, i64c(30))), i64c(0xBF58476D1CE4E5B9))
-    z = b.mul(b.xor(z, b.lshr(z, i64c(27))), i64c(0x94D049BB133111EB))
-    return b.xor(z, b.lshr(z, i64c(31)))
+    """The splitmix64 finalizer (`abi.mix64`)."""
+    for shift, mul in abi.RNG_MIX:
+        z = b.mul(b.xor(z, b.lshr(z, i64c(shift))), i64c(mul))
+    return b.xor(z, b.lshr(z, i64c(abi.RNG_MIX_LAST_SHIFT)))
 
 
 class FnLowering:
@@ -318,7 +314,7 @@ class FnLowering:
             return
         b = self.b
         b.store(i64c(0), self.rng_ctr)
-        key = mix64(b, b.xor(self.field("rng_base"), b.mul(self.tid, i64c(_TID_MIX))))
+        key = mix64(b, b.xor(self.field("rng_base"), b.mul(self.tid, i64c(abi.RNG_TID_MIX))))
         b.store(key, self.rng_key)
 
     def s_ThreadSlot(self, s: ir.ThreadSlot) -> None:
@@ -328,11 +324,11 @@ class FnLowering:
         b, dt = self.b, s.dtype
         ctr = b.add(b.load(self.rng_ctr, typ=I64), i64c(1))
         b.store(ctr, self.rng_ctr)
-        x = mix64(b, b.add(b.load(self.rng_key, typ=I64), b.mul(ctr, i64c(_GOLDEN))))
+        x = mix64(b, b.add(b.load(self.rng_key, typ=I64), b.mul(ctr, i64c(abi.RNG_GOLDEN))))
         if dt.is_float and dt.bits == 64:
-            v = b.fmul(b.uitofp(b.lshr(x, i64c(11)), F64), L.Constant(F64, 1.1102230246251565e-16))
+            v = b.fmul(b.uitofp(b.lshr(x, i64c(abi.RAND_F64_SHIFT)), F64), L.Constant(F64, abi.RAND_F64_SCALE))
         elif dt.is_float:
-            v = b.fmul(b.uitofp(b.lshr(x, i64c(40)), F32), L.Constant(F32, 5.9604644775390625e-08))
+            v = b.fmul(b.uitofp(b.lshr(x, i64c(abi.RAND_F32_SHIFT)), F32), L.Constant(F32, abi.RAND_F32_SCALE))
             if dt is T.f16:
                 v = self.c.round_f16(v)
         elif dt is T.u1:
@@ -399,7 +395,7 @@ class FnLowering:
         for slot, x in enumerate(s.values):
             b.store(to_bits(b, x.dtype, self.v(x)), self.word(b, self.field("rets"), slot), align=8)
         self.on_return()
-        b.ret(L.Constant(I32, 2))
+        b.ret(L.Constant(I32, abi.RC_RETURNED))
         self.dead()
 
     # ------------------------------------------------------------ prints and checks
@@ -408,11 +404,11 @@ class FnLowering:
         values = [x for x in s.items if isinstance(x, ir.Value)]
         words = [to_bits(b, x.dtype, self.v(x)) for x in values]
         n = len(words)
-        pos = b.atomic_rmw("add", self.field("printlen"), i64c(n + 3), "seq_cst")
-        full = b.icmp_signed(">", b.add(pos, i64c(n + 3)), self.field("printcap"))
+        pos = b.atomic_rmw("add", self.field("printlen"), i64c(n + abi.PRINT_HEAD), "seq_cst")
+        full = b.icmp_signed(">", b.add(pos, i64c(n + abi.PRINT_HEAD)), self.field("printcap"))
         with b.if_else(full) as (on_full, on_room):
             with on_full:
-                b.atomic_rmw("add", self.word(b, self.field("status"), 8), i64c(1), "seq_cst")
+                b.atomic_rmw("add", self.word(b, self.field("status"), abi.STATUS_DROPPED), i64c(1), "seq_cst")
             with on_room:
                 buf = self.field("printbuf")
                 head = [i64c(self.mg.print_ids[s]), self.tid, i64c(n)]
@@ -426,13 +422,13 @@ class FnLowering:
         b.position_at_end(fail)
         words = [to_bits(b, x.dtype, self.v(x)) for x in s.args]
         status = self.field("status")
-        pair = b.cmpxchg(status, i64c(0), i64c(1), "seq_cst", "monotonic")
+        pair = b.cmpxchg(self.word(b, status, abi.STATUS_FLAG), i64c(0), i64c(1), "seq_cst", "monotonic")
         with b.if_then(b.extract_value(pair, 1)):
             n = min(len(words), MAX_CHECK_ARGS)
             for k, w in enumerate([i64c(s.check), self.tid, i64c(n)] + words[:n]):
-                b.store(w, self.word(b, status, 1 + k), align=8)
-        b.ret(L.Constant(I32, 1))
+                b.store(w, self.word(b, status, abi.STATUS_CHECK + k), align=8)
+        b.ret(L.Constant(I32, abi.RC_FAILED))
         b.position_at_end(ok)
 
 
-__all__ = ["CTX_FIELDS", "CTX_TYPE", "I1", "PTR", "FnLowering", "from_bits", "i64c", "mix64", "to_bits"]
+__all__ = ["CTX_TYPE", "I1", "PTR", "FnLowering", "from_bits", "i64c", "mix64", "to_bits"]

@@ -30,8 +30,10 @@ from typing import TYPE_CHECKING, Any
 from llvmlite import ir as L
 
 from qd import ir
+from qd.base import abi
+from qd.base.abi import MAX_CHECK_ARGS
 from qd.jit.lanes import LANES, Unsupported
-from qd.jit.llvm_fn import MAX_CHECK_ARGS, PTR, FnLowering, i64c, to_bits
+from qd.jit.llvm_fn import PTR, FnLowering, i64c, to_bits
 from qd.jit.llvm_ops import I1, I8, OpCtx, const, lower_op, mem_type, reg_type
 from qd.jit.targets import F32, F64, I32, I64
 from qd.ops import Op
@@ -311,12 +313,12 @@ class SpmdLowering(FnLowering):
         words = [to_bits(b, x.dtype, b.extract_element(self.vec(x), li)) for x in s.args]
         status = self.field("status")
         tid = b.extract_element(self.wide[self.task_var], li)
-        pair = b.cmpxchg(status, i64c(0), i64c(1), "seq_cst", "monotonic")
+        pair = b.cmpxchg(self.word(b, status, abi.STATUS_FLAG), i64c(0), i64c(1), "seq_cst", "monotonic")
         with b.if_then(b.extract_value(pair, 1)):
             n = min(len(words), MAX_CHECK_ARGS)
             for k, w in enumerate([i64c(s.check), tid, i64c(n)] + words[:n]):
-                b.store(w, self.word(b, status, 1 + k), align=8)
-        b.ret(L.Constant(I32, 1))
+                b.store(w, self.word(b, status, abi.STATUS_CHECK + k), align=8)
+        b.ret(L.Constant(I32, abi.RC_FAILED))
         b.position_at_end(ok)
 
 
@@ -346,7 +348,7 @@ def build_body(mg: ModuleGen, n: int, t: ir.Task, name: str) -> None:
     b.branch(header)
     b.position_at_end(exit_)
     _flush_reductions(f, accs)
-    b.ret(L.Constant(I32, 0))
+    b.ret(L.Constant(I32, abi.RC_DONE))
     f.finish_entry()
 
 

@@ -239,7 +239,8 @@ class NvptxTarget(Target):
         return b.call(fn, list(args))
 
     def add_entry_points(self, module: ir.Module, tasks: list) -> None:
-        from qd.jit.llvm_fn import CTX_FIELDS, PTR
+        from qd.base.abi import CTX_FIELDS
+        from qd.jit.llvm_fn import PTR
 
         for t in tasks:
             for name in (t.fn, t.prologue):

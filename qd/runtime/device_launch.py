@@ -32,7 +32,9 @@ from qd import _launch as _clib
 from qd import ir
 from qd.ad.adstack import OVERFLOW_KIND
 from qd.ad.counting import COUNTS_KIND
-from qd.bytecode.lower import register_bits
+from qd.base import abi
+from qd.base.abi import M64 as _M64
+from qd.base.abi import register_bits
 from qd.errors import QuadrantsRuntimeError
 from qd.ops import Op
 from qd.base import config
@@ -41,22 +43,14 @@ from qd.runtime import launch as _launch
 from qd.runtime.device import DeviceRuntime, Record
 from qd.runtime import launch_plan as _launch_plan
 from qd.runtime.device_array import DeviceArray
-from qd.runtime.status import (HEADER_WORDS, LOOP_LIMIT, PRINT_WORDS, PRINTLEN_WORD, STATUS_WORDS, check_error,
-                               decode_returns, flush_prints)
+from qd.runtime.status import check_error, decode_returns, flush_prints
 
 HEAP_BUDGET = 1 << 30
-_M64 = (1 << 64) - 1
-
-
-def _mix64(z: int) -> int:
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
-    return z ^ (z >> 31)
 
 
 def rng_base(seed: int, launch: int, task: int) -> int:
-    """`qd_rng_key(seed, launch, task, 0)` of qd/_interp_support.h: every tier draws the same numbers."""
-    return _mix64(_mix64(_mix64((seed ^ 0x9E3779B97F4A7C15) & _M64) ^ launch) ^ ((task << 40) & _M64))
+    """The key base of `task` (`abi.rng_key(seed, launch, task, 0)`): every tier draws the same numbers."""
+    return abi.rng_key(seed, launch, task, 0)
 
 
 class _State:
@@ -65,7 +59,7 @@ class _State:
     def __init__(self, rt: DeviceRuntime, ck: Any, fast_math: bool) -> None:
         cfg = config.current()
         cache = (os.path.join(str(cfg.offline_cache_file_path), rt.backend.name) if cfg.offline_cache else None)
-        self.prog = rt.backend.compile(ck.ir, fast_math, PRINT_WORDS, cache)
+        self.prog = rt.backend.compile(ck.ir, fast_math, abi.PRINT_WORDS, cache)
         self.heaps: dict[int, Any] = {}  # buffer index -> device heap
         self.launches = 0
         self.rt = rt
@@ -180,7 +174,7 @@ def _launch_locked(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Se
     lb.release.append((st.slot_key, slot))
     printbuf = None
     if sk.prints:
-        printbuf = rt.take(("print",), lambda: rt.backend.alloc(8 * PRINT_WORDS, host=True))
+        printbuf = rt.take(("print",), lambda: rt.backend.alloc(8 * abi.PRINT_WORDS, host=True))
         lb.release.append((("print",), printbuf))
     launch_id = _clib.next_launch_id()  # every launch takes one, on every tier: the same random numbers
     ctx = _ctx_values(st, ck.ir, lb, args, printbuf, int(cfg.random_seed) & _M64, launch_id, slot)
@@ -225,16 +219,16 @@ def _make_runner(rt: DeviceRuntime, st: _State, ck: Any, bindings: Sequence[Any]
         if src == _FROM_FIELD:
             if not hasattr(bindings[b], "_mirror"):
                 return None
-            buffers.append((_clib.S_FIELD_SOURCE, int(written), bindings[b]))
+            buffers.append((abi.S_FIELD, int(written), bindings[b]))
         elif src == _FROM_ARG:
             buffers.append((params[decl.arg], int(written), None))
         elif decl.kind == "temp":
             nbytes = int(np.prod(decl.shape, dtype=np.int64)) * decl.dtype.itemsize
-            buffers.append((_clib.S_TEMP_SOURCE, 0, (nbytes, tuple(decl.shape))))
+            buffers.append((abi.S_TEMP, 0, (nbytes, tuple(decl.shape))))
         else:
             return None
-    header = HEADER_WORDS + sk.nrets
-    w = _clib.W_KINDS
+    header = abi.HEADER_WORDS + sk.nrets
+    w = abi.W_KINDS
     words = []
     for kind, a, b in st.ctx:
         if kind in (_BUF, _SHAPE, _ARG):
@@ -298,7 +292,7 @@ class _Binding:
             self.copy_back.append((arr, buf))
 
 
-_FLAG_AND_PRINTS = struct.Struct(f"<q{8 * (PRINTLEN_WORD - 1)}xq")  # status word 0 and the print length
+_FLAG_AND_PRINTS = struct.Struct(f"<q{8 * (abi.PRINTLEN_WORD - 1)}xq")  # status word 0 and the print length
 _BUF, _SHAPE, _ARG, _PRINT, _RNG, _SELF, _CONST = range(7)
 # "self": the device address of a word of the slot's device copy (CUDA: the native Ctx points into it);
 # "const": a fixed value
@@ -338,23 +332,25 @@ def _finish(ck: Any, sk: Any, slot: Any, printbuf: Any, lb: _Binding, out: list,
     failed, plen = _FLAG_AND_PRINTS.unpack_from(mem)
     if not (failed or plen or ck.ir.rets or printbuf is not None):  # the common case: two words read
         return None
-    words = np.array(mem[:8 * (HEADER_WORDS + len(ck.ir.rets))]).view(np.int64)
-    status = words[:STATUS_WORDS]
-    plen = int(words[16])
-    if printbuf is not None and (plen or status[8]):
-        flush_prints(ck.ir, sk.prints, printbuf.view(np.int64, PRINT_WORDS), plen, int(status[8]))
-    if status[0]:
-        if int(status[1]) == LOOP_LIMIT:
-            return _loop_limit_error(ck, lb.rt.backend.loop_limit, int(status[2]))
-        decl = ck.ir.checks[int(status[1])]
+    words = np.array(mem[:8 * (abi.HEADER_WORDS + len(ck.ir.rets))]).view(np.int64)
+    status = words[:abi.STATUS_WORDS]
+    plen = int(words[abi.PRINTLEN_WORD])
+    if printbuf is not None and (plen or status[abi.STATUS_DROPPED]):
+        flush_prints(ck.ir, sk.prints, printbuf.view(np.int64, abi.PRINT_WORDS), plen, int(status[abi.STATUS_DROPPED]))
+    if status[abi.STATUS_FLAG]:
+        check, tid = int(status[abi.STATUS_CHECK]), int(status[abi.STATUS_TID])
+        if check == abi.LOOP_LIMIT:
+            return _loop_limit_error(ck, lb.rt.backend.loop_limit, tid)
+        decl = ck.ir.checks[check]
         if decl.kind == OVERFLOW_KIND and ck.adstack is not None:
             forced = int(config.current().ad_stack_size or 0)
             arrays = [getattr(o, "arr", o) for o in owners]
-            return ck.adstack.overflow_error(decl, int(status[4]), int(status[5]), int(status[2]), forced, arrays,
-                                             args)
+            count, cap = int(status[abi.STATUS_ARGS]), int(status[abi.STATUS_ARGS + 1])
+            return ck.adstack.overflow_error(decl, count, cap, tid, forced, arrays, args)
         return check_error(ck.ir, sk.check_args, status)
     if ck.ir.rets:
-        out.append(decode_returns(ck.ir.rets, words[17:17 + len(ck.ir.rets)].view(np.uint64)))
+        rets = words[abi.HEADER_WORDS:abi.HEADER_WORDS + len(ck.ir.rets)]
+        out.append(decode_returns(ck.ir.rets, rets.view(np.uint64)))
     return None
 
 

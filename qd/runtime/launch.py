@@ -34,7 +34,9 @@ import numpy as np
 from qd import _interp, _launch, ir
 from qd.ad.adstack import OVERFLOW_KIND
 from qd.ad.counting import COUNTS_KIND
-from qd.bytecode.lower import KernelCode, lower_kernel, register_bits
+from qd.base import abi
+from qd.base.abi import RC_DONE, register_bits
+from qd.bytecode.lower import KernelCode, lower_kernel
 from qd.errors import QuadrantsRuntimeError, QuadrantsRuntimeTypeError
 from qd.frontend.instance import KernelInstance, lowered
 from qd.jit import tiering
@@ -42,7 +44,7 @@ from qd.base import arch as _arch
 from qd.base import config
 from qd.runtime import program, tiers
 from qd.runtime.adstack_heap import AdStackHeap, AdStackPlan
-from qd.runtime.status import PRINT_WORDS, STATUS_WORDS, check_error, decode_returns, flush_prints
+from qd.runtime.status import check_error, decode_returns, flush_prints
 
 # Launch numbers (a key of `qd.random`) count from 0 in every program, so that a program started with the
 # same `random_seed` draws the same numbers, as in Quadrants. The counter lives in `qd/_launch.pyx`, which
@@ -161,9 +163,9 @@ class _Scratch:
         per kernel; issue 27)."""
         self.args = np.zeros(max(1, len(ck.ir.args)), dtype=np.uint64)
         self.scalars = [(i, a.dtype) for i, a in enumerate(ck.ir.args) if a.kind == "scalar"]
-        self.status = np.zeros(STATUS_WORDS, dtype=np.int64)
+        self.status = np.zeros(abi.STATUS_WORDS, dtype=np.int64)
         prints = host_prints and any(isinstance(s, ir.Print) for s in ir.walk_kernel(ck.ir))
-        self.printbuf = np.empty(PRINT_WORDS if prints else 1, dtype=np.int64)  # (its size is the capacity)
+        self.printbuf = np.empty(abi.PRINT_WORDS if prints else 1, dtype=np.int64)  # (its size is the capacity)
         self.printlen = np.zeros(1, dtype=np.int64)
         self.rets = np.zeros(max(1, len(ck.ir.rets)), dtype=np.uint64)
         self.heap = AdStackHeap() if ck.adstack is not None else None
@@ -361,11 +363,11 @@ def finish(ck: CompiledKernel, sc: _Scratch, rc: int, owners: list, arrays: list
     """After a launch ran (shared with the debugger's launch): generation bumps, prints, the error a
     check recorded, the return values."""
     _bump_written(ck, owners)
-    if sc.printlen[0] or sc.status[8]:
-        flush_prints(ck.ir, prints, sc.printbuf, int(sc.printlen[0]), int(sc.status[8]))
-    if rc == 1 or sc.status[0]:
+    if sc.printlen[0] or sc.status[abi.STATUS_DROPPED]:
+        flush_prints(ck.ir, prints, sc.printbuf, int(sc.printlen[0]), int(sc.status[abi.STATUS_DROPPED]))
+    if rc == abi.RC_FAILED or sc.status[abi.STATUS_FLAG]:
         raise _failure(ck, check_args, sc.status, arrays, args)
-    if rc == _interp.INTERRUPTED:  # a signal handler raised during the launch (Ctrl-C): the kernel stopped early
+    if rc == abi.RC_INTERRUPTED:  # a signal handler raised during the launch (Ctrl-C): the kernel stopped early
         raise sc.launch.interruption()
     if rc < 0:
         raise QuadrantsRuntimeError(f"kernel {ck.ir.name}: interpreter hit an invalid opcode")
@@ -381,10 +383,11 @@ def _count_while_loops(plan: AdStackPlan, bindings: Sequence[Any], args: Sequenc
 
 
 def _failure(ck: CompiledKernel, check_args: list, status: np.ndarray, arrays: list, args: Sequence[Any]) -> Exception:
-    decl = ck.ir.checks[int(status[1])]
+    decl = ck.ir.checks[int(status[abi.STATUS_CHECK])]
     if decl.kind == OVERFLOW_KIND and ck.adstack is not None:
         forced = int(config.current().ad_stack_size or 0)
-        return ck.adstack.overflow_error(decl, int(status[4]), int(status[5]), int(status[2]), forced, arrays, args)
+        count, cap = int(status[abi.STATUS_ARGS]), int(status[abi.STATUS_ARGS + 1])
+        return ck.adstack.overflow_error(decl, count, cap, int(status[abi.STATUS_TID]), forced, arrays, args)
     return check_error(ck.ir, check_args, status)
 
 
@@ -399,13 +402,13 @@ def _template(ck: CompiledKernel, sc: _Scratch, args: Sequence[Any]) -> np.ndarr
 
 
 def _run_native(native: Any, st: Any) -> int:
-    rc = 0
+    rc = RC_DONE
     for task_id, t in enumerate(native.tasks):
         if t.kind == "serial":
             rc = st.run_native_serial(t.fn, task_id)
         else:
             rc = st.run_native_range(t.prologue, t.fn, task_id, t.min_parallel)
-        if rc != 0:
+        if rc != RC_DONE:
             break
     if native.unconfirmed is not None:  # code from the disk cache ran: its entry is sound (`qd.jit.cache`)
         native.ran()
@@ -413,13 +416,13 @@ def _run_native(native: Any, st: Any) -> int:
 
 
 def _run_tasks(ck: CompiledKernel, st: Any, tpl: np.ndarray) -> int:
-    rc = 0
+    rc = RC_DONE
     for task_id, t in enumerate(ck.code.tasks):
         if t.kind == "serial":
             rc = st.run_serial(t.code, tpl, task_id)
         else:
             rc = st.run_range(t.prologue, t.code, tpl, t.var, t.begin, t.end, task_id, t.min_parallel)
-        if rc != 0:
+        if rc != RC_DONE:
             break
     return rc
 

@@ -31,6 +31,7 @@ from qd.runtime import ad_tape as _tape
 from qd.frontend import args as _args
 from qd.frontend import builder as _builder
 from qd.frontend import guards as _guards
+from qd.base import abi
 from qd.base import config as _config
 from qd.runtime import launch as _launch_mod
 from qd.runtime import tiers as _tiers
@@ -41,20 +42,6 @@ from qd.types import dtypes
 from qd.types.dtypes import DataType, MatrixType
 
 _config.on_change(_launch.bump_epoch)  # plans armed under the old options re-arm
-
-P_TEMPLATE, P_SCALAR, P_NDARRAY = 0, 1, 2
-B_ARG, B_FIELD, B_TEMP, B_ADSTACK = 0, 1, 2, 3
-V_FLOAT, V_SIGNED, V_BOOL = 0x100, 0x200, 0x400
-
-
-def value_code(dt: DataType) -> int | None:
-    """The plan's code for scalars and returns of `dt` (class flags | bit width); None for f16 arguments,
-    whose rounding the plan does not do."""
-    if dt.is_float:
-        return V_FLOAT | dt.bits
-    if dt is dtypes.u1:
-        return V_BOOL | 1
-    return (V_SIGNED if dt.is_signed else 0) | dt.bits
 
 
 def arm_host(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any], guards: tuple = ()) -> Any:
@@ -122,7 +109,7 @@ def _build(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any],
     buffers = _buffers(k, bindings, ck.written, gpu)
     if params is None or buffers is None:
         return None
-    rets = [value_code(dt) for dt in k.rets]
+    rets = [abi.value_code(dt) for dt in k.rets]
     rt = sig.return_type
     restructure = None if rt is None or isinstance(rt, DataType) else sig.restructure_return
     sc = _launch_mod._Scratch(ck, interp=False, host_prints=not gpu)
@@ -151,7 +138,7 @@ def _build(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any],
         raise _launch_mod._failure(ck, native.check_args, sc.status, arrays, launch_args)
 
     def on_prints() -> None:
-        flush_prints(k, native.prints, sc.printbuf, int(sc.printlen[0]), int(sc.status[8]))
+        flush_prints(k, native.prints, sc.printbuf, int(sc.printlen[0]), int(sc.status[abi.STATUS_DROPPED]))
 
     plan = _launch.Plan(sc.launch, sc, sc.args, sc.status, sc.printlen, sc.rets, *common, tasks, rets, restructure,
                         on_failure, on_prints, guards, _builder.COMPILING, Ndarray)
@@ -190,12 +177,12 @@ def _params(k: Any, sig: _args.Signature, values: list, written: frozenset) -> l
     ai = 0  # the launch argument (ArgDecl) of the parameter
     for p, v in zip(sig.params, values):
         if p.kind == "template":
-            out.append((P_TEMPLATE, 0, 0, 0, 0, v))
+            out.append((abi.P_TEMPLATE, 0, 0, 0, 0, v))
         elif p.kind == "scalar":
-            code = value_code(dtypes.to_dtype(p.ann))
-            if code is None or (code & V_FLOAT and code & 0xFF == 16):
+            code = abi.value_code(dtypes.to_dtype(p.ann))
+            if code is None or (code & abi.V_FLOAT and code & abi.V_BITS == 16):
                 return None
-            out.append((P_SCALAR, ai, code, 0, 0, None))
+            out.append((abi.P_SCALAR, ai, code, 0, 0, None))
             ai += 1
         elif p.kind == "ndarray":
             b = buffer_of.get(ai)
@@ -223,7 +210,7 @@ def _ndarray_param(p: Any, v: Any, b: int | None, written: frozenset, large: int
     ann_es = tuple(p.ann.dtype.shape) if isinstance(p.ann.dtype, MatrixType) else ()
     npd = np.dtype(dt.np_dtype)
     numpy_ok = layout is None and ann_es == tuple(es) and dtypes.from_numpy_dtype(npd) is dt
-    return (P_NDARRAY, b, npd.num if numpy_ok else -1, ndim + len(es), int(b in written),
+    return (abi.P_NDARRAY, b, npd.num if numpy_ok else -1, ndim + len(es), int(b in written),
             ((dt, tuple(es)), layout, tuple(es), large))
 
 
@@ -235,13 +222,13 @@ def _buffers(k: Any, bindings: Sequence[Any], written: frozenset, gpu: bool) -> 
             owner = bindings[b]
             if not isinstance(owner, HostData) or (owner._mirror is not None and not gpu):
                 return None
-            out.append((B_FIELD, owner, b in written))
+            out.append((abi.B_FIELD, owner, b in written))
         elif d.kind == "ndarray":
-            out.append((B_ARG, None, False))
+            out.append((abi.B_ARG, None, False))
         elif d.kind == "temp":
-            out.append((B_TEMP, np.zeros(d.shape, dtype=d.dtype.np_dtype), False))
+            out.append((abi.B_TEMP, np.zeros(d.shape, dtype=d.dtype.np_dtype), False))
         elif d.kind.startswith("adstack"):
-            out.append((B_ADSTACK, None, False))
+            out.append((abi.B_ADSTACK, None, False))
         else:
             return None
     return [] if gpu else out
