@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 
 from qd import ir
+from qd.codegen import cache
+from qd.codegen.reduce import find_reductions
 from qd.gpu.cuda_driver import Driver
-from qd.jit import cache, nvptx
+from qd.jit import nvptx
 from qd.jit.llvm_fn import CTX_FIELDS, MAX_NDIM
-from qd.jit.llvm_reduce import find_reductions
 from qd.runtime.status import HEADER_WORDS
 
 LOCAL_SIZE = 256

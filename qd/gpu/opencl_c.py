@@ -35,10 +35,9 @@ import math
 from dataclasses import dataclass
 
 from qd import ir
+from qd.codegen.reduce import find_reductions, invariant_values
+from qd.codegen.tables import MAX_CHECK_ARGS, check_arg_table, print_table
 from qd.gpu.opencl_prelude import PRELUDE
-from qd.jit.llvm import check_arg_table, print_table
-from qd.jit.llvm_fn import MAX_CHECK_ARGS
-from qd.jit.llvm_reduce import find_reductions, invariant_values
 from qd.ops import COMPARISONS, Op
 from qd.runtime.status import HEADER_WORDS
 from qd.types import dtypes as T

@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from qd import ir
+from qd.codegen import cache
 from qd.gpu import opencl_c
-from qd.jit import cache
 from qd.runtime.status import HEADER_WORDS
 
 LOCAL_SIZE = 256

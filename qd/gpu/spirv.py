@@ -14,7 +14,7 @@ launcher fills, its address the one push constant) holds, in 64-bit words:
 Each task is one entry point `main`. A serial task runs on one invocation (local size 1, one workgroup). A
 range task is a grid-stride loop: invocation g of G runs indices begin + g, begin + g + G, ... of [begin, end),
 computing its prologue itself (it is pure); `ThreadSlot` is g, so each launched invocation owns one adstack
-heap row. Qualifying atomics (`qd/jit/llvm_reduce.py`) accumulate per invocation across its indices and are
+heap row. Qualifying atomics (`qd/codegen/reduce.py`) accumulate per invocation across its indices and are
 applied once after the loop: summed over the subgroup first where the device has subgroup arithmetic, then
 one atomic per subgroup. IR control flow is structured and maps to SPIR-V's selection and loop constructs
 directly; a failed `Check` records the status (first failure wins by compare-and-swap) and returns.
@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from qd import ir
+from qd.codegen.reduce import find_reductions
+from qd.codegen.tables import MAX_CHECK_ARGS, check_arg_table, print_table
 from qd.errors import QuadrantsTypeError
 from qd.gpu import spirv_ops as so
 from qd.gpu.spirv_atomics import Atomics, workgroup_reduces
@@ -37,8 +39,6 @@ from qd.gpu.spirv_defs import Op as S
 from qd.gpu.spirv_float import NO_FLOAT_CONTROLS, FloatControls, execution_modes, hides_operands, opaque
 from qd.gpu.spirv_flow import Nesting
 from qd.gpu.spirv_module import Function, Module
-from qd.jit.llvm import check_arg_table, print_table
-from qd.jit.llvm_reduce import find_reductions
 from qd.runtime.status import HEADER_WORDS, LOOP_LIMIT, PRINTLEN_WORD, STATUS_WORDS, ZERO_WORD
 from qd.types import dtypes as T
 
@@ -56,7 +56,6 @@ REDUCE_LOCAL_SIZE = _tuning("QD_VULKAN_REDUCE_LOCAL_SIZE", 256)
 UNROLL = _tuning("QD_VULKAN_UNROLL", 4)
 UNROLL_BUDGET = 64  # IR statements of a body that is interleaved at most
 TUNING = (LOCAL_SIZE, REDUCE_LOCAL_SIZE, UNROLL)
-MAX_CHECK_ARGS = 4
 _GOLDEN = 0x9E3779B97F4A7C15
 _TID_MIX = 0xD1B54A32D192ED03
 

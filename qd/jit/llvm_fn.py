@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir as L
 
 from qd import ir
+from qd.codegen.tables import MAX_CHECK_ARGS
 from qd.jit.llvm_ops import I1, I8, OpCtx, const, fminmax, lower_op, mem_type, reg_type
 from qd.jit.targets import F32, F64, I32, I64
 from qd.ops import Op
@@ -30,7 +31,6 @@ CTX_FIELDS = ("bufs", "shapes", "operands", "rets", "status", "printbuf", "print
               "rng_base", "rng_key", "rng_ctr", "tid", "args", "slot")
 CTX_TYPE = L.LiteralStructType([PTR] * 7 + [I64] * 5 + [PTR, I64])
 MAX_NDIM = 8
-MAX_CHECK_ARGS = 4
 _GOLDEN = 0x9E3779B97F4A7C15
 _TID_MIX = 0xD1B54A32D192ED03
 _INT_RMW = {Op.ADD: "add", Op.SUB: "sub", Op.BIT_AND: "and", Op.BIT_OR: "or", Op.BIT_XOR: "xor"}

@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, Any
 from llvmlite import ir as L
 
 from qd import ir
+from qd.codegen.tables import MAX_CHECK_ARGS
 from qd.jit.lanes import LANES, Unsupported
-from qd.jit.llvm_fn import MAX_CHECK_ARGS, PTR, FnLowering, i64c, to_bits
+from qd.jit.llvm_fn import PTR, FnLowering, i64c, to_bits
 from qd.jit.llvm_ops import I1, I8, OpCtx, const, lower_op, mem_type, reg_type
 from qd.jit.targets import F32, F64, I32, I64
 from qd.ops import Op
