@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir
 
+from qd.ops import INFO, TRANSCENDENTAL, UNARY
+
 if TYPE_CHECKING:
     import llvmlite.binding as llvm
 
@@ -23,11 +25,12 @@ I16 = ir.IntType(16)
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 
-# qd op name -> the C function the interpreter calls (suffix 'f' for f32).
-LIBM = ("sin", "cos", "tan", "asin", "acos", "tanh", "exp", "log", "pow", "atan2")
-# Ops LLVM has an intrinsic for whose lowering is exact on every target (rounding, sqrt, fabs).
-EXACT_INTRINSICS = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil", "rint": "llvm.rint",
-                    "fabs": "llvm.fabs"}
+# The op table's C math functions within a few ulps (`math_call` names; suffix 'f' for f32): the interpreter's libm.
+LIBM = tuple(INFO[op].libm for op in TRANSCENDENTAL)
+# The correctly rounded unary ones (sqrt, fabs, floor, ceil, rint): LLVM's intrinsic of that name is exact on every
+# target.
+EXACT_INTRINSICS = {INFO[op].libm: f"llvm.{INFO[op].libm}" for op in UNARY
+                    if INFO[op].libm and op not in TRANSCENDENTAL}
 
 
 class Target:

@@ -21,8 +21,10 @@ import ctypes
 import re
 from typing import Any
 
-# qd math name -> number of vector arguments (`v` or `vv` in the vector ABI name)
-_ARITY = {"sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1, "tanh": 1, "exp": 1, "log": 1, "pow": 2, "atan2": 2}
+from qd.ops import INFO, TRANSCENDENTAL
+
+# the op table's C math name -> number of vector arguments (`v` or `vv` in the vector ABI name)
+_ARITY = {INFO[op].libm: INFO[op].arity for op in TRANSCENDENTAL}
 # (LLVM vector type suffix, ISA letter of the vector ABI, lanes, C suffix of the scalar function)
 _SHAPES = (("v8f32", "d", 8, "f"), ("v4f32", "b", 4, "f"), ("v4f64", "d", 4, ""), ("v2f64", "b", 2, ""))
 _INTRINSIC = re.compile(r"@llvm\.(" + "|".join(_ARITY) + r")\.(v\d+f(?:32|64))\b")
