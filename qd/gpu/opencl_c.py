@@ -35,9 +35,10 @@ import math
 from dataclasses import dataclass
 
 from qd import ir
+from qd.codegen import decompose
 from qd.codegen.reduce import find_reductions, invariant_values
 from qd.codegen.tables import MAX_CHECK_ARGS, check_arg_table, print_table
-from qd.gpu.opencl_ops import MEM, const, op_expr, reg
+from qd.gpu.opencl_ops import LACKS, MEM, const, op_expr, reg
 from qd.gpu.opencl_prelude import PRELUDE
 from qd.ops import Op
 from qd.runtime.status import HEADER_WORDS
@@ -453,6 +454,7 @@ def build(k: ir.KernelIR, fast_math: bool, print_words: int, local_size: int, bl
     `int64_atomics` (a device without `cl_khr_int64_base/extended_atomics`) a 64-bit atomic is a clear error
     and the status and print words take 32-bit atomics; the source then also undefines the extensions' macros,
     so a device that has them compiles what one without them would."""
+    k = decompose.expand(k, decompose.lowered_here(LACKS))
     g = _Gen(k, fast_math, print_words, local_size, blocked, int64_atomics, group_reduce)
     bodies, tasks = [], []
     for n, t in enumerate(k.tasks):

@@ -176,6 +176,8 @@ for _kind in ("int", "float"):
     TABLE[(Op.SELECT, _kind)] = _select
     TABLE[(Op.STOP_GRAD, _kind)] = lambda dt, xs: xs[0]
 COMPOSED = {Op.CAST: "cast", Op.BIT_CAST: "bit_cast"}
+# ops this tier leaves out: op -> why (`qd.codegen.decompose.DECOMPOSE`: lowered there from other ops)
+LACKS: dict[Op, str] = {}
 
 
 def op_expr(op: Op, dts: list[T.DataType], out: T.DataType, xs: list[str]) -> str:
@@ -227,4 +229,4 @@ def bit_cast(src: T.DataType, dst: T.DataType, x: str) -> str:
     return f"as_{reg(dst)}({x})"
 
 
-__all__ = ["COMPOSED", "MEM", "TABLE", "bit_cast", "cast", "const", "op_expr", "reg"]
+__all__ = ["COMPOSED", "LACKS", "MEM", "TABLE", "bit_cast", "cast", "const", "op_expr", "reg"]

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from qd import ir
+from qd.codegen import decompose
 from qd.codegen.reduce import find_reductions
 from qd.codegen.tables import MAX_CHECK_ARGS, check_arg_table, print_table
 from qd.errors import QuadrantsTypeError
@@ -125,6 +126,7 @@ class KernelGen:
 def build_spirv(k: ir.KernelIR, caps: Caps, fast_math: bool, print_words: int) -> SpirvKernel:
     """The SPIR-V modules of offloaded kernel `k`, with its context layout, print table and check-arg dtypes;
     `print_words` is the capacity of the print buffer the launcher binds."""
+    k = decompose.expand(k, decompose.lowered_here(so.LACKS))
     kg = KernelGen(k, caps, fast_math, print_words)
     tasks = []
     for n, t in enumerate(k.tasks):

@@ -556,6 +556,8 @@ for _cls in ("int", "float", "bool"):
     TABLE[(Op.SELECT, _cls)] = _select
     TABLE[(Op.STOP_GRAD, _cls)] = lambda e, dt, args: args[0]
 COMPOSED = {Op.CAST: "cast", Op.BIT_CAST: "bit_cast"}
+# ops this tier leaves out: op -> why (`qd.codegen.decompose.DECOMPOSE`: lowered there from other ops)
+LACKS: dict[Op, str] = {}
 
 
 def _cls(dt: T.DataType) -> str:
@@ -578,5 +580,5 @@ def lower_op(e: Emit, op: Op, arg_dts: Sequence[T.DataType], out: T.DataType, ar
     return v
 
 
-__all__ = ["COMPOSED", "TABLE", "Decoration", "Emit", "bit_cast", "cast", "f16_bits_to_f32", "f32_to_f16_bits",
-           "fminmax", "lower_op", "pow_float", "round_f16", "select", "truth"]
+__all__ = ["COMPOSED", "LACKS", "TABLE", "Decoration", "Emit", "bit_cast", "cast", "f16_bits_to_f32",
+           "f32_to_f16_bits", "fminmax", "lower_op", "pow_float", "round_f16", "select", "truth"]

@@ -25,11 +25,12 @@ from typing import NamedTuple
 from llvmlite import ir as L
 
 from qd import ir
+from qd.codegen import decompose
 from qd.codegen.reduce import find_reductions, invariant_values
 from qd.codegen.tables import check_arg_table, print_table
 from qd.jit import lanes, llvm_spmd
 from qd.jit.llvm_fn import PTR, FnLowering, i64c
-from qd.jit.llvm_ops import reg_type
+from qd.jit.llvm_ops import LACKS, reg_type
 from qd.jit.targets import I32, I64, Target
 from qd.ops import Op
 
@@ -182,6 +183,7 @@ def build_module(k: ir.KernelIR, target: Target, fast_math: bool, lanes_ok: bool
     """The LLVM module of offloaded kernel `k` (see the module docstring), with its task symbols,
     print table and check-arg dtypes (the launch decodes prints and failures with these). `lanes_ok=False`:
     no body in SIMD lanes (`qd/jit/cpu.py` asks again so when a module with lanes does not parse)."""
+    k = decompose.expand(k, decompose.lowered_here(LACKS))
     spmd = target.name == "cpu" and lanes_ok
     try:
         mg = ModuleGen(k, target, fast_math, spmd)

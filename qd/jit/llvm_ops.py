@@ -354,6 +354,8 @@ for _op in FLOAT_UNARY:
 TABLE[(Op.SELECT, "int")] = TABLE[(Op.SELECT, "float")] = _select
 TABLE[(Op.STOP_GRAD, "int")] = TABLE[(Op.STOP_GRAD, "float")] = lambda c, dt, args: args[0]
 COMPOSED = {Op.CAST: "cast", Op.BIT_CAST: "bit_cast"}
+# ops this tier leaves out: op -> why (`qd.codegen.decompose.DECOMPOSE`: lowered there from other ops)
+LACKS: dict[Op, str] = {}
 
 
 def lower_op(c: OpCtx, op: Op, arg_dts: Sequence[T.DataType], out: T.DataType,
@@ -380,6 +382,7 @@ __all__ = [
     "F16",
     "I1",
     "I8",
+    "LACKS",
     "TABLE",
     "OpCtx",
     "bit_cast",
