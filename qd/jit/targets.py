@@ -27,6 +27,9 @@ I64 = ir.IntType(64)
 
 # The op table's C math functions within a few ulps (`math_call` names; suffix 'f' for f32): the interpreter's libm.
 LIBM = tuple(INFO[op].libm for op in TRANSCENDENTAL)
+# Those LLVM has a math intrinsic for (LLVM's own table: `llvm.sin` is the libm call where it stays scalar, and the
+# loop vectorizer widens it into libmvec's, `qd/jit/vecmath.py`); a LIBM name outside it is a plain libm call.
+LLVM_MATH_INTRINSICS = frozenset({"sin", "cos", "tan", "asin", "acos", "tanh", "exp", "log", "pow", "atan2"})
 # The correctly rounded unary ones (sqrt, fabs, floor, ceil, rint): LLVM's intrinsic of that name is exact on every
 # target.
 EXACT_INTRINSICS = {INFO[op].libm: f"llvm.{INFO[op].libm}" for op in UNARY
@@ -144,7 +147,7 @@ class CpuTarget(Target):
         """libm's functions as LLVM's math intrinsics (`llvm.sin.f32`): a scalar one is the same libm call, and
         the loop vectorizer widens them into calls of glibc's vector math (`qd/jit/vecmath.py`); exact ones
         (sqrt, floor, ...) as the base class does. Vector arguments get the vector intrinsic (`llvm.sin.v8f32`)."""
-        if name not in LIBM and name not in EXACT_INTRINSICS:
+        if name not in LLVM_MATH_INTRINSICS and name not in EXACT_INTRINSICS:
             return super().math_call(b, name, args)
         ty = args[0].type  # (a vector type in lanes: `qd/jit/llvm_spmd.py`)
         elem = ty.element if isinstance(ty, ir.VectorType) else ty
@@ -368,4 +371,4 @@ class NvptxTarget(Target):
         return b.mul(self._sreg(b, module, "nctaid.x"), self._sreg(b, module, "ntid.x"))
 
 
-__all__ = ["EXACT_INTRINSICS", "LIBM", "CpuTarget", "NvptxTarget", "Target"]
+__all__ = ["EXACT_INTRINSICS", "LIBM", "LLVM_MATH_INTRINSICS", "CpuTarget", "NvptxTarget", "Target"]
