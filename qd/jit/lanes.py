@@ -10,7 +10,7 @@ innermost loops only) and every statement, op and dtype in it is one the lanes l
 from __future__ import annotations
 
 from qd import ir
-from qd.jit.targets import LLVM_MATH_INTRINSICS
+from qd.jit.vecmath import LLVM_MATH_INTRINSICS
 from qd.ops import COMPARISONS, INFO, TRANSCENDENTAL, Op
 from qd.types import dtypes as T
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir
 
+from qd.jit.vecmath import LLVM_MATH_INTRINSICS
 from qd.ops import INFO, TRANSCENDENTAL, UNARY
 
 if TYPE_CHECKING:
@@ -27,9 +28,6 @@ I64 = ir.IntType(64)
 
 # The op table's C math functions within a few ulps (`math_call` names; suffix 'f' for f32): the interpreter's libm.
 LIBM = tuple(INFO[op].libm for op in TRANSCENDENTAL)
-# Those LLVM has a math intrinsic for (LLVM's own table: `llvm.sin` is the libm call where it stays scalar, and the
-# loop vectorizer widens it into libmvec's, `qd/jit/vecmath.py`); a LIBM name outside it is a plain libm call.
-LLVM_MATH_INTRINSICS = frozenset({"sin", "cos", "tan", "asin", "acos", "tanh", "exp", "log", "pow", "atan2"})
 # The correctly rounded unary ones (sqrt, fabs, floor, ceil, rint): LLVM's intrinsic of that name is exact on every
 # target.
 EXACT_INTRINSICS = {INFO[op].libm: f"llvm.{INFO[op].libm}" for op in UNARY
@@ -371,4 +369,4 @@ class NvptxTarget(Target):
         return b.mul(self._sreg(b, module, "nctaid.x"), self._sreg(b, module, "ntid.x"))
 
 
-__all__ = ["EXACT_INTRINSICS", "LIBM", "LLVM_MATH_INTRINSICS", "CpuTarget", "NvptxTarget", "Target"]
+__all__ = ["EXACT_INTRINSICS", "LIBM", "CpuTarget", "NvptxTarget", "Target"]

@@ -23,8 +23,12 @@ from typing import Any
 
 from qd.ops import INFO, TRANSCENDENTAL
 
-# the op table's C math name -> number of vector arguments (`v` or `vv` in the vector ABI name)
-_ARITY = {INFO[op].libm: INFO[op].arity for op in TRANSCENDENTAL}
+# The op table's C math functions LLVM has a math intrinsic for (LLVM's own table: `llvm.sin` is the libm call where
+# it stays scalar, and the loop vectorizer widens it, renamed here); another one is a plain libm call
+# (`CpuTarget.math_call`) and stays out of SIMD lanes (`qd/jit/lanes.py`).
+LLVM_MATH_INTRINSICS = frozenset({"sin", "cos", "tan", "asin", "acos", "tanh", "exp", "log", "pow", "atan2"})
+# those C math names -> number of vector arguments (`v` or `vv` in the vector ABI name)
+_ARITY = {INFO[op].libm: INFO[op].arity for op in TRANSCENDENTAL if INFO[op].libm in LLVM_MATH_INTRINSICS}
 # (LLVM vector type suffix, ISA letter of the vector ABI, lanes, C suffix of the scalar function)
 _SHAPES = (("v8f32", "d", 8, "f"), ("v4f32", "b", 4, "f"), ("v4f64", "d", 4, ""), ("v2f64", "b", 2, ""))
 _INTRINSIC = re.compile(r"@llvm\.(" + "|".join(_ARITY) + r")\.(v\d+f(?:32|64))\b")
