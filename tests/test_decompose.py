@@ -15,9 +15,9 @@ from test_ops_semantics import _inputs, _reference, _run_op
 
 import qd
 from qd import ir
+from qd.base.arch import Arch
 from qd.codegen import decompose
 from qd.ops import Op
-from qd.runtime.arch import Arch
 from qd.types import dtypes as T
 
 _EXPANDED = (Op.SGN, Op.LOGICAL_NOT)
