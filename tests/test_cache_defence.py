@@ -1,7 +1,7 @@
 """Disk-cache entries whose digest matches but whose contents are bad for the loader (issue 27 item 13): the next
 run compiles afresh and gives the right result, never a crash loop.
 
-An entry is rewritten through `qd.jit.cache.store` (which records the digest of what it is given), then a child
+An entry is rewritten through `qd.codegen.cache.store` (which records the digest of what it is given), then a child
 process runs the kernel: the structural checks (`qd.jit.objcheck` for LLVM's object loader, `spirv_cache.problem`)
 or the driver's refusal make it a miss that deletes the entry; a load that crashes the child (PoCL's binary loader
 on a truncated binary, code that traps) leaves a marker naming the dead process, and the run after deletes the
@@ -25,7 +25,8 @@ import numpy as np
 import pytest
 
 import qd
-from qd.jit import cache, objcheck
+from qd.codegen import cache
+from qd.jit import objcheck
 
 _CHILD = """
 import sys

@@ -1,6 +1,7 @@
-"""Every op of the op table has an implementation in every execution table (DESIGN §3).
-
-Later tiers add their tables here (LLVM, SPIR-V, OpenCL) and `ad/rules.py` its derivative rules.
+"""Every op of the op table has an implementation in every execution table (DESIGN §3): the interpreter's opcodes,
+the LLVM, SPIR-V and OpenCL op tables, and `ad/rules.py`'s derivative rules. A tier may leave an op out only with
+a reason (its `LACKS`); "decompose" there says the op reaches it as its expansion in `qd/codegen/decompose.py`,
+built from ops the tier has.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ import pytest
 
 from qd.bytecode import gen_ops
 from qd.bytecode.opcodes import OPC
-from qd.ops import INFO, Op
+from qd.codegen import decompose
+from qd.ops import INFO, KINDS, LIBM, Op, c_name
 from qd.types import dtypes as T
 
 # Ops lowered by composition rather than one opcode per class (see qd/bytecode/ops_lowering.py).
@@ -58,26 +60,62 @@ def _llvm_kinds(op: Op) -> list[str]:
     return {"float": ["float"], "int": ["int"]}.get(rule, ["int", "float"])
 
 
+def _tier_table(module: str) -> object:
+    return pytest.importorskip(module)
+
+
+def _check_tier(tier: object, op: Op, kinds: list[str], name: str) -> None:
+    """`op` in the tier's TABLE for every value kind, composed (CAST, BIT_CAST per pair of dtypes), or left out
+    with a reason; a "decompose" reason needs an expansion whose ops the tier has."""
+    if op in tier.LACKS:
+        reason = tier.LACKS[op]
+        assert reason.strip(), f"{name} leaves {op} out without a reason"
+        if reason == decompose.DECOMPOSE:
+            assert op in decompose.EXPANSIONS, f"{name} decomposes {op}, which has no expansion"
+        return
+    if op in tier.COMPOSED:
+        assert callable(getattr(tier, tier.COMPOSED[op]))
+        return
+    missing = [kind for kind in kinds if (op, kind) not in tier.TABLE]
+    assert not missing, f"{op} has no {name} lowering for {missing} (nor a LACKS entry saying why)"
+
+
 @pytest.mark.parametrize("op", list(Op), ids=lambda o: o.value)
 def test_llvm_implements_op(op: Op) -> None:
-    """The LLVM generator's op table (`qd/jit/llvm_ops.py`): one lowering per op and value kind;
-    CAST and BIT_CAST are composed per (source, destination) pair."""
-    llvm_ops = pytest.importorskip("qd.jit.llvm_ops")
-    if op in llvm_ops.COMPOSED:
-        assert callable(getattr(llvm_ops, llvm_ops.COMPOSED[op]))
-        return
-    missing = [kind for kind in _llvm_kinds(op) if (op, kind) not in llvm_ops.TABLE]
-    assert not missing, f"{op} has no LLVM lowering for {missing}"
+    """The LLVM generator's op table (`qd/jit/llvm_ops.py`): one lowering per op and value kind."""
+    _check_tier(_tier_table("qd.jit.llvm_ops"), op, _llvm_kinds(op), "LLVM")
 
 
 @pytest.mark.parametrize("op", list(Op), ids=lambda o: o.value)
 def test_spirv_implements_op(op: Op) -> None:
     """The SPIR-V emitter's op table (`qd/gpu/spirv_ops.py`): one lowering per op and value kind (u1 operands
-    too: SPIR-V has a bool type); CAST and BIT_CAST are composed per (source, destination) pair."""
-    from qd.gpu import spirv_ops
+    too: SPIR-V has a bool type)."""
+    _check_tier(_tier_table("qd.gpu.spirv_ops"), op, _llvm_kinds(op), "SPIR-V")
 
-    if op in spirv_ops.COMPOSED:
-        assert callable(getattr(spirv_ops, spirv_ops.COMPOSED[op]))
-        return
-    missing = [kind for kind in _llvm_kinds(op) if (op, kind) not in spirv_ops.TABLE]
-    assert not missing, f"{op} has no SPIR-V lowering for {missing}"
+
+@pytest.mark.parametrize("op", list(Op), ids=lambda o: o.value)
+def test_opencl_implements_op(op: Op) -> None:
+    """The OpenCL C emitter's op table (`qd/gpu/opencl_ops.py`): one renderer per op and value kind (u1 is an
+    int there)."""
+    _check_tier(_tier_table("qd.gpu.opencl_ops"), op, _llvm_kinds(op), "OpenCL")
+
+
+@pytest.mark.parametrize("op", list(Op), ids=lambda o: o.value)
+def test_ad_rule_covers_op(op: Op) -> None:
+    """`qd/ad/rules.py` has a derivative rule for every op the op table does not mark `nondiff` (the reason
+    gradients stop there), and none for those it marks."""
+    from qd.ad.rules import RULES
+
+    assert (op in RULES) != INFO[op].nondiff, f"{op}: a rule iff the op is differentiable"
+
+
+def test_op_classes_and_math_names() -> None:
+    """Every op has a class; every C math function the op table names is one libm, libmvec and OpenCL C know
+    (the interpreter declares each, f32 and f64)."""
+    from qd.bytecode import gen_ops
+
+    assert all(INFO[op].kind in KINDS for op in Op)
+    externs = gen_ops.render_externs()
+    for op in LIBM:
+        for bits, t in ((32, "float"), (64, "double")):
+            assert f"{t} {c_name(op, bits)}({t}" in externs, op

@@ -26,37 +26,12 @@ Example: for `%r = f32 sin %x`, `tangent(s, (%dx,), em)` emits
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Sequence
 
 from qd import ir
+from qd.ir_emit import BlockEmitter, Emitter  # noqa: F401  (re-exported: the passes build with them)
 from qd.ops import INFO, Op
 from qd.types.dtypes import DataType, u1
-
-
-class Emitter(Protocol):
-    """Where rules put the statements they build (the caller's current block)."""
-
-    def op(self, op: Op, args: tuple[ir.Value, ...], dtype: DataType) -> ir.Value: ...
-
-    def const(self, value: float, dtype: DataType) -> ir.Value: ...
-
-
-class BlockEmitter:
-    """An `Emitter` appending to a list of statements, carrying one source location."""
-
-    def __init__(self, out: list[ir.Stmt], loc: ir.SrcLoc | None = None) -> None:
-        self.out = out
-        self.loc = loc
-
-    def op(self, op: Op, args: tuple[ir.Value, ...], dtype: DataType) -> ir.Value:
-        s = ir.OpStmt(op=op, args=tuple(args), dtype=dtype, loc=self.loc)
-        self.out.append(s)
-        return s
-
-    def const(self, value: float, dtype: DataType) -> ir.Value:
-        s = ir.Const(dtype=dtype, value=value, loc=self.loc)
-        self.out.append(s)
-        return s
 
 
 class _Sym:

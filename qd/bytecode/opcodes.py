@@ -14,7 +14,7 @@ every op) lives in `f`, f64 in `d`. Narrow ints compute in the 32-bit class and 
 from __future__ import annotations
 
 from qd.base import abi
-from qd.ops import ATOMIC, BINARY, Op
+from qd.ops import ATOMIC, BINARY, FLOAT_UNARY, INFO, Op, c_name
 from qd.types import dtypes as T
 
 # Arithmetic classes: which union member holds the value and how it computes.
@@ -71,19 +71,18 @@ def _int_binary(op: Op, cls: str) -> str | None:
     return table.get(op)
 
 
-_FMATH = {Op.SQRT: "sqrt", Op.EXP: "exp", Op.LOG: "log", Op.SIN: "sin", Op.COS: "cos", Op.TAN: "tan",
-          Op.ASIN: "asin", Op.ACOS: "acos", Op.TANH: "tanh", Op.FLOOR: "floor", Op.CEIL: "ceil",
-          Op.ROUND: "rint"}
+_FMATH = tuple(op for op in FLOAT_UNARY if INFO[op].libm)  # one <math.h> call each (the op table's name)
 
 
 def _float_binary(op: Op, cls: str) -> str | None:
     f = FIELD[cls]
     s = "f" if cls == "F32" else ""
     a, b = f"R[a].{f}", f"R[b].{f}"
+    if INFO[op].libm:  # pow, atan2, fmin, fmax
+        return f"{c_name(op, 32 if s else 64)}({a}, {b})"
     table = {
         Op.ADD: f"{a} + {b}", Op.SUB: f"{a} - {b}", Op.MUL: f"{a} * {b}", Op.DIV: f"{a} / {b}",
-        Op.MOD: f"qd_fmod{s}({a}, {b})", Op.POW: f"pow{s}({a}, {b})", Op.ATAN2: f"atan2{s}({a}, {b})",
-        Op.MIN: f"fmin{s}({a}, {b})", Op.MAX: f"fmax{s}({a}, {b})",
+        Op.MOD: f"qd_fmod{s}({a}, {b})",
     }
     return table.get(op)
 
@@ -92,12 +91,12 @@ def _unary(op: Op, cls: str) -> str | None:
     f = FIELD[cls]
     a = f"R[a].{f}"
     if cls in ("F32", "F64"):
-        s = "f" if cls == "F32" else ""
-        one = "<float>1.0" if s else "1.0"
-        table = {Op.NEG: f"-{a}", Op.ABS: f"fabs{s}({a})", Op.RSQRT: f"{one} / sqrt{s}({a})",
-                 Op.SGN: f"<{_C[cls]}>(({a} > 0) - ({a} < 0))"}
+        bits = 32 if cls == "F32" else 64
+        one = "<float>1.0" if bits == 32 else "1.0"
+        table = {Op.NEG: f"-{a}", Op.ABS: f"{c_name(Op.ABS, bits)}({a})",
+                 Op.RSQRT: f"{one} / {c_name(Op.SQRT, bits)}({a})", Op.SGN: f"<{_C[cls]}>(({a} > 0) - ({a} < 0))"}
         if op in _FMATH:
-            return f"{_FMATH[op]}{s}({a})"
+            return f"{c_name(op, bits)}({a})"
         return table.get(op)
     u = _UC[cls]
     table = {

@@ -24,7 +24,7 @@ import numpy as np
 from qd import ir
 from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError
 from qd.frontend import builder as _b
-from qd.ops import Op
+from qd.ops import FLOAT_UNARY, INFO, TRANSCENDENTAL, Op
 from qd.types import dtypes
 from qd.types.dtypes import DataType, promote
 
@@ -308,15 +308,13 @@ def _lt(x: Expr, y: Expr) -> Expr:
 
 # ---------------------------------------------------------------- unary ops
 
-_FLOAT_UNARY = {"sqrt": Op.SQRT, "rsqrt": Op.RSQRT, "exp": Op.EXP, "log": Op.LOG, "sin": Op.SIN,
-                "cos": Op.COS, "tan": Op.TAN, "asin": Op.ASIN, "acos": Op.ACOS, "tanh": Op.TANH,
-                "floor": Op.FLOOR, "ceil": Op.CEIL, "round": Op.ROUND}
+_FLOAT_UNARY = {op.value: op for op in FLOAT_UNARY}  # the builtin's name is the op's (`qd.sqrt` -> Op.SQRT)
 _PY_UNARY: dict[str, Callable[[Any], Any]] = {
     "neg": operator.neg, "abs": abs, "bit_not": operator.invert, "logical_not": operator.not_,
-    "sqrt": math.sqrt, "rsqrt": lambda x: 1.0 / math.sqrt(x), "exp": math.exp, "log": math.log,
-    "sin": math.sin, "cos": math.cos, "tan": math.tan, "asin": math.asin, "acos": math.acos,
-    "tanh": math.tanh, "floor": math.floor, "ceil": math.ceil, "round": round,
+    "sqrt": math.sqrt, "rsqrt": lambda x: 1.0 / math.sqrt(x), "floor": math.floor, "ceil": math.ceil, "round": round,
     "popcnt": lambda x: bin(x & ((1 << 64) - 1) if x < 0 else x).count("1"),  # noqa: FURB161 (numpy ints too)
+    # on Python numbers, a transcendental is Python's function of the op table's C name (math.sin, ...)
+    **{op.value: getattr(math, INFO[op].libm) for op in TRANSCENDENTAL if INFO[op].arity == 1},
 }
 
 

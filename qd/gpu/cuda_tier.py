@@ -28,10 +28,11 @@ import numpy as np
 
 from qd import ir
 from qd.base.abi import CTX_FIELDS, HEADER_WORDS, MAX_NDIM, PRINTLEN_WORD, S_TEMP
+from qd.codegen import cache
+from qd.codegen.reduce import find_reductions
 from qd.gpu.backend import DeviceBackend
 from qd.gpu.cuda_driver import Driver
-from qd.jit import cache, nvptx
-from qd.jit.llvm_reduce import find_reductions
+from qd.jit import nvptx
 
 LOCAL_SIZE = 256
 RING_SLOTS = 4  # a C launcher's slots: a launch whose context words changed takes the next one

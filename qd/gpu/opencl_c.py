@@ -37,182 +37,18 @@ from dataclasses import dataclass
 from qd import ir
 from qd.base import abi
 from qd.base.abi import HEADER_WORDS, MAX_CHECK_ARGS
+from qd.codegen import decompose
+from qd.codegen.reduce import find_reductions, invariant_values
+from qd.codegen.tables import check_arg_table, print_table
+from qd.gpu.opencl_ops import LACKS, MEM, const, op_expr, reg
 from qd.gpu.opencl_prelude import PRELUDE
-from qd.jit.llvm import check_arg_table, print_table
-from qd.jit.llvm_reduce import find_reductions, invariant_values
-from qd.ops import COMPARISONS, Op
+from qd.ops import Op
 from qd.types import dtypes as T
-
-# register types (f16 lives as float, u1 as int 0/1) and memory types
-_REG = {T.i8: "char", T.u8: "uchar", T.i16: "short", T.u16: "ushort", T.i32: "int", T.u32: "uint", T.i64: "long",
-        T.u64: "ulong", T.f16: "float", T.f32: "float", T.f64: "double", T.u1: "int"}
-_MEM = {**_REG, T.u1: "uchar", T.f16: "half"}
-_UNSIGNED = {8: "uchar", 16: "ushort", 32: "uint", 64: "ulong"}
 
 
 # the names of the atomic ops in OpenCL's builtins and the prelude's helpers (`qd_atomic_<name>_<type>`)
 _ATOMIC_NAMES = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul", Op.MIN: "min", Op.MAX: "max", Op.BIT_AND: "and",
                  Op.BIT_OR: "or", Op.BIT_XOR: "xor"}
-
-
-def reg(dt: T.DataType) -> str:
-    return _REG[dt]
-
-
-
-
-def const(dt: T.DataType, value: object) -> str:
-    """A C literal of `dt` (f16 and f32 constants rounded to their type first)."""
-    if dt.is_float:
-        import numpy as np
-
-        v = float(np.float16(value)) if dt is T.f16 else float(np.float32(value)) if dt is T.f32 else float(value)
-        suffix = "" if dt.bits == 64 else "f"
-        if math.isnan(v):  # its bits, sign and payload (NAN would drop both)
-            if dt.bits == 64:
-                return f"as_double({np.array(v, np.float64).view(np.uint64).item():#x}UL)"
-            return f"as_float({np.array(v, np.float32).view(np.uint32).item():#x}u)"
-        if math.isinf(v):
-            s = "-" if v < 0 else ""
-            return f"({s}(double)INFINITY)" if dt.bits == 64 else f"({s}INFINITY)"
-        return f"({v.hex()}{suffix})"
-    bits = int(value) & ((1 << dt.bits) - 1) if dt is not T.u1 else int(bool(value))
-    return f"(({reg(dt)}){bits:#x}UL)"
-
-
-def _wrap(dt: T.DataType, expr_u: str) -> str:
-    return f"(({reg(dt)})({expr_u}))"
-
-
-def _truth(x: str) -> str:
-    return f"({x} != 0)"
-
-
-def _fminmax(is_min: bool, x: str, y: str) -> str:
-    return f"((({x} {'<=' if is_min else '>='} {y}) || isnan({y})) ? {x} : {y})"
-
-
-_UNARY_MATH = {Op.SQRT: "sqrt", Op.EXP: "exp", Op.LOG: "log", Op.SIN: "sin", Op.COS: "cos", Op.TAN: "tan",
-               Op.ASIN: "asin", Op.ACOS: "acos", Op.TANH: "tanh", Op.FLOOR: "floor", Op.CEIL: "ceil",
-               Op.ROUND: "rint", Op.ABS: "fabs"}
-_FLOAT_ARITH = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.DIV: "/"}
-_INT_ARITH = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.BIT_AND: "&", Op.BIT_OR: "|", Op.BIT_XOR: "^"}
-_CMP = {Op.CMP_LT: "<", Op.CMP_LE: "<=", Op.CMP_GT: ">", Op.CMP_GE: ">=", Op.CMP_EQ: "==", Op.CMP_NE: "!="}
-
-
-def op_expr(op: Op, dts: list[T.DataType], out: T.DataType, xs: list[str]) -> str:
-    """The C expression of `op(xs)` (operand dtypes `dts`, result `out`), the interpreter's semantics."""
-    if op is Op.CAST:
-        return cast(dts[0], out, xs[0])
-    if op is Op.BIT_CAST:
-        return bit_cast(dts[0], out, xs[0])
-    dt = dts[1] if op is Op.SELECT else dts[0]
-    v = _op(op, dt, xs)
-    if out is T.f16 and op is not Op.SELECT and op not in COMPARISONS:
-        v = f"qd_rh({v})"
-    return v
-
-
-def _op(op: Op, dt: T.DataType, xs: list[str]) -> str:
-    x = xs[0]
-    y = xs[1] if len(xs) > 1 else ""
-    t = reg(dt)
-    if op is Op.SELECT:
-        return f"({_truth(x)} ? {xs[1]} : {xs[2]})"
-    if op is Op.STOP_GRAD:
-        return x
-    if op in _CMP:
-        return f"(({x}) {_CMP[op]} ({y}) ? 1 : 0)"
-    if op is Op.LOGICAL_NOT:
-        return f"(({x}) == 0 ? 1 : 0)"
-    if dt.is_float:
-        if op in _FLOAT_ARITH:
-            return f"(({x}) {_FLOAT_ARITH[op]} ({y}))"
-        if op is Op.MOD:  # a - b*floor(a/b), never fused (an fma changes it)
-            return f"qd_fmod_{t}({x}, {y})"
-        if op in (Op.MIN, Op.MAX):
-            return _fminmax(op is Op.MIN, x, y)
-        if op is Op.POW:
-            return f"pow({x}, {y})"
-        if op is Op.ATAN2:
-            return f"atan2({x}, {y})"
-        if op is Op.NEG:
-            return f"(-({x}))"
-        if op is Op.SGN:
-            one = const(dt, 1.0)
-            return f"(({x}) > 0 ? {one} : (({x}) < 0 ? -{one} : {const(dt, 0.0)}))"
-        if op is Op.RSQRT:
-            return f"({const(dt, 1.0)} / sqrt({x}))"
-        return f"{_UNARY_MATH[op]}({x})"
-    u = _UNSIGNED[dt.bits] if dt is not T.u1 else "uint"
-    bits = dt.bits
-    if op in _INT_ARITH:  # through the unsigned type: wraps (signed overflow is undefined in C)
-        return _wrap(dt, f"({u})({x}) {_INT_ARITH[op]} ({u})({y})")
-    if op is Op.FLOORDIV:
-        return f"qd_floordiv_{t}({x}, {y})"
-    if op is Op.MOD:
-        return f"qd_mod_{t}({x}, {y})"
-    if op is Op.POW:
-        return f"qd_ipow_{t}({x}, {y})"
-    if op is Op.MIN:
-        return f"(({x}) < ({y}) ? ({x}) : ({y}))"
-    if op is Op.MAX:
-        return f"(({x}) > ({y}) ? ({x}) : ({y}))"
-    if op is Op.SHL:
-        return _wrap(dt, f"({u})({x}) << (({y}) & {bits - 1})")
-    if op is Op.SHR:
-        base = f"({t})({x})" if dt.is_signed else f"({u})({x})"
-        return _wrap(dt, f"{base} >> (({y}) & {bits - 1})")
-    if op is Op.BIT_SHR:
-        return _wrap(dt, f"({u})({x}) >> (({y}) & {bits - 1})")
-    if op is Op.NEG:
-        return _wrap(dt, f"qd_neg_{u}(({u})({x}))")
-    if op is Op.BIT_NOT:
-        return _wrap(dt, f"~({x})")
-    if op is Op.ABS:  # the negation through qd_opaque (NVIDIA's compiler takes its abs of INT_MIN to be >= 0)
-        return f"(({x}) < 0 ? {_wrap(dt, f'({u})0 - ({u})qd_opaque_{u}(({u})({x}))')} : ({x}))" if dt.is_signed else x
-    if op is Op.SGN:
-        return f"(({t})((({x}) > 0) - (({x}) < 0)))" if dt.is_signed else f"(({t})(({x}) != 0))"
-    if op is Op.POPCNT:
-        return _wrap(dt, f"popcount(({u})({x}))")
-    if op is Op.CLZ:
-        return _wrap(dt, f"clz(({u})({x}))")
-    from qd.errors import QuadrantsTypeError
-
-    raise QuadrantsTypeError(f"op {op.value} is not defined on {dt}")
-
-
-def cast(src: T.DataType, dst: T.DataType, x: str) -> str:
-    """Value conversion, as `qd/jit/llvm_ops.py: cast`."""
-    if src is dst or (src is T.f16 and dst is T.f32):
-        return x
-    if dst is T.u1:
-        return f"(({x}) != 0 ? 1 : 0)"
-    if dst.is_int:
-        if src.is_float:
-            return f"((ulong)({x}))" if dst is T.u64 else f"(({reg(dst)})(long)({x}))"
-        return f"(({reg(dst)})({x}))"
-    if dst is T.f16:
-        if src.is_float and src.bits == 32 or src is T.f16:
-            return f"qd_rh({x})"
-        return f"qd_d2h((double)({x}))"
-    return f"(({reg(dst)})({x}))"
-
-
-def bit_cast(src: T.DataType, dst: T.DataType, x: str) -> str:
-    if src.bits != dst.bits:
-        from qd.errors import QuadrantsTypeError
-
-        raise QuadrantsTypeError(f"bit_cast needs equal widths, got {src} -> {dst}")
-    if src is dst:
-        return x
-    if src is T.f16:  # f16 lives as float: its bits are the half it converts to (exact), NaN payloads as they are
-        return f"(({reg(dst)})qd_f16_bits({x}))"
-    if dst is T.f16:
-        return f"qd_bits_f16((ushort)({x}))"
-    if src.bits <= 16:
-        return f"(({reg(dst)})({x}))"
-    return f"as_{reg(dst)}({x})"
 
 
 def to_bits(dt: T.DataType, x: str) -> str:
@@ -362,7 +198,7 @@ class _Fn:
         lin = self.index64(s.indices[-1]) if s.indices else "0L"
         for axis in range(len(s.indices) - 2, -1, -1):
             lin = f"({self.index64(s.indices[axis])} * ({self.stride(s.buffer, axis)}) + {lin})"
-        mt = _MEM[s.dtype]
+        mt = MEM[s.dtype]
         self.define(s, f"__global {mt}*", f"((__global {mt}*)b{s.buffer}) + {lin}")
 
     def s_GlobalLoad(self, s: ir.GlobalLoad) -> None:
@@ -374,7 +210,7 @@ class _Fn:
             self.define(s, reg(dt), f"qd_h2f({bits})")
             return
         if s.volatile:  # read through a volatile pointer: never cached or hoisted
-            p = f"((volatile __global {_MEM[dt]}*){p})"
+            p = f"((volatile __global {MEM[dt]}*){p})"
         expr = f"qd_h2f(*((__global ushort*){p}))" if dt is T.f16 else f"((int)(*{p} != 0))" if dt is T.u1 else f"*{p}"
         self.define(s, reg(dt), expr)
 
@@ -618,6 +454,7 @@ def build(k: ir.KernelIR, fast_math: bool, print_words: int, local_size: int, bl
     `int64_atomics` (a device without `cl_khr_int64_base/extended_atomics`) a 64-bit atomic is a clear error
     and the status and print words take 32-bit atomics; the source then also undefines the extensions' macros,
     so a device that has them compiles what one without them would."""
+    k = decompose.expand(k, decompose.lowered_here(LACKS))
     g = _Gen(k, fast_math, print_words, local_size, blocked, int64_atomics, group_reduce)
     bodies, tasks = [], []
     for n, t in enumerate(k.tasks):
@@ -634,4 +471,4 @@ def build(k: ir.KernelIR, fast_math: bool, print_words: int, local_size: int, bl
     return CLKernel(source, tasks, keys, print_table(k), check_arg_table(k), len(k.rets), g.uses_fp64)
 
 
-__all__ = ["CLKernel", "CLTask", "build", "cast", "const", "op_expr"]
+__all__ = ["CLKernel", "CLTask", "build"]

@@ -34,9 +34,9 @@ import numpy as np
 
 from qd import ir
 from qd.base.abi import HEADER_WORDS
+from qd.codegen import cache
 from qd.gpu import opencl_c
 from qd.gpu.backend import DeviceBackend
-from qd.jit import cache
 
 LOCAL_SIZE = 256
 BUILD_OPTIONS = ("-cl-fp32-correctly-rounded-divide-sqrt",)  # IEEE `/` and sqrt on every tier (see opencl_c)

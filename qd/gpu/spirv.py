@@ -14,7 +14,7 @@ launcher fills, its address the one push constant) holds, in 64-bit words:
 Each task is one entry point `main`. A serial task runs on one invocation (local size 1, one workgroup). A
 range task is a grid-stride loop: invocation g of G runs indices begin + g, begin + g + G, ... of [begin, end),
 computing its prologue itself (it is pure); `ThreadSlot` is g, so each launched invocation owns one adstack
-heap row. Qualifying atomics (`qd/jit/llvm_reduce.py`) accumulate per invocation across its indices and are
+heap row. Qualifying atomics (`qd/codegen/reduce.py`) accumulate per invocation across its indices and are
 applied once after the loop: summed over the subgroup first where the device has subgroup arithmetic, then
 one atomic per subgroup. IR control flow is structured and maps to SPIR-V's selection and loop constructs
 directly; a failed `Check` records the status (first failure wins by compare-and-swap) and returns.
@@ -30,6 +30,9 @@ from typing import Any
 from qd import ir
 from qd.base import abi
 from qd.base.abi import HEADER_WORDS, LOOP_LIMIT, MAX_CHECK_ARGS, PRINTLEN_WORD, ZERO_WORD
+from qd.codegen import decompose
+from qd.codegen.reduce import find_reductions
+from qd.codegen.tables import check_arg_table, print_table
 from qd.errors import QuadrantsTypeError
 from qd.gpu import spirv_ops as so
 from qd.gpu.spirv_atomics import Atomics, workgroup_reduces
@@ -39,8 +42,6 @@ from qd.gpu.spirv_defs import Op as S
 from qd.gpu.spirv_float import NO_FLOAT_CONTROLS, FloatControls, execution_modes, hides_operands, opaque
 from qd.gpu.spirv_flow import Nesting
 from qd.gpu.spirv_module import Function, Module
-from qd.jit.llvm import check_arg_table, print_table
-from qd.jit.llvm_reduce import find_reductions
 from qd.types import dtypes as T
 
 
@@ -124,6 +125,7 @@ class KernelGen:
 def build_spirv(k: ir.KernelIR, caps: Caps, fast_math: bool, print_words: int) -> SpirvKernel:
     """The SPIR-V modules of offloaded kernel `k`, with its context layout, print table and check-arg dtypes;
     `print_words` is the capacity of the print buffer the launcher binds."""
+    k = decompose.expand(k, decompose.lowered_here(so.LACKS))
     kg = KernelGen(k, caps, fast_math, print_words)
     tasks = []
     for n, t in enumerate(k.tasks):

@@ -3,7 +3,7 @@
 Device-scope atomics on `PhysicalStorageBuffer` addresses: native int ops (64-bit with Int64Atomics), native
 f32/f64 add where `VK_EXT_shader_atomic_float` offers it, compare-and-swap loops for the rest (float min/max/mul,
 int mul), and 8/16-bit atomics as CAS loops on their aligned 32-bit word. Qualifying atomics of a range task
-(`qd/jit/llvm_reduce.py`) accumulate per invocation and are applied after the grid-stride loop: summed over the
+(`qd/codegen/reduce.py`) accumulate per invocation and are applied after the grid-stride loop: summed over the
 subgroup where the device has subgroup arithmetic and the op regroups exactly, then one atomic per subgroup, or,
 where no invocation of the task can leave early (`workgroup_reduces`), over the workgroup through workgroup memory
 and one atomic per workgroup.
@@ -15,18 +15,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from qd import ir
+from qd.codegen.reduce import find_reductions, invariant_values
 from qd.errors import QuadrantsTypeError
 from qd.gpu import spirv_ops as so
 from qd.gpu.spirv_defs import BuiltIn, Capability, Decoration, GroupOperation, MemorySemantics, Scope, StorageClass
 from qd.gpu.spirv_defs import Op as S
-from qd.jit.llvm_reduce import find_reductions, invariant_values
 from qd.ops import Op
 from qd.types import dtypes as T
 
 
 @dataclass
 class _Reduction:
-    red: Any  # qd.jit.llvm_reduce.Reduction
+    red: Any  # qd.codegen.reduce.Reduction
     acc: int  # Function variable
     addr: int  # u64 address id, computed before the loop
 

@@ -1,5 +1,5 @@
 """The on-disk cache of SPIR-V modules (`offline_cache`, `offline_cache_file_path`/vulkan), with the CPU tier's
-key scheme (`qd/jit/cache.py`): an entry is every task's words (one binary file) plus a pickle of the context
+key scheme (`qd/codegen/cache.py`): an entry is every task's words (one binary file) plus a pickle of the context
 layout and per-task facts, keyed by the IR text, the device's capabilities, fast_math, the qd version and the
 sources of the SPIR-V emitter; written atomically, and a corrupt or stale entry reads as a miss.
 
@@ -7,7 +7,7 @@ An entry whose digest matches but whose modules are no SPIR-V a driver can take 
 deletes it: words that do not split into the tasks, a module whose header or instruction stream is broken
 (`problem`), or one the driver then refuses (the tier calls `discard` and builds afresh). Until the tier has made
 its pipelines (`confirm`), the entry's marker names the process: one that crashed the driver is deleted by the
-next process (`qd.jit.cache.load_with`).
+next process (`qd.codegen.cache.load_with`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import os
 import numpy as np
 
 from qd import ir
+from qd.codegen import cache as _cache
 from qd.gpu import spirv
-from qd.jit import cache as _cache
 
 
 def key(k: ir.KernelIR, device_key: str, fast_math: bool) -> str:

@@ -19,7 +19,7 @@ from qd.errors import QuadrantsTypeError
 from qd.gpu import spirv_libm as libm
 from qd.gpu.spirv_defs import GLSL, Decoration
 from qd.gpu.spirv_defs import Op as S
-from qd.ops import COMPARISONS, FLOAT_BINARY, INT_BINARY, Op
+from qd.ops import COMPARISONS, FLOAT_BINARY, FLOAT_UNARY, INFO, INT_BINARY, INT_UNARY, TRANSCENDENTAL, UNARY, Op
 from qd.types import dtypes as T
 
 
@@ -308,13 +308,21 @@ def _atan2(e: Emit, dt: T.DataType, y: int, x: int) -> int:
     return select(e, t, yz, select(e, t, xneg, pi, y), r)
 
 
-_GLSL_UNARY = {Op.SQRT: GLSL.Sqrt, Op.EXP: GLSL.Exp, Op.LOG: GLSL.Log, Op.SIN: GLSL.Sin, Op.COS: GLSL.Cos,
-               Op.TAN: GLSL.Tan, Op.ASIN: GLSL.Asin, Op.ACOS: GLSL.Acos, Op.TANH: GLSL.Tanh, Op.FLOOR: GLSL.Floor,
-               Op.CEIL: GLSL.Ceil, Op.ROUND: GLSL.RoundEven, Op.ABS: GLSL.FAbs}
+# GLSL.std.450's instruction for an op-table C function (`OpInfo.libm`) is its capitalised name, but for these
+_GLSL_NAMES = {"rint": "RoundEven", "fabs": "FAbs"}
+
+
+def _glsl_name(op: Op) -> str:
+    name = INFO[op].libm or ""
+    return _GLSL_NAMES.get(name, name.capitalize())
+
+
+_GLSL_UNARY = {op: GLSL[_glsl_name(op)] for op in UNARY if INFO[op].libm and _glsl_name(op) in GLSL.__members__}
 # GLSL.std.450 has f64 forms of Sqrt, Floor, Ceil, RoundEven and FAbs only; the others on f64 are qd's own
-# (qd/gpu/spirv_libm.py), and so is RoundEven (lavapipe's f64 one rounds 3.5 to 3, and not at all from 2^24)
-_F64_LIBM = {Op.EXP: libm.f64_exp, Op.LOG: libm.f64_log, Op.SIN: libm.f64_sin, Op.COS: libm.f64_cos,
-             Op.TAN: libm.f64_tan, Op.ASIN: libm.f64_asin, Op.ACOS: libm.f64_acos, Op.TANH: libm.f64_tanh,
+# (qd/gpu/spirv_libm.py: `f64_<C name>`), and so is RoundEven (lavapipe's f64 one rounds 3.5 to 3, and not at all
+# from 2^24)
+_F64_LIBM = {**{op: getattr(libm, f"f64_{INFO[op].libm}") for op in TRANSCENDENTAL
+                if op in UNARY and hasattr(libm, f"f64_{INFO[op].libm}")},
              Op.ROUND: libm.f64_round_even}
 # ops that lower to a long straight-line function (hundreds of instructions each)
 LONG_OPS = frozenset(set(_F64_LIBM) - {Op.ROUND} | {Op.POW, Op.ATAN2})
@@ -538,16 +546,18 @@ for _op in COMPARISONS:
     TABLE[(_op, "int")] = TABLE[(_op, "float")] = TABLE[(_op, "bool")] = _compare(_op)
 for _op in (Op.NEG, Op.ABS, Op.SGN, Op.LOGICAL_NOT):
     TABLE[(_op, "int")] = TABLE[(_op, "float")] = TABLE[(_op, "bool")] = _unary(_op)
-for _op in (Op.BIT_NOT, Op.POPCNT, Op.CLZ):
+for _op in INT_UNARY:
     TABLE[(_op, "int")] = _unary(_op)
 TABLE[(Op.BIT_NOT, "bool")] = _unary(Op.BIT_NOT)
-for _op in (Op.SQRT, Op.RSQRT, Op.EXP, Op.LOG, Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.TANH, Op.FLOOR,
-            Op.CEIL, Op.ROUND):
-    TABLE[(_op, "float")] = _unary(_op)
+for _op in FLOAT_UNARY:  # a C math function needs GLSL's f32 form, and qd's own f64 one if it is transcendental
+    if not INFO[_op].libm or _op in _GLSL_UNARY and (_op not in TRANSCENDENTAL or _op in _F64_LIBM):
+        TABLE[(_op, "float")] = _unary(_op)
 for _cls in ("int", "float", "bool"):
     TABLE[(Op.SELECT, _cls)] = _select
     TABLE[(Op.STOP_GRAD, _cls)] = lambda e, dt, args: args[0]
 COMPOSED = {Op.CAST: "cast", Op.BIT_CAST: "bit_cast"}
+# ops this tier leaves out: op -> why (`qd.codegen.decompose.DECOMPOSE`: lowered there from other ops)
+LACKS: dict[Op, str] = {}
 
 
 def _cls(dt: T.DataType) -> str:
@@ -570,5 +580,5 @@ def lower_op(e: Emit, op: Op, arg_dts: Sequence[T.DataType], out: T.DataType, ar
     return v
 
 
-__all__ = ["COMPOSED", "TABLE", "Decoration", "Emit", "bit_cast", "cast", "f16_bits_to_f32", "f32_to_f16_bits",
-           "fminmax", "lower_op", "pow_float", "round_f16", "select", "truth"]
+__all__ = ["COMPOSED", "LACKS", "TABLE", "Decoration", "Emit", "bit_cast", "cast", "f16_bits_to_f32",
+           "f32_to_f16_bits", "fminmax", "lower_op", "pow_float", "round_f16", "select", "truth"]

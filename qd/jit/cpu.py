@@ -2,12 +2,13 @@
 
 LLVM work is serialised by one lock (llvmlite shares one LLVM context); the generated functions are
 called by the Cython driver (`qd._interp.Launch.run_native_*`) through C function pointers, nogil.
-Object code is cached on disk (`qd/jit/cache.py`), so a warm process loads machine code without
+Object code is cached on disk (`qd/codegen/cache.py`), so a warm process loads machine code without
 running LLVM's optimiser or code generator.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -16,7 +17,8 @@ from typing import Any
 import llvmlite.binding as llvm
 
 from qd import ir
-from qd.jit import cache, objcheck, vecmath
+from qd.codegen import cache
+from qd.jit import objcheck, vecmath
 from qd.jit.lanes import lanes_for
 from qd.jit.targets import CpuTarget
 
@@ -106,6 +108,11 @@ def warm_up(fast_math: bool) -> NativeKernel:
     return compile_native(parse_kernel(_WARM_UP_KERNEL), fast_math, use_cache=False, quick=True)
 
 
+def generator_digest() -> str:
+    """The digest of the LLVM generator's sources (qd/jit), part of every LLVM tier's cache key."""
+    return cache.sources_digest(os.path.dirname(__file__))
+
+
 def target_key() -> str:
     """What the machine code depends on besides the IR: triple, CPU and its features, LLVM."""
     _tm, target = _machine()
@@ -184,7 +191,7 @@ def compile_native(k: ir.KernelIR, fast_math: bool, use_cache: bool = True,
     tiering compiles the O3 code in the background) until the O3 code is in the cache."""
     t0 = time.perf_counter()
     tm, target = _machine()
-    key = cache.key_for(k, target_key(), fast_math) if use_cache else None
+    key = cache.key_for(k, f"{target_key()}|{generator_digest()}", fast_math) if use_cache else None
     hit = cache.load_with(cache_dir, key, lambda obj, meta: _load_cached(obj, meta, k), True) if key else None
     quick_key = f"{key}-quick" if key and quick else None
     from_quick = False

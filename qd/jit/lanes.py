@@ -10,7 +10,8 @@ innermost loops only) and every statement, op and dtype in it is one the lanes l
 from __future__ import annotations
 
 from qd import ir
-from qd.ops import COMPARISONS, Op
+from qd.jit.vecmath import LLVM_MATH_INTRINSICS
+from qd.ops import COMPARISONS, INFO, TRANSCENDENTAL, Op
 from qd.types import dtypes as T
 
 LANES = 8
@@ -23,7 +24,8 @@ class Unsupported(Exception):
 _STMTS = (ir.Const, ir.ArgLoad, ir.ExternalShape, ir.OpStmt, ir.Alloca, ir.LocalLoad, ir.LocalStore, ir.GlobalPtr,
           ir.GlobalLoad, ir.GlobalStore, ir.AtomicRMW, ir.ThreadSlot, ir.RangeFor, ir.If, ir.Check)
 _DTYPES = (T.f32, T.f64, T.i32, T.i64, T.u32, T.u64, T.u1)
-_MATH = (Op.EXP, Op.LOG, Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.TANH, Op.POW, Op.ATAN2)
+# libm calls lanes make vector intrinsics (libmvec under fast math)
+_MATH = tuple(op for op in TRANSCENDENTAL if INFO[op].libm in LLVM_MATH_INTRINSICS)
 _FLOAT_OPS = frozenset((Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.MIN, Op.MAX, Op.NEG, Op.ABS, Op.SGN, Op.SQRT,
                         Op.RSQRT, Op.FLOOR, Op.CEIL, Op.ROUND, Op.LOGICAL_NOT, Op.STOP_GRAD, Op.SELECT,
                         *_MATH, *COMPARISONS))

@@ -12,7 +12,7 @@ the driver's ABI (`Ctx` is qd/_interp.pyx's Ctx plus `uint64_t* args` at the end
 Register bits (args, rets, print and check values) are the interpreter's: ints sign- or
 zero-extended to 64 bits, f32/f16 as f32 bits in the low word, f64 bits. A range body recomputes
 its prologue's values, runs the indices in order (`tid` = the index), accumulates qualifying
-atomics into locals (`qd/jit/llvm_reduce.py`) and applies them once after the chunk.
+atomics into locals (`qd/codegen/reduce.py`) and applies them once after the chunk.
 """
 
 from __future__ import annotations
@@ -26,10 +26,12 @@ from llvmlite import ir as L
 
 from qd import ir
 from qd.base import abi
+from qd.codegen import decompose
+from qd.codegen.reduce import find_reductions, invariant_values
+from qd.codegen.tables import check_arg_table, print_table
 from qd.jit import lanes, llvm_spmd
 from qd.jit.llvm_fn import PTR, FnLowering, i64c
-from qd.jit.llvm_ops import reg_type
-from qd.jit.llvm_reduce import Reduction, find_reductions, invariant_values
+from qd.jit.llvm_ops import LACKS, reg_type
 from qd.jit.targets import I32, I64, Target
 from qd.ops import Op
 
@@ -50,20 +52,6 @@ class BuiltModule(NamedTuple):
     tasks: list[TaskSymbols]
     prints: list  # per print id: (items: str or DataType, format specs) as KernelCode.prints
     check_args: list  # per check id: dtypes of the recorded args (None: no such Check)
-
-
-def print_table(k: ir.KernelIR) -> list:
-    """Print ids in `ir.walk_kernel` order (the interpreter lowering's order too)."""
-    return [(tuple(x if isinstance(x, str) else x.dtype for x in s.items), s.fmts)
-            for s in ir.walk_kernel(k) if isinstance(s, ir.Print)]
-
-
-def check_arg_table(k: ir.KernelIR) -> list:
-    out: list = [None] * len(k.checks)
-    for s in ir.walk_kernel(k):
-        if isinstance(s, ir.Check):
-            out[s.check] = tuple(a.dtype for a in s.args)
-    return out
 
 
 def symbol_prefix(k: ir.KernelIR, target: Target, fast_math: bool) -> str:
@@ -196,6 +184,7 @@ def build_module(k: ir.KernelIR, target: Target, fast_math: bool, lanes_ok: bool
     """The LLVM module of offloaded kernel `k` (see the module docstring), with its task symbols,
     print table and check-arg dtypes (the launch decodes prints and failures with these). `lanes_ok=False`:
     no body in SIMD lanes (`qd/jit/cpu.py` asks again so when a module with lanes does not parse)."""
+    k = decompose.expand(k, decompose.lowered_here(LACKS))
     spmd = target.name == "cpu" and lanes_ok
     try:
         mg = ModuleGen(k, target, fast_math, spmd)
@@ -212,10 +201,7 @@ def build_module(k: ir.KernelIR, target: Target, fast_math: bool, lanes_ok: bool
 
 __all__ = [
     "BuiltModule",
-    "Reduction",
     "TaskSymbols",
     "build_module",
-    "check_arg_table",
-    "print_table",
     "symbol_prefix",
 ]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from llvmlite import ir
 
 from qd.jit.targets import F16, F32, F64, I64, Target
-from qd.ops import COMPARISONS, FLOAT_BINARY, INT_BINARY, Op
+from qd.ops import COMPARISONS, FLOAT_BINARY, FLOAT_UNARY, INFO, INT_BINARY, INT_UNARY, LIBM, Op
 from qd.types import dtypes as T
 
 I1 = ir.IntType(1)
@@ -195,13 +195,11 @@ def _float_binary(op: Op) -> Lowering:
             return b.fsub(x, b.fmul(y, q))
         if op in (Op.MIN, Op.MAX):
             return fminmax(b, op is Op.MIN, x, y)
-        return c.target.math_call(b, op.value, [x, y])  # pow, atan2
+        return c.target.math_call(b, INFO[op].libm, [x, y])  # pow, atan2
     return lower
 
 
-_UNARY_MATH = {Op.SQRT: "sqrt", Op.EXP: "exp", Op.LOG: "log", Op.SIN: "sin", Op.COS: "cos",
-               Op.TAN: "tan", Op.ASIN: "asin", Op.ACOS: "acos", Op.TANH: "tanh", Op.FLOOR: "floor",
-               Op.CEIL: "ceil", Op.ROUND: "rint", Op.ABS: "fabs"}
+_UNARY_MATH = {op: INFO[op].libm for op in LIBM if INFO[op].arity == 1}  # `Target.math_call` names (the op table's)
 
 
 def _sign(c: OpCtx, dt: T.DataType, x: ir.Value) -> ir.Value:
@@ -349,14 +347,15 @@ for _op in COMPARISONS:
     TABLE[(_op, "int")] = TABLE[(_op, "float")] = _compare(_op)
 for _op in (Op.NEG, Op.ABS, Op.SGN, Op.LOGICAL_NOT):
     TABLE[(_op, "int")] = TABLE[(_op, "float")] = _unary(_op)
-for _op in (Op.BIT_NOT, Op.POPCNT, Op.CLZ):
+for _op in INT_UNARY:
     TABLE[(_op, "int")] = _unary(_op)
-for _op in (Op.SQRT, Op.RSQRT, Op.EXP, Op.LOG, Op.SIN, Op.COS, Op.TAN, Op.ASIN, Op.ACOS, Op.TANH, Op.FLOOR,
-            Op.CEIL, Op.ROUND):
+for _op in FLOAT_UNARY:
     TABLE[(_op, "float")] = _unary(_op)
 TABLE[(Op.SELECT, "int")] = TABLE[(Op.SELECT, "float")] = _select
 TABLE[(Op.STOP_GRAD, "int")] = TABLE[(Op.STOP_GRAD, "float")] = lambda c, dt, args: args[0]
 COMPOSED = {Op.CAST: "cast", Op.BIT_CAST: "bit_cast"}
+# ops this tier leaves out: op -> why (`qd.codegen.decompose.DECOMPOSE`: lowered there from other ops)
+LACKS: dict[Op, str] = {}
 
 
 def lower_op(c: OpCtx, op: Op, arg_dts: Sequence[T.DataType], out: T.DataType,
@@ -383,6 +382,7 @@ __all__ = [
     "F16",
     "I1",
     "I8",
+    "LACKS",
     "TABLE",
     "OpCtx",
     "bit_cast",

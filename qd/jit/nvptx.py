@@ -98,11 +98,12 @@ def warm_up(arch: str = "sm_90") -> str:
 
 def compile_ptx(k: ir.KernelIR, fast_math: bool, arch: str = "sm_90", cache_dir: str | None = None) -> PtxKernel:
     """The PTX of offloaded kernel `k` for GPU architecture `arch` (see the module docstring); with
-    `cache_dir`, from / to the on-disk cache (`qd/jit/cache.py`'s key: IR text, target, fast_math, qd version
+    `cache_dir`, from / to the on-disk cache (`qd/codegen/cache.py`'s key: IR text, target, fast_math, qd version
     and the code generator's sources; the driver keeps its own cache of the machine code it makes of PTX)."""
-    from qd.jit import cache
+    from qd.codegen import cache
 
-    key = cache.key_for(k, f"ptx {arch}", fast_math) if cache_dir else None
+    generator = cache.sources_digest(os.path.dirname(__file__))  # qd/jit's sources (as the CPU tier's key)
+    key = cache.key_for(k, f"ptx {arch} {generator}", fast_math) if cache_dir else None
     hit = cache.load_with(cache_dir, key, lambda raw, meta: _cached(raw, meta, key)) if key else None
     if hit is not None:
         return hit

@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir
 
+from qd.jit.vecmath import LLVM_MATH_INTRINSICS
+from qd.ops import INFO, TRANSCENDENTAL, UNARY
+
 if TYPE_CHECKING:
     import llvmlite.binding as llvm
 
@@ -23,11 +26,12 @@ I16 = ir.IntType(16)
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 
-# qd op name -> the C function the interpreter calls (suffix 'f' for f32).
-LIBM = ("sin", "cos", "tan", "asin", "acos", "tanh", "exp", "log", "pow", "atan2")
-# Ops LLVM has an intrinsic for whose lowering is exact on every target (rounding, sqrt, fabs).
-EXACT_INTRINSICS = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil", "rint": "llvm.rint",
-                    "fabs": "llvm.fabs"}
+# The op table's C math functions within a few ulps (`math_call` names; suffix 'f' for f32): the interpreter's libm.
+LIBM = tuple(INFO[op].libm for op in TRANSCENDENTAL)
+# The correctly rounded unary ones (sqrt, fabs, floor, ceil, rint): LLVM's intrinsic of that name is exact on every
+# target.
+EXACT_INTRINSICS = {INFO[op].libm: f"llvm.{INFO[op].libm}" for op in UNARY
+                    if INFO[op].libm and op not in TRANSCENDENTAL}
 
 
 class Target:
@@ -141,7 +145,7 @@ class CpuTarget(Target):
         """libm's functions as LLVM's math intrinsics (`llvm.sin.f32`): a scalar one is the same libm call, and
         the loop vectorizer widens them into calls of glibc's vector math (`qd/jit/vecmath.py`); exact ones
         (sqrt, floor, ...) as the base class does. Vector arguments get the vector intrinsic (`llvm.sin.v8f32`)."""
-        if name not in LIBM and name not in EXACT_INTRINSICS:
+        if name not in LLVM_MATH_INTRINSICS and name not in EXACT_INTRINSICS:
             return super().math_call(b, name, args)
         ty = args[0].type  # (a vector type in lanes: `qd/jit/llvm_spmd.py`)
         elem = ty.element if isinstance(ty, ir.VectorType) else ty

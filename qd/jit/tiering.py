@@ -77,7 +77,7 @@ class TierState:
 def _options() -> tuple:
     """What a compile depends on in the live config, taken when it is asked for (a background compile
     finishing after a `qd.init` must not read the new program's options or write its cache)."""
-    from qd.jit import cache
+    from qd.codegen import cache
 
     cfg = config.current()
     return bool(cfg.fast_math), bool(cfg.offline_cache), cache.default_dir()

@@ -21,8 +21,14 @@ import ctypes
 import re
 from typing import Any
 
-# qd math name -> number of vector arguments (`v` or `vv` in the vector ABI name)
-_ARITY = {"sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1, "tanh": 1, "exp": 1, "log": 1, "pow": 2, "atan2": 2}
+from qd.ops import INFO, TRANSCENDENTAL
+
+# The op table's C math functions LLVM has a math intrinsic for (LLVM's own table: `llvm.sin` is the libm call where
+# it stays scalar, and the loop vectorizer widens it, renamed here); another one is a plain libm call
+# (`CpuTarget.math_call`) and stays out of SIMD lanes (`qd/jit/lanes.py`).
+LLVM_MATH_INTRINSICS = frozenset({"sin", "cos", "tan", "asin", "acos", "tanh", "exp", "log", "pow", "atan2"})
+# those C math names -> number of vector arguments (`v` or `vv` in the vector ABI name)
+_ARITY = {INFO[op].libm: INFO[op].arity for op in TRANSCENDENTAL if INFO[op].libm in LLVM_MATH_INTRINSICS}
 # (LLVM vector type suffix, ISA letter of the vector ABI, lanes, C suffix of the scalar function)
 _SHAPES = (("v8f32", "d", 8, "f"), ("v4f32", "b", 4, "f"), ("v4f64", "d", 4, ""), ("v2f64", "b", 2, ""))
 _INTRINSIC = re.compile(r"@llvm\.(" + "|".join(_ARITY) + r")\.(v\d+f(?:32|64))\b")

@@ -410,7 +410,7 @@ def _run_native(native: Any, st: Any) -> int:
             rc = st.run_native_range(t.prologue, t.fn, task_id, t.min_parallel)
         if rc != RC_DONE:
             break
-    if native.unconfirmed is not None:  # code from the disk cache ran: its entry is sound (`qd.jit.cache`)
+    if native.unconfirmed is not None:  # code from the disk cache ran: its entry is sound (`qd.codegen.cache`)
         native.ran()
     return rc
 

@@ -2,8 +2,8 @@
 
 An entry is the object code of one kernel instance plus a small pickle of its task symbols and
 print/check tables, under a key hashing everything the machine code depends on: the IR text, the
-target (triple, CPU, features, LLVM version), fast_math, the qd version and the code generator's own
-source. Entries are written atomically (temp file + rename); a corrupt, truncated or stale entry
+target (triple, CPU, features, LLVM version, and the digest of the tier's own generator sources), fast_math,
+the qd version and the sources of this shared floor (qd/codegen). Entries are written atomically (temp file + rename); a corrupt, truncated or stale entry
 reads as a miss and is rebuilt, never an error.
 
 An entry whose digest matches can still be bad for the loader it feeds (issue 27 item 13: a bad object made LLVM's
@@ -33,7 +33,8 @@ _digests: dict[tuple[str, str], str] = {}
 
 def sources_digest(directory: str, prefix: str = "") -> str:
     """Hash of a code generator's sources (the `.py` files in `directory` whose names start with `prefix`):
-    a changed generator never reuses old artifacts. The CPU tier hashes qd/jit, the SPIR-V cache qd/gpu/spirv*."""
+    a changed generator never reuses old artifacts. The LLVM tiers hash qd/jit, the SPIR-V cache qd/gpu/spirv*
+    (each into its `target_key`); `key_for` adds qd/codegen's."""
     key = (directory, prefix)
     if key not in _digests:
         h = hashlib.sha256()

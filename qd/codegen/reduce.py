@@ -1,4 +1,4 @@
-"""Reduction analysis for the LLVM code generator: which atomics of a range task become chunk-local
+"""Reduction analysis, shared by every tier's code generator: which atomics of a range task become chunk-local
 accumulators applied with one atomic after the chunk.
 
 An `AtomicRMW` of a range task's body qualifies when its old value is unused, its pointer's indices
