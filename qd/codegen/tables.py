@@ -14,6 +14,11 @@ def print_table(k: ir.KernelIR) -> list:
             for s in ir.walk_kernel(k) if isinstance(s, ir.Print)]
 
 
+def print_ids(k: ir.KernelIR) -> dict[ir.Print, int]:
+    """Each `Print` statement's id: its index in `print_table(k)`."""
+    return {s: i for i, s in enumerate(s for s in ir.walk_kernel(k) if isinstance(s, ir.Print))}
+
+
 def check_arg_table(k: ir.KernelIR) -> list:
     """Per check id, the dtypes of the values it records (None: no such Check)."""
     out: list = [None] * len(k.checks)
@@ -23,4 +28,4 @@ def check_arg_table(k: ir.KernelIR) -> list:
     return out
 
 
-__all__ = ["MAX_CHECK_ARGS", "check_arg_table", "print_table"]
+__all__ = ["MAX_CHECK_ARGS", "check_arg_table", "print_ids", "print_table"]

@@ -31,14 +31,13 @@ u32 variant), compare-and-swap loops for floats and multiplication.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from qd import ir
 from qd.base import abi
 from qd.base.abi import HEADER_WORDS, MAX_CHECK_ARGS
-from qd.codegen import decompose
-from qd.codegen.reduce import find_reductions, invariant_values
+from qd.codegen.emitter import CodegenBase, KernelCodegen, prepare, stops_early
+from qd.codegen.reduce import find_reductions
 from qd.codegen.tables import check_arg_table, print_table
 from qd.gpu.opencl_ops import LACKS, MEM, const, op_expr, reg
 from qd.gpu.opencl_prelude import PRELUDE
@@ -92,35 +91,35 @@ class CLKernel:
         return HEADER_WORDS + self.nrets + len(self.ctx)
 
 
-class _Gen:
+class _Gen(KernelCodegen):
     """Kernel-wide state: the context layout, print numbering and the source lines."""
 
     def __init__(self, k: ir.KernelIR, fast_math: bool, print_words: int, local_size: int, blocked: bool,
                  int64_atomics: bool, group_reduce: bool) -> None:
-        assert k.tasks is not None, "the OpenCL renderer needs an offloaded kernel (run the pass pipeline)"
-        self.k, self.fast_math, self.print_words, self.local_size = k, fast_math, print_words, local_size
+        super().__init__(k, fast_math, "the OpenCL renderer")
+        self.print_words, self.local_size = print_words, local_size
         self.blocked, self.int64_atomics, self.group_reduce = blocked, int64_atomics, group_reduce
-        self.ctx: dict[tuple, int] = {}
-        self.print_ids = {s: i for i, s in enumerate(s for s in ir.walk_kernel(k) if isinstance(s, ir.Print))}
         self.uses_fp64 = any(getattr(s, "dtype", None) is T.f64 for s in ir.walk_kernel(k)) or any(
             d.dtype is T.f64 for d in k.buffers)
 
     def word(self, key: tuple) -> str:
         """The slot word of context entry `key`, as a C expression (a ulong)."""
-        if key not in self.ctx:
-            self.ctx[key] = len(self.ctx)
-        return f"slot[{HEADER_WORDS + len(self.k.rets) + self.ctx[key]}]"
+        return f"slot[{self.ctx_word(key)}]"
 
 
-class _Fn:
-    """One kernel function being rendered: statements in order, values as C locals."""
+class _Fn(CodegenBase):
+    """One kernel function being rendered: statements in order, values as C locals (the shared skeleton:
+    `qd/codegen/emitter.py`)."""
+
+    TIER = "the OpenCL C code generator"
 
     def __init__(self, g: _Gen, task: ir.Task) -> None:
         self.g, self.k, self.task = g, g.k, task
         self.lines: list[str] = []
         self.depth = 1
-        self.names: dict = {}
+        self.vals: dict = {}  # IR value -> its C expression (a local's name, mostly)
         self.wide: dict = {}  # loop variables -> their long counter
+        self.loops: list = []  # (continue, break) statements of the loops around
         self.n = 0
         self.uses_random = any(isinstance(s, ir.RandomValue) for s in ir.walk(task.body))
         self.reductions: dict = {}  # AtomicRMW -> (Reduction, accumulator name)
@@ -137,62 +136,49 @@ class _Fn:
     def define(self, x: ir.Value, ctype: str, expr: str) -> str:
         name = self.fresh()
         self.emit(f"{ctype} {name} = {expr};")
-        self.names[x] = name
+        self.vals[x] = name
         return name
 
     # ------------------------------------------------------------ values
-    def v(self, x: ir.Value) -> str:
-        if x in self.names:
-            return self.names[x]
-        if isinstance(x, ir.Const):
-            return const(x.dtype, x.value)
-        if isinstance(x, ir.ArgLoad):
-            return from_bits(x.dtype, self.g.word(("arg", x.index)))
-        if isinstance(x, ir.ExternalShape):
-            return f"(({reg(x.dtype)})(long){self.shape(x.buffer, x.axis)})"
-        raise KeyError(f"value {x!r} used before its definition")
+    def const_value(self, x: ir.Const) -> str:
+        return const(x.dtype, x.value)
 
-    def index64(self, x: ir.Value) -> str:
-        return self.wide[x] if x in self.wide else f"((long)({self.v(x)}))"
+    def arg_value(self, x: ir.ArgLoad) -> str:
+        return from_bits(x.dtype, self.g.word(("arg", x.index)))
+
+    def shape_value(self, x: ir.ExternalShape) -> str:
+        return f"(({reg(x.dtype)})(long){self.shape(x.buffer, x.axis)})"
+
+    def widen(self, x: ir.Value) -> str:
+        return f"((long)({self.v(x)}))"
 
     def shape(self, buf: int, axis: int) -> str:
         return f"((long){self.g.word(('shape', buf, axis))})"
 
-    def stride(self, buf: int, axis: int) -> str:
+    def index_const(self, n: int) -> str:
+        return str(n)
+
+    def ndarray_stride(self, buf: int, axis: int) -> str:
         decl = self.k.buffers[buf]
-        if decl.kind != "ndarray":
-            dims = list(decl.shape) + list(decl.elem_shape)
-            return str(math.prod(dims[axis + 1:]))
         parts = [f"max({self.shape(buf, a)}, 1L)" for a in range(axis + 1, decl.total_ndim)]
         return " * ".join(parts) if parts else "1L"
 
     # ------------------------------------------------------------ statements
-    def block(self, blk: ir.Block) -> None:
-        for s in blk.stmts:
-            getattr(self, "s_" + type(s).__name__)(s)
-
-    def s_Const(self, s: ir.Stmt) -> None:
-        pass
-
-    s_ArgLoad = s_ExternalShape = s_Const
-
-    def s_OpStmt(self, s: ir.OpStmt) -> None:
-        if s in self.names:  # hoisted before the loop (a reduction's pointer)
-            return
-        self.define(s, reg(s.dtype), op_expr(s.op, [a.dtype for a in s.args], s.dtype, [self.v(a) for a in s.args]))
+    def lower_op(self, s: ir.OpStmt, args: list[str]) -> str:
+        return self.define(s, reg(s.dtype), op_expr(s.op, [a.dtype for a in s.args], s.dtype, args))
 
     def s_Alloca(self, s: ir.Alloca) -> None:
-        if s not in self.names:
+        if s not in self.vals:
             name = self.fresh("a")
             self.lines.insert(self.locals_at, f"  {reg(s.dtype)} {name};")
-            self.names[s] = name
-        self.emit(f"{self.names[s]} = {const(s.dtype, 0)};")
+            self.vals[s] = name
+        self.emit(f"{self.vals[s]} = {const(s.dtype, 0)};")
 
     def s_LocalLoad(self, s: ir.LocalLoad) -> None:
-        self.define(s, reg(s.dtype), self.names[s.var])
+        self.define(s, reg(s.dtype), self.vals[s.var])
 
     def s_LocalStore(self, s: ir.LocalStore) -> None:
-        self.emit(f"{self.names[s.var]} = {self.v(s.value)};")
+        self.emit(f"{self.vals[s.var]} = {self.v(s.value)};")
 
     def s_GlobalPtr(self, s: ir.GlobalPtr) -> None:
         lin = self.index64(s.indices[-1]) if s.indices else "0L"
@@ -202,7 +188,7 @@ class _Fn:
         self.define(s, f"__global {mt}*", f"((__global {mt}*)b{s.buffer}) + {lin}")
 
     def s_GlobalLoad(self, s: ir.GlobalLoad) -> None:
-        p = self.names[s.ptr]
+        p = self.vals[s.ptr]
         dt = s.dtype
         if s.volatile and dt is T.f16:  # the bits through a volatile pointer (vload_half takes no volatile one)
             bits = self.fresh("hb")
@@ -215,7 +201,7 @@ class _Fn:
         self.define(s, reg(dt), expr)
 
     def s_GlobalStore(self, s: ir.GlobalStore) -> None:
-        p, dt, v = self.names[s.ptr], s.ptr.dtype, self.v(s.value)
+        p, dt, v = self.vals[s.ptr], s.ptr.dtype, self.v(s.value)
         if dt is T.f16:
             self.emit(f"*((__global ushort*){p}) = qd_f2hb({v});")
         elif dt is T.u1:
@@ -231,7 +217,7 @@ class _Fn:
                 op = Op.ADD if op is Op.SUB else op
             self.emit(f"{acc} = {op_expr(op, [dt, dt], dt, [acc, self.v(s.value)])};")
             return
-        self.define(s, reg(s.dtype), self.atomic(s.op, s.dtype, self.names[s.ptr], self.v(s.value)))
+        self.define(s, reg(s.dtype), self.atomic(s.op, s.dtype, self.vals[s.ptr], self.v(s.value)))
 
     def start_reductions(self) -> None:
         """Accumulators (identity-initialised) and their hoisted pointers, before the grid-stride loop
@@ -239,17 +225,13 @@ class _Fn:
         and partial sums as accurate as the other tiers' (one f32 cell summed from 2^24 atomics is not)."""
         prologue = set(self.task.prologue.stmts)
         for red in find_reductions(self.task):
-            for idx in red.ptr.indices:
-                for x in invariant_values(idx, prologue):
-                    if x not in self.names:
-                        self.s_OpStmt(x)
-            self.s_GlobalPtr(red.ptr)
+            ptr = self.hoist_cell(red, prologue)
             acc = self.fresh("acc")
             self.emit(f"{reg(red.dtype)} {acc} = {const(red.dtype, red.identity())};")
             for a in red.atomics:
                 self.reductions[a] = (red, acc)
-                self.names.setdefault(a.ptr, self.names[red.ptr])
-            self.accs.append((red, acc, self.names[red.ptr]))
+                self.vals.setdefault(a.ptr, ptr)
+            self.accs.append((red, acc, ptr))
 
     def flush_reductions(self, converged: bool = False) -> None:
         """Each accumulator into its cell. `converged` (every work item of the group gets here: no check or
@@ -301,7 +283,7 @@ class _Fn:
 
     def s_AtomicSwap(self, s: ir.AtomicSwap) -> None:
         """`atomic_xchg`/`atomic_cmpxchg` (`atom_*` at 64 bits; a double exchanges its bits as a long)."""
-        dt, p, v = s.dtype, self.names[s.ptr], self.v(s.value)
+        dt, p, v = s.dtype, self.vals[s.ptr], self.v(s.value)
         self.need_64bit_atomics(dt, f"qd.atomic_{'cas' if s.expected is not None else 'exchange'}")
         fn = "atom" if dt.bits == 64 else "atomic"
         if s.expected is not None:
@@ -313,7 +295,7 @@ class _Fn:
         self.define(s, reg(dt), expr)
 
     def s_ThreadSlot(self, s: ir.ThreadSlot) -> None:
-        self.names[s] = "gid"
+        self.vals[s] = "gid"
 
     def rng_reset(self) -> None:
         if self.uses_random:
@@ -341,23 +323,21 @@ class _Fn:
         i = self.fresh("i")
         self.emit(f"for (long {i} = {self.index64(s.begin)}; {i} < {self.index64(s.end)}; {i}++) {{")
         self.depth += 1
-        self.names[s.var], self.wide[s.var] = f"(({reg(s.var.dtype)}){i})", i
-        self.block(s.body)
+        self.vals[s.var], self.wide[s.var] = f"(({reg(s.var.dtype)}){i})", i
+        self.loop_body(s.body, "continue", "break")
         self.depth -= 1
         self.emit("}")
 
     def s_While(self, s: ir.While) -> None:
         self.emit("for (;;) {")
         self.depth += 1
-        self.block(s.body)
+        self.loop_body(s.body, "continue", "break")
         self.depth -= 1
         self.emit("}")
 
-    def s_Break(self, s: ir.Break) -> None:
-        self.emit("break;")
-
-    def s_Continue(self, s: ir.Continue) -> None:
-        self.emit("continue;")
+    def jump(self, target: str) -> None:
+        """`break` / `continue`: C's own statement."""
+        self.emit(f"{target};")
 
     def s_If(self, s: ir.If) -> None:
         self.emit(f"if (({self.v(s.cond)}) != 0) {{")
@@ -433,14 +413,12 @@ class _Fn:
                 self.emit(f"for (long {i} = {lo} + gid; {i} < {hi}; {i} += (long)get_global_size(0)) {{")
             self.depth += 1
             self.emit(f"tid = {i};")
-            self.names[t.var], self.wide[t.var] = f"(({reg(t.var.dtype)}){i})", i
+            self.vals[t.var], self.wide[t.var] = f"(({reg(t.var.dtype)}){i})", i
             self.rng_reset()
-            self.block(t.body)
+            self.loop_body(t.body, "continue", "break")
             self.depth -= 1
             self.emit("}")
-            stops = any(isinstance(s, (ir.Check, ir.Return)) for s in ir.walk(t.body)) or \
-                any(isinstance(s, ir.Check) for s in ir.walk(t.prologue))
-            self.flush_reductions(converged=self.g.group_reduce and not stops)
+            self.flush_reductions(converged=self.g.group_reduce and not stops_early(t))
         head = f"__kernel void qd_task{n}({', '.join(params)}) {{"
         return "\n".join([head] + self.lines + ["}"])
 
@@ -454,7 +432,7 @@ def build(k: ir.KernelIR, fast_math: bool, print_words: int, local_size: int, bl
     `int64_atomics` (a device without `cl_khr_int64_base/extended_atomics`) a 64-bit atomic is a clear error
     and the status and print words take 32-bit atomics; the source then also undefines the extensions' macros,
     so a device that has them compiles what one without them would."""
-    k = decompose.expand(k, decompose.lowered_here(LACKS))
+    k = prepare(k, LACKS)
     g = _Gen(k, fast_math, print_words, local_size, blocked, int64_atomics, group_reduce)
     bodies, tasks = [], []
     for n, t in enumerate(k.tasks):
@@ -467,7 +445,7 @@ def build(k: ir.KernelIR, fast_math: bool, print_words: int, local_size: int, bl
     if not int64_atomics:
         head = "#undef cl_khr_int64_base_atomics\n#undef cl_khr_int64_extended_atomics\n" + head
     source = head + "\n\n".join(bodies) + "\n"
-    keys = sorted(g.ctx, key=g.ctx.__getitem__)
+    keys = g.ctx_keys()
     return CLKernel(source, tasks, keys, print_table(k), check_arg_table(k), len(k.rets), g.uses_fp64)
 
 

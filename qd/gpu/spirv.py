@@ -30,7 +30,7 @@ from typing import Any
 from qd import ir
 from qd.base import abi
 from qd.base.abi import HEADER_WORDS, LOOP_LIMIT, MAX_CHECK_ARGS, PRINTLEN_WORD, ZERO_WORD
-from qd.codegen import decompose
+from qd.codegen.emitter import CodegenBase, KernelCodegen, prepare
 from qd.codegen.reduce import find_reductions
 from qd.codegen.tables import check_arg_table, print_table
 from qd.errors import QuadrantsTypeError
@@ -104,34 +104,24 @@ _INTERLEAVABLE = (ir.Const, ir.ArgLoad, ir.ExternalShape, ir.OpStmt, ir.GlobalPt
                   ir.AtomicRMW, ir.If, ir.Alloca, ir.LocalLoad, ir.LocalStore)
 
 
-class KernelGen:
+class KernelGen(KernelCodegen):
     """Kernel-wide state: the context layout shared by every task's module."""
 
     def __init__(self, k: ir.KernelIR, caps: Caps, fast_math: bool, print_words: int) -> None:
-        assert k.tasks is not None, "build_spirv needs an offloaded kernel (run the pass pipeline)"
-        self.k, self.caps, self.fast_math, self.print_words = k, caps, fast_math, print_words
-        self.ctx: dict[tuple, int] = {}
-        self.print_ids = {s: i for i, s in enumerate(s for s in ir.walk_kernel(k) if isinstance(s, ir.Print))}
-
-    def ctx_index(self, key: tuple) -> int:
-        if key not in self.ctx:
-            self.ctx[key] = len(self.ctx)
-        return self.ctx[key]
-
-    def ctx_word(self, key: tuple) -> int:
-        return HEADER_WORDS + len(self.k.rets) + self.ctx_index(key)
+        super().__init__(k, fast_math, "build_spirv")
+        self.caps, self.print_words = caps, print_words
 
 
 def build_spirv(k: ir.KernelIR, caps: Caps, fast_math: bool, print_words: int) -> SpirvKernel:
     """The SPIR-V modules of offloaded kernel `k`, with its context layout, print table and check-arg dtypes;
     `print_words` is the capacity of the print buffer the launcher binds."""
-    k = decompose.expand(k, decompose.lowered_here(so.LACKS))
+    k = prepare(k, so.LACKS)
     kg = KernelGen(k, caps, fast_math, print_words)
     tasks = []
     for n, t in enumerate(k.tasks):
         e = FnEmitter(kg, t, n)
         tasks.append(SpirvTask(t.kind, e.build(), e.local_size, t, bool(e.reductions)))
-    return assemble(k, tasks, sorted(kg.ctx, key=kg.ctx.__getitem__))
+    return assemble(k, tasks, kg.ctx_keys())
 
 
 def assemble(k: ir.KernelIR, tasks: list[SpirvTask], ctx: list[tuple]) -> SpirvKernel:
@@ -141,8 +131,11 @@ def assemble(k: ir.KernelIR, tasks: list[SpirvTask], ctx: list[tuple]) -> SpirvK
 
 
 @dataclass
-class FnEmitter(Atomics, Nesting):
-    """One task as one SPIR-V module with entry point `main` (the `so.Emit` protocol for op lowerings)."""
+class FnEmitter(Atomics, Nesting, CodegenBase):
+    """One task as one SPIR-V module with entry point `main` (the `so.Emit` protocol for op lowerings; the shared
+    skeleton: `qd/codegen/emitter.py`)."""
+
+    TIER = "the SPIR-V code generator"
 
     kg: KernelGen
     task: ir.Task
@@ -315,13 +308,11 @@ class FnEmitter(Atomics, Nesting):
     def shape(self, buf: int, axis: int) -> int:
         return self.ctx_word(("shape", buf, axis))
 
-    def stride(self, buf: int, axis: int) -> int:
+    def index_const(self, n: int) -> int:
+        return self.u64c(n)
+
+    def ndarray_stride(self, buf: int, axis: int) -> int:
         decl = self.k.buffers[buf]
-        if decl.kind != "ndarray":
-            acc = 1
-            for d in (list(decl.shape) + list(decl.elem_shape))[axis + 1:]:
-                acc *= d
-            return self.u64c(acc)
 
         def make() -> int:
             acc = self.u64c(1)
@@ -333,9 +324,7 @@ class FnEmitter(Atomics, Nesting):
             return acc
         return self._entry(("stride", buf, axis), make)
 
-    def index64(self, x: ir.Value) -> int:
-        if x in self.wide:
-            return self.wide[x]
+    def widen(self, x: ir.Value) -> int:
         v = self.v(x)
         if x.dtype is T.u1:
             return so.select(self, self.u64, v, self.u64c(1), self.u64c(0))
@@ -343,19 +332,17 @@ class FnEmitter(Atomics, Nesting):
             return v
         return so.sext(self, x.dtype, T.u64, v) if x.dtype.is_signed else self.op(S.UConvert, v, t=self.u64)
 
-    def v(self, x: ir.Value) -> int:
-        if x in self.vals:
-            return self.vals[x]
-        if isinstance(x, ir.Const):
-            return self.c(x.dtype, x.value)
-        if isinstance(x, ir.ArgLoad):
-            return self._entry(("arg", x.index, x.dtype.name),
-                               lambda: self.from_bits(x.dtype, self.ctx_word(("arg", x.index)), at_entry=True))
-        if isinstance(x, ir.ExternalShape):
-            sh = self.shape(x.buffer, x.axis)
-            return self._entry(("eshape", x.buffer, x.axis, x.dtype.name),
-                               lambda: sh if x.dtype.bits == 64 else self.entry(S.UConvert, sh, t=self.ty(x.dtype)))
-        raise KeyError(f"value {x!r} used before its definition")
+    def const_value(self, x: ir.Const) -> int:
+        return self.c(x.dtype, x.value)
+
+    def arg_value(self, x: ir.ArgLoad) -> int:
+        return self._entry(("arg", x.index, x.dtype.name),
+                           lambda: self.from_bits(x.dtype, self.ctx_word(("arg", x.index)), at_entry=True))
+
+    def shape_value(self, x: ir.ExternalShape) -> int:
+        sh = self.shape(x.buffer, x.axis)
+        return self._entry(("eshape", x.buffer, x.axis, x.dtype.name),
+                           lambda: sh if x.dtype.bits == 64 else self.entry(S.UConvert, sh, t=self.ty(x.dtype)))
 
     # ------------------------------------------------------------ blocks and control flow
     def label(self, lid: int) -> None:
@@ -368,27 +355,24 @@ class FnEmitter(Atomics, Nesting):
             self.done = True
 
     def block(self, blk: ir.Block) -> None:
+        handlers, find = self._handlers, self.handler
         for s in blk.stmts:
             if self.done:  # the rest of the block follows a break, continue, return: never runs
                 return
-            getattr(self, "s_" + type(s).__name__)(s)
+            (handlers.get(type(s)) or find(s))(self, s)
 
     def local_var(self, key: Any, t: int) -> int:
         if key not in self.vars:
             self.vars[key] = self.fn.local(self.m.pointer(StorageClass.Function, t))
         return self.vars[key]
 
-    def s_Const(self, s: ir.Stmt) -> None:
-        pass
+    def operands(self, s: ir.OpStmt) -> list[int]:
+        if self.hide and hides_operands(s.op):
+            return [self.operand(a) for a in s.args]
+        return [self.v(a) for a in s.args]
 
-    s_ArgLoad = s_ExternalShape = s_Const
-
-    def s_OpStmt(self, s: ir.OpStmt) -> None:
-        if s in self.vals:  # hoisted before the loop (reduction pointers)
-            return
-        hide = self.hide and hides_operands(s.op)
-        args = [self.operand(a) if hide else self.v(a) for a in s.args]
-        self.vals[s] = so.lower_op(self, s.op, [a.dtype for a in s.args], s.dtype, args)
+    def lower_op(self, s: ir.OpStmt, args: list[int]) -> int:
+        return so.lower_op(self, s.op, [a.dtype for a in s.args], s.dtype, args)
 
     def operand(self, x: ir.Value) -> int:
         """`v(x)`, for a float operand the driver might see as a constant OR-ed with a word that is always 0
@@ -488,11 +472,9 @@ class FnEmitter(Atomics, Nesting):
     def s_While(self, s: ir.While) -> None:
         header, cont, merge = self.open_loop()
         self.tick()
-        self.loops.append((cont, merge))
         self.enter(s)
-        self.block(s.body)
+        self.loop_body(s.body, cont, merge)
         self.leave()
-        self.loops.pop()
         self.branch(cont)
         self.label(cont)
         self.branch(header)
@@ -534,11 +516,9 @@ class FnEmitter(Atomics, Nesting):
         self.op(S.Return)
         self.done = True
 
-    def s_Break(self, s: ir.Break) -> None:
-        self.branch(self.loops[-1][1])
-
-    def s_Continue(self, s: ir.Continue) -> None:
-        self.branch(self.loops[-1][0])
+    def jump(self, target: int) -> None:
+        """`break` / `continue`: the rest of the block is never reached."""
+        self.branch(target)
 
     def s_Return(self, s: ir.Return) -> None:
         for k, x in enumerate(s.values):
@@ -753,7 +733,7 @@ class FnEmitter(Atomics, Nesting):
             for s in self.task.body.stmts:
                 for vals, wide, local_vars, tid in states:
                     self.vals, self.wide, self.vars, self.tid = vals, wide, local_vars, tid
-                    getattr(self, "s_" + type(s).__name__)(s)
+                    self.stmt(s)
             self.vals, self.wide, self.vars = base
             self.tid = self.gid()
         span = self.entry(S.IMul, step, self.u64c(k - 1), t=self.u64)

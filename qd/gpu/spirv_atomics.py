@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from qd import ir
-from qd.codegen.reduce import find_reductions, invariant_values
+from qd.codegen.reduce import find_reductions
 from qd.errors import QuadrantsTypeError
 from qd.gpu import spirv_ops as so
 from qd.gpu.spirv_defs import BuiltIn, Capability, Decoration, GroupOperation, MemorySemantics, Scope, StorageClass
@@ -164,13 +164,10 @@ class Atomics:
         for red in self.found:
             if red.dtype.bits < 32:
                 continue  # a narrow atomic is a CAS loop on its word: no accumulator
-            for idx in red.ptr.indices:
-                for x in invariant_values(idx, prologue):
-                    self.s_OpStmt(x)
-            self.s_GlobalPtr(red.ptr)
+            addr = self.hoist_cell(red, prologue)
             acc = self.fn.local(self.m.pointer(StorageClass.Function, self.ty(red.dtype)))
             self.op(S.Store, acc, self.c(red.dtype, red.identity()))
-            r = _Reduction(red, acc, self.vals[red.ptr])
+            r = _Reduction(red, acc, addr)
             for a in red.atomics:
                 self.reductions[a] = r
                 self.vals[a.ptr] = r.addr

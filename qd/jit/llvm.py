@@ -26,8 +26,8 @@ from llvmlite import ir as L
 
 from qd import ir
 from qd.base import abi
-from qd.codegen import decompose
-from qd.codegen.reduce import find_reductions, invariant_values
+from qd.codegen.emitter import KernelCodegen, prepare, stops_early
+from qd.codegen.reduce import find_reductions
 from qd.codegen.tables import check_arg_table, print_table
 from qd.jit import lanes, llvm_spmd
 from qd.jit.llvm_fn import PTR, FnLowering, i64c
@@ -62,17 +62,16 @@ def symbol_prefix(k: ir.KernelIR, target: Target, fast_math: bool) -> str:
     return f"qd_{re.sub(r'[^A-Za-z0-9_]', '_', k.name)[:48]}_{digest}"
 
 
-class ModuleGen:
+class ModuleGen(KernelCodegen):
     """Module-wide state: the kernel, target, fast-math switch and print numbering."""
 
     def __init__(self, k: ir.KernelIR, target: Target, fast_math: bool, spmd: bool = False) -> None:
-        assert k.tasks is not None, "build_module needs an offloaded kernel (run the pass pipeline)"
-        self.k, self.target, self.fast_math = k, target, fast_math
+        super().__init__(k, fast_math, "build_module")
+        self.target = target
         self.spmd = spmd  # range bodies in SIMD lanes where `lanes.wanted` (the CPU target)
         self.module = L.Module(name=k.name)
         target.configure(self.module)
         self.prefix = symbol_prefix(k, target, fast_math)
-        self.print_ids = {s: i for i, s in enumerate(s for s in ir.walk_kernel(k) if isinstance(s, ir.Print))}
 
     def function(self, name: str, ret: L.Type, params: list[L.Type]) -> L.Function:
         fn = L.Function(self.module, L.FunctionType(ret, params), name)
@@ -131,8 +130,7 @@ class ModuleGen:
         f.rng_reset()
         # every thread reaches the flush at the loop's end (no check or return can stop one early): a GPU
         # target may combine a warp's accumulators before its atomic (`Target.reduce_atomic`)
-        stops = any(isinstance(s, (ir.Check, ir.Return)) for s in ir.walk(t.body)) or \
-            any(isinstance(s, ir.Check) for s in ir.walk(t.prologue))
+        stops = stops_early(t)
         f.on_return = lambda: self.flush_reductions(f, accs, False)
         f.loops.append((latch, None))  # `continue` ends the iteration
         f.block(t.body)
@@ -155,11 +153,7 @@ class ModuleGen:
         prologue = set(t.prologue.stmts)
         accs = []
         for red in find_reductions(t):
-            for idx in red.ptr.indices:
-                for x in invariant_values(idx, prologue):
-                    f.s_OpStmt(x)
-            f.s_GlobalPtr(red.ptr)
-            ptr = f.vals[red.ptr]
+            ptr = f.hoist_cell(red, prologue)
             acc = f.accumulator(red.dtype, red.identity())
             for a in red.atomics:
                 f.reductions[a] = (red, acc)
@@ -184,7 +178,7 @@ def build_module(k: ir.KernelIR, target: Target, fast_math: bool, lanes_ok: bool
     """The LLVM module of offloaded kernel `k` (see the module docstring), with its task symbols,
     print table and check-arg dtypes (the launch decodes prints and failures with these). `lanes_ok=False`:
     no body in SIMD lanes (`qd/jit/cpu.py` asks again so when a module with lanes does not parse)."""
-    k = decompose.expand(k, decompose.lowered_here(LACKS))
+    k = prepare(k, LACKS)
     spmd = target.name == "cpu" and lanes_ok
     try:
         mg = ModuleGen(k, target, fast_math, spmd)

@@ -18,6 +18,7 @@ from llvmlite import ir as L
 from qd import ir
 from qd.base import abi
 from qd.base.abi import CTX_FIELDS, MAX_CHECK_ARGS, MAX_NDIM
+from qd.codegen.emitter import CodegenBase
 from qd.jit.llvm_ops import I1, I8, OpCtx, const, fminmax, lower_op, mem_type, reg_type
 from qd.jit.targets import F32, F64, I32, I64
 from qd.ops import Op
@@ -61,8 +62,11 @@ def mix64(b: L.IRBuilder, z: L.Value) -> L.Value:
     return b.xor(z, b.lshr(z, i64c(abi.RNG_MIX_LAST_SHIFT)))
 
 
-class FnLowering:
-    """Lowers statements into one function whose first parameter is the `Ctx*`."""
+class FnLowering(CodegenBase):
+    """Lowers statements into one function whose first parameter is the `Ctx*` (the shared skeleton:
+    `qd/codegen/emitter.py`)."""
+
+    TIER = "the LLVM code generator"
 
     def __init__(self, mg: ModuleGen, fn: L.Function, uses_random: bool) -> None:
         self.mg, self.k, self.fn = mg, mg.k, fn
@@ -109,14 +113,11 @@ class FnLowering:
         return self._entry(("buf", buf), lambda eb: eb.load(
             self.word(eb, self.field("bufs"), buf, PTR), typ=ty, align=8, name=f"buf{buf}"))
 
-    def stride(self, buf: int, axis: int) -> L.Value:
+    def index_const(self, n: int) -> L.Value:
+        return i64c(n)
+
+    def ndarray_stride(self, buf: int, axis: int) -> L.Value:
         decl = self.k.buffers[buf]
-        dims = list(decl.shape) + list(decl.elem_shape)
-        if decl.kind != "ndarray":
-            acc = 1
-            for d in dims[axis + 1:]:
-                acc *= d
-            return i64c(acc)
 
         def make(eb: L.IRBuilder) -> L.Value:
             acc: L.Value = i64c(1)
@@ -137,23 +138,19 @@ class FnLowering:
         self.eb.branch(self.start)
 
     # ------------------------------------------------------------ values
-    def v(self, x: ir.Value) -> L.Value:
-        if x in self.vals:
-            return self.vals[x]
-        if isinstance(x, ir.Const):
-            return const(x.dtype, x.value)
-        if isinstance(x, ir.ArgLoad):
-            return self._entry(("arg", x.index, x.dtype.name), lambda eb: from_bits(
-                eb, x.dtype, eb.load(self.word(eb, self.field("args"), x.index), typ=I64, align=8)))
-        if isinstance(x, ir.ExternalShape):
-            sh = self.shape(x.buffer, x.axis)
-            return self._entry(("eshape", x.buffer, x.axis, x.dtype.name),
-                               lambda eb: sh if x.dtype.bits == 64 else eb.trunc(sh, reg_type(x.dtype)))
-        raise KeyError(f"value {x!r} used before its definition")
+    def const_value(self, x: ir.Const) -> L.Value:
+        return const(x.dtype, x.value)
 
-    def index64(self, x: ir.Value) -> L.Value:
-        if x in self.wide:
-            return self.wide[x]
+    def arg_value(self, x: ir.ArgLoad) -> L.Value:
+        return self._entry(("arg", x.index, x.dtype.name), lambda eb: from_bits(
+            eb, x.dtype, eb.load(self.word(eb, self.field("args"), x.index), typ=I64, align=8)))
+
+    def shape_value(self, x: ir.ExternalShape) -> L.Value:
+        sh = self.shape(x.buffer, x.axis)
+        return self._entry(("eshape", x.buffer, x.axis, x.dtype.name),
+                           lambda eb: sh if x.dtype.bits == 64 else eb.trunc(sh, reg_type(x.dtype)))
+
+    def widen(self, x: ir.Value) -> L.Value:
         v = self.v(x)
         if x.dtype.bits == 64:
             return v
@@ -163,20 +160,9 @@ class FnLowering:
         """Continue emitting after a terminator, in a block nothing jumps to."""
         self.b.position_at_end(self.fn.append_basic_block("dead"))
 
-    # ------------------------------------------------------------ blocks
-    def block(self, blk: ir.Block) -> None:
-        for s in blk.stmts:
-            getattr(self, "s_" + type(s).__name__)(s)
-
-    def s_Const(self, s: ir.Stmt) -> None:
-        pass
-
-    s_ArgLoad = s_ExternalShape = s_Const
-
-    def s_OpStmt(self, s: ir.OpStmt) -> None:
-        if s in self.vals:  # hoisted before the loop (reduction pointers)
-            return
-        self.vals[s] = lower_op(self.c, s.op, [a.dtype for a in s.args], s.dtype, [self.v(a) for a in s.args])
+    # ------------------------------------------------------------ statements
+    def lower_op(self, s: ir.OpStmt, args: list) -> L.Value:
+        return lower_op(self.c, s.op, [a.dtype for a in s.args], s.dtype, args)
 
     def s_Alloca(self, s: ir.Alloca) -> None:
         if s not in self.vals:
@@ -351,9 +337,7 @@ class FnLowering:
         b.position_at_end(body)
         self.wide[s.var] = i
         self.vals[s.var] = b.trunc(i, reg_type(s.var.dtype))
-        self.loops.append((latch, exit_))
-        self.block(s.body)
-        self.loops.pop()
+        self.loop_body(s.body, latch, exit_)
         b.branch(latch)
         b.position_at_end(latch)
         nxt = b.add(i, i64c(1))
@@ -366,18 +350,13 @@ class FnLowering:
         top, exit_ = self.fn.append_basic_block("while"), self.fn.append_basic_block("while_end")
         self.b.branch(top)
         self.b.position_at_end(top)
-        self.loops.append((top, exit_))
-        self.block(s.body)
-        self.loops.pop()
+        self.loop_body(s.body, top, exit_)
         self.b.branch(top)
         self.b.position_at_end(exit_)
 
-    def s_Break(self, s: ir.Break) -> None:
-        self.b.branch(self.loops[-1][1])
-        self.dead()
-
-    def s_Continue(self, s: ir.Continue) -> None:
-        self.b.branch(self.loops[-1][0])
+    def jump(self, target: L.Block) -> None:
+        """`break` / `continue`: a branch, then emission goes on in a dead block."""
+        self.b.branch(target)
         self.dead()
 
     def s_If(self, s: ir.If) -> None:
