@@ -78,9 +78,9 @@ def _captured_grad(monkeypatch, k, a):
     seen = []
     orig = adstack_heap.AdStackPlan.bind
 
-    def spy(self, arrays, owners, args, nthreads, forced):
+    def spy(self, arrays, owners, args, nthreads, forced, heap=None):
         seen.append((self, arrays, owners, args, nthreads))
-        return orig(self, arrays, owners, args, nthreads, forced)
+        return orig(self, arrays, owners, args, nthreads, forced, heap)
 
     monkeypatch.setattr(adstack_heap.AdStackPlan, "bind", spy)
     t = time.perf_counter()

@@ -17,10 +17,9 @@ import pytest
 import qd
 from qd import _launch as _clib
 from qd import ir
-from qd.base import abi
+from qd.base import abi, config
 from qd.frontend import args as _args
 from qd.ops import INFO, Op
-from qd.base import config
 from qd.runtime import launch as _launch
 from qd.types import dtypes as T
 

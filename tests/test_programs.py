@@ -39,8 +39,8 @@ from conftest import init_arch
 from programs import cases
 
 import qd
-from qd.errors import QuadrantsCompilationError
 from qd.base import arch as _arch
+from qd.errors import QuadrantsCompilationError
 
 DATA = Path(__file__).resolve().parent / "programs" / "data" / "quadrants-1.3.3.json"
 

@@ -3,9 +3,9 @@
 import pytest
 
 import qd
+from qd.base import config as _config
 from qd.errors import QuadrantsOptionError, QuadrantsRuntimeTypeError, QuadrantsWarning
 from qd.lang import impl
-from qd.base import config as _config
 from qd.runtime import program
 
 

@@ -15,10 +15,9 @@ from typing import Any
 import numpy as np
 
 from qd import ir
-from qd.base import abi
+from qd.base import abi, config
 from qd.debug.session import Debugger
 from qd.debug.walker import LaunchEnv, Thread
-from qd.base import config
 from qd.runtime import launch as L
 
 _LAUNCH_FILES = {os.path.abspath(L.__file__), os.path.abspath(os.path.join(os.path.dirname(__file__), "runner.py"))}

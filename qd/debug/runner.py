@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from qd import _launch as _clib
-from qd.debug.walker import LaunchEnv, Thread, Tracer
 from qd.base import config
+from qd.debug.walker import LaunchEnv, Thread, Tracer
 from qd.runtime import launch as L
 
 

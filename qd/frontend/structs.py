@@ -21,8 +21,8 @@ from qd.frontend import values as _v
 from qd.frontend.expr import Expr
 from qd.types import dtypes
 from qd.types import hooks as _hooks
-from qd.types.struct_type import StructType
 from qd.types.dtypes import DataType, MatrixType
+from qd.types.struct_type import StructType
 
 
 @dataclass

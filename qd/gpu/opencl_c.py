@@ -44,7 +44,6 @@ from qd.gpu.opencl_prelude import PRELUDE
 from qd.ops import Op
 from qd.types import dtypes as T
 
-
 # the names of the atomic ops in OpenCL's builtins and the prelude's helpers (`qd_atomic_<name>_<type>`)
 _ATOMIC_NAMES = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul", Op.MIN: "min", Op.MAX: "max", Op.BIT_AND: "and",
                  Op.BIT_OR: "or", Op.BIT_XOR: "xor"}

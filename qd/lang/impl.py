@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from qd.base import config as _config
 from qd.errors import QuadrantsSyntaxError  # noqa: F401  (Quadrants' tests import it from here)
 from qd.runtime import adstack_heap as _adstack_heap
-from qd.base import config as _config
 from qd.runtime.fields import field  # noqa: F401
 from qd.runtime.ndarray import ndarray  # noqa: F401
 from qd.runtime.program import on_reset, reset  # noqa: F401

@@ -34,14 +34,13 @@ import numpy as np
 from qd import _interp, _launch, ir
 from qd.ad.adstack import OVERFLOW_KIND
 from qd.ad.counting import COUNTS_KIND
-from qd.base import abi
+from qd.base import abi, config
+from qd.base import arch as _arch
 from qd.base.abi import RC_DONE, register_bits
 from qd.bytecode.lower import KernelCode, lower_kernel
 from qd.errors import QuadrantsRuntimeError, QuadrantsRuntimeTypeError
 from qd.frontend.instance import KernelInstance, lowered
 from qd.jit import tiering
-from qd.base import arch as _arch
-from qd.base import config
 from qd.runtime import program, tiers
 from qd.runtime.adstack_heap import AdStackHeap, AdStackPlan
 from qd.runtime.status import check_error, decode_returns, flush_prints

@@ -27,12 +27,12 @@ from typing import Any
 import numpy as np
 
 from qd import _launch
-from qd.runtime import ad_tape as _tape
+from qd.base import abi
+from qd.base import config as _config
 from qd.frontend import args as _args
 from qd.frontend import builder as _builder
 from qd.frontend import guards as _guards
-from qd.base import abi
-from qd.base import config as _config
+from qd.runtime import ad_tape as _tape
 from qd.runtime import launch as _launch_mod
 from qd.runtime import tiers as _tiers
 from qd.runtime._hostdata import HostData

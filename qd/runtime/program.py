@@ -15,10 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 from qd import _logging
-from qd.errors import QuadrantsOptionError, QuadrantsWarning
 from qd.base import arch as _arch
 from qd.base import config as _config
 from qd.base import option_check
+from qd.errors import QuadrantsOptionError, QuadrantsWarning
 from qd.runtime import pyquadrants
 from qd.types import dtypes
 

@@ -16,8 +16,8 @@ from typing import Any, Iterable
 import pytest
 
 import qd
-from qd.extension import is_extension_supported
 from qd.base import arch as _arch
+from qd.extension import is_extension_supported
 
 _QD_ARCHS = (qd.interp, qd.cpu, qd.vulkan, qd.cuda, qd.opencl)  # the built ones that open here run
 
