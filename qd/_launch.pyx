@@ -209,6 +209,10 @@ cdef class Plan:
     cdef list builder_stack      # the kernels being compiled, in every thread (`qd.frontend.builder.COMPILING`): empty
     cdef object nd_base          # the qd Ndarray class
     cdef object device_run       # a GPU tier: its launcher, (launch args) -> returns; None: the CPU tier
+    # dataclass arguments: per parameter as written, None (itself a leaf) or (its class, the member path of each
+    # of its leaves); None where the signature is flat. The call's arguments become the leaves' values first.
+    cdef list struct_spec
+    cdef Py_ssize_t nuser
     cdef public object runner    # a GPU tier's launch in C (`CudaRunner`), tried before `device_run`; or None
     cdef public object members_unchanged  # (args) -> bool: the fields/ndarrays reached through templates are the
                                           # instance's (`qd/frontend/guards.py`); None: no such members
@@ -280,6 +284,37 @@ cdef class Plan:
         self.runner = None
         self.members_unchanged = None
         self.ad_hook = None
+        self.struct_spec = None
+
+    def with_structs(self, list spec):
+        """Dataclass parameters: per parameter as written, None or (its class, the member paths of its leaves in
+        the signature's leaf order)."""
+        self.struct_spec, self.nuser = spec, len(spec)
+
+    cdef object _leaves(self, tuple args):
+        """The leaf values of a call through dataclass arguments (`Signature.bind`'s), or None where an argument
+        is not exactly its parameter's dataclass or lacks a member (the Python path says why)."""
+        cdef Py_ssize_t i
+        cdef list out = []
+        if len(args) != self.nuser:
+            return None
+        for i in range(self.nuser):
+            v = args[i]
+            spec = self.struct_spec[i]
+            if spec is None:
+                out.append(v)
+                continue
+            if type(v) is not (<tuple>spec)[0]:
+                return None
+            try:
+                for path in (<tuple>spec)[1]:
+                    x = v
+                    for name in <tuple>path:
+                        x = getattr(x, name)
+                    out.append(x)
+            except AttributeError:
+                return None
+        return tuple(out)
 
     def with_adstack(self, object hook, object ad_plan, list reads, list int_params):
         """Adstack heaps through `hook` (see `ad_hook`); `reads`: per buffer the sizes read, (owner, -1) for a
@@ -385,7 +420,13 @@ cdef class Plan:
         without side effects when the call must take the Python path. One launch at a time: the plan is
         busy from its first write into its launch state to its returns (a call from another thread meanwhile,
         or from the same thread's hooks, misses and takes the Python path, which has launch states of its own)."""
-        if not self._guarded() or len(args) != self.nparams:
+        if not self._guarded():
+            return MISS
+        if self.struct_spec is not None:
+            args = self._leaves(args)
+            if args is None:
+                return MISS
+        if len(args) != self.nparams:
             return MISS
         self.busy = True
         try:

@@ -103,7 +103,9 @@ def _build(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any],
     launches need the Python path."""
     gpu = device_rt is not None
     k = ck.ir
-    if ck.counts is not None or not sig.flat or (ck.adstack is not None and (ck.adstack.counter is not None or gpu)):
+    structs = _struct_spec(sig)
+    if ck.counts is not None or structs is False or \
+            (ck.adstack is not None and (ck.adstack.counter is not None or gpu)):
         return None
     params = _params(k, sig, values, ck.written)
     buffers = _buffers(k, bindings, ck.written, gpu)
@@ -120,8 +122,11 @@ def _build(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any],
         from qd.runtime import device_launch
 
         run = functools.partial(device_launch.launch, device_rt, ck, list(bindings))
-        return _launch.Plan(sc.launch, sc, sc.args, sc.status, sc.printlen, sc.rets, *common, [], rets, restructure,
+        plan = _launch.Plan(sc.launch, sc, sc.args, sc.status, sc.printlen, sc.rets, *common, [], rets, restructure,
                             None, None, guards, _builder.COMPILING, Ndarray, run)
+        if structs is not None:
+            plan.with_structs(structs)
+        return plan
     native = ck.tier.native
     tasks = [(t.kind == "serial", t.fn, t.prologue or 0, t.min_parallel) for t in native.tasks]
 
@@ -144,7 +149,26 @@ def _build(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any],
                         on_failure, on_prints, guards, _builder.COMPILING, Ndarray)
     if ck.adstack is not None and not _with_adstack(plan, ck, sc, bindings, launch_params, call):
         return None
+    if structs is not None:
+        plan.with_structs(structs)
     return plan
+
+
+def _struct_spec(sig: _args.Signature) -> list | None | bool:
+    """What a plan needs to take dataclass arguments apart (`Plan.with_structs`): per parameter as written, None or
+    (its dataclass, the member paths of its leaves); None for a flat signature; False where a parameter is a
+    `qd.types.struct` (a host `Struct` or dict: the Python path converts it)."""
+    if sig.flat:
+        return None
+    spec: list = []
+    for p in sig.user_params:
+        if p.kind != "struct":
+            spec.append(None)
+        elif isinstance(p.ann, type):
+            spec.append((p.ann, tuple(tuple(leaf.path) for leaf in p.leaves)))
+        else:
+            return False
+    return spec
 
 
 def _with_adstack(plan: Any, ck: Any, sc: Any, bindings: Sequence[Any], launch_params: list, call: Any) -> bool:
