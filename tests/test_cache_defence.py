@@ -297,3 +297,15 @@ def test_load_with_deletes_what_the_loader_refuses_and_what_crashed_a_process(tm
     assert os.path.exists(os.path.join(d, "e.loading"))  # on probation until the code ran
     cache.confirm(d, "e")
     assert not os.path.exists(os.path.join(d, "e.loading")) and cache.load(d, "e") is not None
+
+
+def test_a_cut_cubin_is_refused_before_the_driver_sees_it() -> None:
+    """The CUDA tier checks a cached cubin is a whole ELF file (the driver loaded one cut to 2/3 on an H100 and ran
+    it); no GPU needed: any 64-bit ELF file stands for a cubin."""
+    from qd.gpu.cuda_tier import _sound_cubin
+
+    elf = Path(os.path.realpath(sys.executable)).read_bytes()
+    assert _sound_cubin(elf) is elf
+    for bad in (_truncated(elf), elf[:63], b"\x7fELF" + bytes(100), _section_table_outside(elf)):
+        with pytest.raises(ValueError):
+            _sound_cubin(bad)

@@ -293,7 +293,7 @@ class CudaBackend(DeviceBackend):
         if cache_dir is None:
             return self.drv.load_module(text)
         key = hashlib.sha256(b"cubin\0%s\0%d\0%s" % (self.arch.encode(), self.drv.version, text)).hexdigest()
-        module = cache.load_with(cache_dir, key, lambda cubin, _: self.drv.load_module(cubin))
+        module = cache.load_with(cache_dir, key, lambda cubin, _: self.drv.load_module(_sound_cubin(cubin)))
         if module is not None:
             return module
         cubin = self.drv.cubin(text)
@@ -447,3 +447,25 @@ def _ndim(d: ir.BufferDecl) -> int:
 
 
 __all__ = ["CudaBackend", "CudaKernel", "Program"]
+
+
+def _sound_cubin(data: bytes) -> bytes:
+    """`data` if it is a whole 64-bit ELF file (headers, program segments and sections inside it), else ValueError:
+    the driver may load a cut cubin whose missing tail it never reads until a kernel needs it (a cache entry
+    truncated on disk with a digest to match)."""
+    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise ValueError("no 64-bit little-endian ELF file")
+    phoff, shoff = struct.unpack_from("<QQ", data, 32)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 54)
+    if phoff + phentsize * phnum > len(data) or shoff + shentsize * shnum > len(data):
+        raise ValueError("the ELF header tables lie outside the file")
+    for i in range(phnum):
+        off, _vaddr, _paddr, filesz = struct.unpack_from("<QQQQ", data, phoff + phentsize * i + 8)
+        if off + filesz > len(data):
+            raise ValueError(f"program segment {i} lies outside the file")
+    for i in range(shnum):
+        typ, = struct.unpack_from("<I", data, shoff + shentsize * i + 4)
+        off, size = struct.unpack_from("<QQ", data, shoff + shentsize * i + 24)
+        if typ != 8 and off + size > len(data):  # SHT_NOBITS takes no bytes
+            raise ValueError(f"section {i} lies outside the file")
+    return data
