@@ -213,6 +213,11 @@ cdef class Plan:
     # of its leaves); None where the signature is flat. The call's arguments become the leaves' values first.
     cdef list struct_spec
     cdef Py_ssize_t nuser
+    cdef tuple wrappers          # `qd.Tensor` wrapper classes taken off the arguments (their `_impl`), or None
+    cdef list struct_last        # per parameter as written: the last argument whose leaves are kept, or None
+    cdef list struct_kept        # ... and those leaves (kept only where every object on the paths is frozen)
+    cdef list nd_last            # per parameter: the qd ndarray that passed every check last, or None
+    cdef list nd_arr             # ... and its storage then
     cdef public object runner    # a GPU tier's launch in C (`CudaRunner`), tried before `device_run`; or None
     cdef public object members_unchanged  # (args) -> bool: the fields/ndarrays reached through templates are the
                                           # instance's (`qd/frontend/guards.py`); None: no such members
@@ -282,14 +287,35 @@ cdef class Plan:
         self.guards, self.builder_stack, self.nd_base = guards, builder_stack, nd_base
         self.device_run = device_run
         self.runner = None
+        self.nd_last, self.nd_arr = [None] * self.nparams, [None] * self.nparams
         self.members_unchanged = None
         self.ad_hook = None
         self.struct_spec = None
+        self.wrappers = None
 
     def with_structs(self, list spec):
         """Dataclass parameters: per parameter as written, None or (its class, the member paths of its leaves in
         the signature's leaf order)."""
         self.struct_spec, self.nuser = spec, len(spec)
+        self.struct_last, self.struct_kept = [None] * self.nuser, [None] * self.nuser
+
+    def with_wrappers(self, tuple classes):
+        """Arguments (and dataclass leaves) of these classes are `qd.Tensor` wrappers: launched as their `_impl`,
+        as `Signature.bind` does."""
+        self.wrappers = classes
+
+    cdef inline object _bare(self, object v):
+        if self.wrappers is not None and type(v) in self.wrappers:
+            return v._impl
+        return v
+
+    cdef object _unwrapped(self, tuple args):
+        """`args` with every `qd.Tensor` wrapper replaced by what it wraps."""
+        cdef Py_ssize_t i
+        for i in range(len(args)):
+            if type(args[i]) in self.wrappers:
+                return tuple([self._bare(v) for v in args])
+        return args
 
     cdef object _leaves(self, tuple args):
         """The leaf values of a call through dataclass arguments (`Signature.bind`'s), or None where an argument
@@ -302,19 +328,34 @@ cdef class Plan:
             v = args[i]
             spec = self.struct_spec[i]
             if spec is None:
-                out.append(v)
-                continue
-            if type(v) is not (<tuple>spec)[0]:
-                return None
-            try:
-                for path in (<tuple>spec)[1]:
-                    x = v
-                    for name in <tuple>path:
-                        x = getattr(x, name)
-                    out.append(x)
-            except AttributeError:
+                out.append(self._bare(v))
+            elif v is self.struct_last[i]:  # a frozen argument seen before: its members are what they were
+                out.extend(<tuple>self.struct_kept[i])
+            elif type(v) is not (<tuple>spec)[0] or not self._walk(i, v, (<tuple>spec)[1], out):
                 return None
         return tuple(out)
+
+    cdef bint _walk(self, Py_ssize_t i, object v, tuple paths, list out) except -1:
+        """Appends the leaves of dataclass argument `v` of parameter `i` to `out` (False: a member is missing), and
+        keeps them for the next call with `v` where `v` and every dataclass on the way are frozen (their members
+        cannot be assigned: `object.__setattr__` on a frozen dataclass goes around that, and a plan would then
+        launch with the members of before)."""
+        cdef Py_ssize_t k, n, start = len(out)
+        cdef bint frozen = _frozen(v)
+        cdef tuple path
+        try:
+            for path in paths:
+                x = v
+                n = len(path)
+                for k in range(n - 1):
+                    x = getattr(x, path[k])
+                    frozen = frozen and _frozen(x)
+                out.append(self._bare(getattr(x, path[n - 1])))
+        except AttributeError:
+            return False
+        self.struct_last[i] = v if frozen else None
+        self.struct_kept[i] = tuple(out[start:]) if frozen else None
+        return True
 
     def with_adstack(self, object hook, object ad_plan, list reads, list int_params):
         """Adstack heaps through `hook` (see `ad_hook`); `reads`: per buffer the sizes read, (owner, -1) for a
@@ -363,6 +404,9 @@ cdef class Plan:
         self.seed, self.nthreads = seed, nthreads
         self.epoch = _epoch
         self.ad_seen = None  # the heaps were laid out for the threads and options of before
+        if self.struct_spec is not None:  # what was checked under the old options is checked again
+            self.struct_last, self.struct_kept = [None] * self.nuser, [None] * self.nuser
+        self.nd_last, self.nd_arr = [None] * self.nparams, [None] * self.nparams
 
     cdef inline bint _bind(self, Py_ssize_t b, object arr):
         """Points buffer `b` at numpy array `arr` (its data and extents)."""
@@ -389,7 +433,23 @@ cdef class Plan:
         return True
 
     cdef inline object _ndarray(self, Py_ssize_t i, object v):
-        """The storage of ndarray argument `v` of parameter `i`, or None if `v` does not fit the plan."""
+        """The storage of ndarray argument `v` of parameter `i`, or None if `v` does not fit the plan. A qd ndarray
+        that passed every check before passes them again while its storage is the same array (a qd ndarray's
+        dtype, element shape and size are its own for good; a new layout or `qd.reset` replaces the storage) and,
+        on the CPU tier, it has no device copy."""
+        cdef object a
+        cdef tuple exp
+        if v is self.nd_last[i]:
+            a = v._arr
+            if a is self.nd_arr[i] and (self.device_run is not None or v._mirror is None) and \
+                    (not self.pwritten[i] or cnp.PyArray_ISWRITEABLE(<cnp.ndarray>a)):
+                return a
+        a = self._ndarray_checked(i, v)
+        if a is not None and isinstance(v, self.nd_base):
+            self.nd_last[i], self.nd_arr[i] = v, a
+        return a
+
+    cdef inline object _ndarray_checked(self, Py_ssize_t i, object v):
         cdef object a
         cdef tuple exp = <tuple>self.pexpect[i]
         if isinstance(v, self.nd_base):
@@ -426,6 +486,8 @@ cdef class Plan:
             args = self._leaves(args)
             if args is None:
                 return MISS
+        elif self.wrappers is not None:
+            args = self._unwrapped(args)
         if len(args) != self.nparams:
             return MISS
         self.busy = True
@@ -834,3 +896,9 @@ cdef class CudaRunner:
         words = np.array([self.status[i] for i in range(self.nstatus)], dtype=np.int64)
         memset(self.status, 0, 8 * self.nstatus)
         return self.on_error(words)
+
+
+cdef inline bint _frozen(object x):
+    """Whether `x` is an instance of a frozen dataclass."""
+    params = getattr(type(x), "__dataclass_params__", None)
+    return params is not None and bool(getattr(params, "frozen", False))

@@ -507,3 +507,80 @@ def test_gpu_arch_dataclass_arguments_launch_through_the_plan(arch):
         _struct_axpy(s, z, 0.0)
         np.testing.assert_array_equal(y.to_numpy(), np.float32(r) * np.arange(n, dtype=np.float32) + 1)
     assert _planned(_struct_axpy) >= 3
+
+
+def test_keyword_arguments_and_defaults_launch_through_the_plan():
+    @qd.kernel
+    def scaled(x: qd.types.ndarray(qd.f32, 1), y: qd.types.ndarray(qd.f32, 1), a: qd.f32 = 2.0):
+        for i in range(x.shape[0]):
+            y[i] = a * x[i]
+
+    x, y = np.arange(8, dtype=np.float32), np.zeros(8, np.float32)
+    scaled(x, y)
+    scaled(x, y=y)
+    np.testing.assert_array_equal(y, 2 * x)
+    scaled(a=3.0, y=y, x=x)
+    np.testing.assert_array_equal(y, 3 * x)
+    assert _planned(scaled) == 2
+    with pytest.raises(qd.QuadrantsSyntaxError, match="unexpected keyword argument 'b'"):
+        scaled(x, y, b=1.0)
+    with pytest.raises(qd.QuadrantsSyntaxError, match="multiple values for argument 'x'"):
+        scaled(x, x=x)
+
+
+def test_qd_tensor_wrappers_launch_through_the_plan():
+    x = qd.tensor(qd.f32, (8,))
+    y = qd.tensor(qd.f32, (8,))
+    x.from_numpy(np.arange(8, dtype=np.float32))
+
+    @qd.kernel
+    def copy2(a: qd.Tensor, b: qd.Tensor):
+        for i in range(a.shape[0]):
+            b[i] = 2 * a[i]
+
+    for _ in range(3):
+        copy2(x, y)
+    np.testing.assert_array_equal(y.to_numpy(), 2 * np.arange(8, dtype=np.float32))
+    assert _planned(copy2) == 2
+
+
+@dataclasses.dataclass(frozen=True)
+class _FrozenInner:
+    v: qd.types.NDArray[qd.f32, 1]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Frozen:
+    x: qd.types.NDArray[qd.f32, 1]
+    inner: _FrozenInner
+    a: qd.f32
+
+
+@qd.kernel
+def _frozen_add(s: _Frozen):
+    for i in range(s.x.shape[0]):
+        s.x[i] += s.inner.v[i] * s.a
+
+
+def test_frozen_dataclass_arguments_seen_before_skip_the_member_walk():
+    """A frozen dataclass argument passed again is the same members (the plan keeps its leaves); another object,
+    even an equal one, is walked again; a member's storage is still checked at every launch."""
+    n = 16
+    x, v = qd.ndarray(qd.f32, (n,)), qd.ndarray(qd.f32, (n,))
+    v.from_numpy(np.ones(n, np.float32))
+    s = _Frozen(x, _FrozenInner(v), 2.0)
+    for _ in range(4):
+        _frozen_add(s)
+    np.testing.assert_array_equal(x.to_numpy(), np.full(n, 8, np.float32))
+    assert _planned(_frozen_add) == 3
+    x2 = qd.ndarray(qd.f32, (n,))
+    s2 = _Frozen(x2, _FrozenInner(v), 0.5)
+    _frozen_add(s2)  # a new object: its own members (a new qd ndarray's first launch takes the Python path)
+    _frozen_add(s2)
+    np.testing.assert_array_equal(x2.to_numpy(), np.full(n, 1.0, np.float32))
+    np.testing.assert_array_equal(x.to_numpy(), np.full(n, 8, np.float32))
+    _frozen_add(s)
+    np.testing.assert_array_equal(x.to_numpy(), np.full(n, 10, np.float32))
+    assert _planned(_frozen_add) == 5
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.x = x2  # what makes keeping the leaves sound

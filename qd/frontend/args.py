@@ -6,7 +6,7 @@ type: unrolled into scalar args), 'ndarray' (`qd.types.ndarray(...)`: a qd Ndarr
 CPU torch tensor; keyed by dtype, ndim and element shape), 'view' (`BufferView[dtype]` or bare
 `BufferView`: a `qd.BufferView`; launched as its ndarray plus two i32 args, offset and size, so only the
 ndarray's dtype, ndim and element shape are in the key), 'tensor' (`qd.Tensor`: per call, a field-backed
-value (or None) is a 'template' and an ndarray-backed one an 'ndarray'; `_resolved`).
+value (or None) is a 'template' and an ndarray-backed one an 'ndarray'; `resolved_param`).
 
 `qd.Tensor` wrappers (`qd/lang/tensor.py`) are taken off every argument in `Signature.bind`, so whatever
 the annotation, the rest of this module only sees bare fields and ndarrays. An ndarray's physical layout
@@ -190,9 +190,15 @@ class Signature:
 
     def bind(self, args: tuple, kwargs: dict) -> list:
         """The values of the leaf parameters for a call."""
-        n = len(self.user_params)
-        if not kwargs and len(args) == n:  # the common call: all positional
+        if not kwargs and len(args) == len(self.user_params):  # the common call: all positional
             return _unwrapped(list(args) if self.flat else self._flatten(args))
+        out = self.positional(args, kwargs)
+        return _unwrapped(out if self.flat else self._flatten(out))
+
+    def positional(self, args: tuple, kwargs: dict) -> list:
+        """A call's arguments as written, in parameter order: keywords placed, defaults filled in (the errors of a
+        call that does not fit the signature)."""
+        n = len(self.user_params)
         if len(args) > n:
             raise QuadrantsSyntaxError(f"{self.fn.__name__}() takes {n} arguments but {len(args)} were given")
         out = list(args) + [inspect.Parameter.empty] * (n - len(args))
@@ -209,7 +215,7 @@ class Signature:
                 if d is inspect.Parameter.empty:
                     raise QuadrantsSyntaxError(f"{self.fn.__name__}() missing argument '{self.user_params[i].name}'")
                 out[i] = d
-        return _unwrapped(out if self.flat else self._flatten(out))
+        return out
 
     def _flatten(self, values: Any) -> list:
         out: list = []
@@ -237,7 +243,7 @@ def _unwrapped(values: list) -> list:
     return values
 
 
-def _resolved(p: Param, v: Any) -> Param:
+def resolved_param(p: Param, v: Any) -> Param:
     """Parameter `p` as its value `v` makes it: a `qd.Tensor` parameter is a template for a field (or None)
     and an ndarray parameter otherwise; any other parameter is itself."""
     if p.kind != "tensor":
@@ -540,7 +546,7 @@ def grad_args(sig: Signature, values: list) -> list[tuple[int, Any]]:
     out: list[tuple[int, Any]] = []
     i = 0
     for p, v in zip(sig.params, values):
-        p = _resolved(p, v)
+        p = resolved_param(p, v)
         if p.kind == "ndarray":
             g = _grad_of(p, v)
             if g is not None:
@@ -553,7 +559,8 @@ def _param_of_launch_arg(sig: Signature, index: int, values: list) -> int:
     """The parameter (index into `sig.params`) whose launch args include launch arg `index`."""
     table = getattr(sig, "_launch_params", None)
     if table is None:
-        table = [i for i, (p, v) in enumerate(zip(sig.params, values)) for _ in range(_launch_arity(_resolved(p, v)))]
+        table = [i for i, (p, v) in enumerate(zip(sig.params, values))
+                 for _ in range(_launch_arity(resolved_param(p, v)))]
         if not any(p.kind == "tensor" for p in sig.params):  # otherwise the table depends on the values
             sig._launch_params = table  # type: ignore[attr-defined]
     return table[index]
@@ -571,7 +578,7 @@ def hidden_args(sig: Signature, values: list, hidden: tuple) -> list:
             continue
         ai, attr = h
         pi = _param_of_launch_arg(sig, ai, values)
-        out.append(_hidden_of(_resolved(sig.params[pi], values[pi]), values[pi], attr))
+        out.append(_hidden_of(resolved_param(sig.params[pi], values[pi]), values[pi], attr))
     return out
 
 
@@ -632,7 +639,7 @@ def convert(sig: Signature, values: list) -> tuple[tuple, list, list]:
     args: list = []
     post: list = []
     for p, v in zip(sig.params, values):
-        p = _resolved(p, v)
+        p = resolved_param(p, v)
         if p.kind == "template":
             key.append(_template_key(v, p.name))
         elif p.kind == "scalar":
@@ -677,7 +684,7 @@ def bind_kernel_params(t: Any, sig: Signature, values: list, assigned: set) -> N
     """Declare the kernel's args/buffers (same order as `convert`) and bind the parameter names."""
     b = t.b
     for i, (p, v) in enumerate(zip(sig.params, values)):
-        p = _resolved(p, v)
+        p = resolved_param(p, v)
         if p.kind == "template":
             t.ctx.bind(p.name, _v.LiftedObject(v, i, ()) if _v.lifts_primitives(v) else t.wrap_global(v, p.name))
         elif p.kind == "scalar":

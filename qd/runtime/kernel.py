@@ -37,6 +37,15 @@ _KERNELS: weakref.WeakSet[Kernel] = weakref.WeakSet()
 _MISS = _clib.MISS
 
 
+def _positional(sig: Any, args: tuple, kwargs: dict) -> tuple | None:
+    """A call with keywords as the positional arguments a launch plan takes (None where the call does not fit the
+    signature: the Python path raises the error)."""
+    try:
+        return tuple(sig.positional(args, kwargs))
+    except QuadrantsSyntaxError:
+        return None
+
+
 def _clear_caches() -> None:
     for k in list(_KERNELS):
         k._instances.clear()
@@ -100,8 +109,9 @@ class Kernel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         plan = self._plan
-        if plan is not None and not kwargs:  # a call shaped like the last one: the compiled launch
-            r = plan.launch(args)
+        if plan is not None:  # a call shaped like the last one: the compiled launch
+            full = args if not kwargs else _positional(self._sig, args, kwargs)
+            r = plan.launch(full) if full is not None else _MISS
             if r is not _MISS:
                 return r
         return self._run(args, kwargs, "fwd" if _tape.active_fwd() is not None else "")

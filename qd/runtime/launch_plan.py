@@ -39,6 +39,7 @@ from qd.runtime._hostdata import HostData
 from qd.runtime.ndarray import Ndarray
 from qd.runtime.status import flush_prints
 from qd.types import dtypes
+from qd.types import hooks as _hooks
 from qd.types.dtypes import DataType, MatrixType
 
 _config.on_change(_launch.bump_epoch)  # plans armed under the old options re-arm
@@ -124,13 +125,11 @@ def _build(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any],
         run = functools.partial(device_launch.launch, device_rt, ck, list(bindings))
         plan = _launch.Plan(sc.launch, sc, sc.args, sc.status, sc.printlen, sc.rets, *common, [], rets, restructure,
                             None, None, guards, _builder.COMPILING, Ndarray, run)
-        if structs is not None:
-            plan.with_structs(structs)
-        return plan
+        return _with_arguments(plan, sig, structs)
     native = ck.tier.native
     tasks = [(t.kind == "serial", t.fn, t.prologue or 0, t.min_parallel) for t in native.tasks]
 
-    launch_params = [i for i, p in enumerate(sig.params) if p.kind != "template"]
+    launch_params = [i for i, p in enumerate(_resolved(sig, values)) if p.kind != "template"]
 
     def call(args: tuple) -> tuple[list, list, list]:
         """(launch args, owner and array of every buffer) of a planned call, as the Python path has them."""
@@ -149,8 +148,16 @@ def _build(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any],
                         on_failure, on_prints, guards, _builder.COMPILING, Ndarray)
     if ck.adstack is not None and not _with_adstack(plan, ck, sc, bindings, launch_params, call):
         return None
+    return _with_arguments(plan, sig, structs)
+
+
+def _with_arguments(plan: Any, sig: _args.Signature, structs: list | None) -> Any:
+    """`plan` taking apart the dataclass arguments `structs` describes (`_struct_spec`) and the `qd.Tensor` wrappers
+    `Signature.bind` takes off (where the signature may get one: a dataclass or a `qd.Tensor` parameter)."""
     if structs is not None:
         plan.with_structs(structs)
+    if structs is not None or any(p.kind == "tensor" for p in sig.params):
+        plan.with_wrappers(_hooks.impl.TENSOR_TYPES)
     return plan
 
 
@@ -199,7 +206,7 @@ def _params(k: Any, sig: _args.Signature, values: list, written: frozenset) -> l
     buffer_of = {d.arg: b for b, d in enumerate(k.buffers) if d.kind == "ndarray"}
     out: list = []
     ai = 0  # the launch argument (ArgDecl) of the parameter
-    for p, v in zip(sig.params, values):
+    for p, v in zip(_resolved(sig, values), values):
         if p.kind == "template":
             out.append((abi.P_TEMPLATE, 0, 0, 0, 0, v))
         elif p.kind == "scalar":
@@ -220,10 +227,16 @@ def _params(k: Any, sig: _args.Signature, values: list, written: frozenset) -> l
     return out
 
 
+def _resolved(sig: _args.Signature, values: list) -> list:
+    """The leaf parameters as this call's values make them: a `qd.Tensor` one is a template for a field and an
+    ndarray parameter for an ndarray (`args.resolved_param`; a later call with the other kind misses the plan)."""
+    return [_args.resolved_param(p, v) for p, v in zip(sig.params, values)]
+
+
 def _plain_arrays(sig: _args.Signature, values: list) -> bool:
     """Every ndarray argument of this call is a qd ndarray or a C-contiguous numpy array (what a plan takes)."""
     return all(isinstance(v, Ndarray) or (type(v) is np.ndarray and v.flags.c_contiguous)
-               for p, v in zip(sig.params, values) if p.kind == "ndarray")
+               for p, v in zip(_resolved(sig, values), values) if p.kind == "ndarray")
 
 
 def _ndarray_param(p: Any, v: Any, b: int | None, written: frozenset, large: int) -> tuple | None:
