@@ -19,7 +19,7 @@ write goes past the slice, on every tier, with or without `debug`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 from qd import ir
 from qd.ops import Op
@@ -63,8 +63,7 @@ class _Lowering:
             if fn is not None:
                 fn(s, out)
                 continue
-            kids = {f.name: self.block(getattr(s, f.name)) for f in fields(s)
-                    if isinstance(getattr(s, f.name), ir.Block)}
+            kids = {n: self.block(getattr(s, n)) for n in ir.block_fields(type(s))}
             out.append(replace(s, **kids) if kids else s)
         return ir.Block(tuple(out))
 

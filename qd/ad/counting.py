@@ -12,7 +12,7 @@ sizer reads them as `Counted(w)` nodes. The cost is one forward pass without sto
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import fields, replace
+from dataclasses import replace
 
 from qd import ir
 from qd.ops import Op
@@ -46,8 +46,7 @@ class _Counter:
             if isinstance(s, ir.RangeFor):  # a fresh variable for the copy of the loop (uses follow `sub`)
                 nv = self.sub[s.var] = ir.LoopVar(dtype=s.var.dtype, name=s.var.name)
                 new = replace(new, var=nv)
-            kids = {f.name: self.block(getattr(s, f.name)) for f in fields(s)
-                    if isinstance(getattr(s, f.name), ir.Block)}
+            kids = {n: self.block(getattr(s, n)) for n in ir.block_fields(type(s))}
             new = replace(new, **kids) if (kids or new is s) else new
         self.sub[s] = new
         out.append(new)

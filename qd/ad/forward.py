@@ -24,7 +24,7 @@ After (buffers 2 = x.dual, 3 = y.dual):
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import Sequence
 
 from qd import ir
@@ -116,7 +116,7 @@ def _emit(out: list[ir.Stmt], s: ir.Stmt) -> ir.Stmt:
 
 
 def _child_blocks(s: ir.Stmt) -> list[tuple[str, ir.Block]]:
-    return [(f.name, getattr(s, f.name)) for f in fields(s) if isinstance(getattr(s, f.name), ir.Block)]
+    return [(n, getattr(s, n)) for n in ir.block_fields(type(s))]
 
 
 def forward(k: ir.KernelIR, dual_buffers: Sequence[int]) -> ir.KernelIR:

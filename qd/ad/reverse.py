@@ -131,8 +131,7 @@ class _Unroller:
             elif isinstance(s, ir.Return):
                 raise QuadrantsCompilationError(f"kernel.grad does not support return values{_where(s.loc)}")
             else:
-                kids = {f.name: self.block(getattr(s, f.name), dict(sub)) for f in fields(s)
-                        if isinstance(getattr(s, f.name), ir.Block)}
+                kids = {n: self.block(getattr(s, n), dict(sub)) for n in ir.block_fields(type(s))}
                 new = _clone(s, sub, kids)
                 sub[s] = new
                 out.append(new)

@@ -26,7 +26,7 @@ Before (`b[None] += x[1] * b[None]`-like; buffer 0 = b):    After (buffer 1 = b'
 from __future__ import annotations
 
 import linecache
-from dataclasses import fields as _dc_fields, replace
+from dataclasses import replace
 from typing import Sequence
 
 from qd import ir
@@ -55,8 +55,7 @@ class _Validator:
     def block(self, b: ir.Block) -> ir.Block:
         out: list[ir.Stmt] = []
         for s in b.stmts:
-            kids = {f.name: self.block(getattr(s, f.name)) for f in _dc_fields(s)
-                    if isinstance(getattr(s, f.name), ir.Block)}
+            kids = {n: self.block(getattr(s, n)) for n in ir.block_fields(type(s))}
             if kids:
                 s = replace(s, **kids)
             self.stmt(s, out)

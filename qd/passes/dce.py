@@ -20,7 +20,7 @@ Before:                                  After:
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import fields, replace
+from dataclasses import replace
 
 from qd import ir
 
@@ -128,10 +128,11 @@ class _Sweep:
         """Sweep `block` backwards, so chains of dead values go in one sweep."""
         out: list[ir.Stmt] = []
         for s in reversed(block.stmts):
-            kids = {f.name: self.block(getattr(s, f.name)) for f in fields(s)
-                    if isinstance(getattr(s, f.name), ir.Block)}
-            if kids and any(kids[n] is not getattr(s, n) for n in kids):
-                s = replace(s, **kids)
+            names = ir.block_fields(type(s))
+            if names:
+                kids = {n: self.block(getattr(s, n)) for n in names}
+                if any(kids[n] is not getattr(s, n) for n in names):
+                    s = replace(s, **kids)
             if self.dead(s):
                 self.drop(s)
             else:

@@ -44,7 +44,7 @@ Before:                                  After (tasks):
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
 from qd import ir
 from qd.ir import remap_operands
@@ -190,8 +190,7 @@ class _Offloader:
                     ns = ir.GlobalStore(ptr=ptr[-1], value=mapping.get(s.value, s.value), loc=s.loc)
                 out += ptr + [ns]
                 continue
-            kids = {f.name: self.rewrite(getattr(s, f.name), mapping) for f in fields(s)
-                    if isinstance(getattr(s, f.name), ir.Block)}
+            kids = {n: self.rewrite(getattr(s, n), mapping) for n in ir.block_fields(type(s))}
             ns = remap_operands(replace(s, **kids) if kids else s, mapping)
             if ns is not s:
                 mapping[s] = ns

@@ -21,7 +21,7 @@ Before:                                  After:
 from __future__ import annotations
 
 import math
-from dataclasses import fields, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -260,8 +260,7 @@ def _simplify_control(s: ir.Stmt, m: dict) -> list[ir.Stmt]:
     if isinstance(s, ir.RangeFor) and not s.parallel and isinstance(s.begin, ir.Const) \
             and isinstance(s.end, ir.Const) and s.end.value <= s.begin.value:
         return []
-    kids = {f.name: simplify_block(getattr(s, f.name), m) for f in fields(s)
-            if isinstance(getattr(s, f.name), ir.Block)}
+    kids = {n: simplify_block(getattr(s, n), m) for n in ir.block_fields(type(s))}
     return [replace(s, **kids)]
 
 
