@@ -7,16 +7,17 @@ the call that armed it). A call goes through it when everything the Python path 
 decided the same way again, which the plan checks itself at every call:
 
 - nothing the Python path reads changed: the config (`bump_epoch`, called on every option change), no
-  `qd.ad.Tape` / `FwdMode` is active and no kernel is being compiled in any thread, no debugger swapped the
-  launch function
-  (the plan's guards: a dict entry that must still hold the same object), the fields and ndarrays the
+  `qd.ad.Tape` / `FwdMode` is active, no kernel is being compiled in any thread, no tier wrapper (the debugger)
+  is registered (the plan's guards: a dict entry that must still hold the same object), the fields and ndarrays the
   instance reached through its template arguments (`members_unchanged`, `qd/frontend/guards.py`);
 - every argument has the type and layout the instance was made for: a template argument is the same
   object (or an equal int/float/bool/str, as the instantiation key compares them), a scalar is a
   Python int/float/bool that converts to its parameter's dtype (an int in the 64-bit range of the
   parameter's signedness: `qd.frontend.args._scalar`), an ndarray argument
-  is a qd Ndarray with the same dtype, element shape and layout, or a C-contiguous, native-order
-  numpy array of the dtype and dimensions of the instance (writeable where the kernel writes it).
+  is a qd Ndarray with the same dtype, element shape and layout (one that passed before: the same storage and
+  layout), or a C-contiguous, native-order numpy array of the dtype and dimensions of the instance (writeable
+  where the kernel writes it); a dataclass argument is exactly its parameter's class, and its leaves are such
+  arguments (`with_structs`); `qd.Tensor` wrappers are taken off first (`with_wrappers`).
 
 Anything else returns `MISS`, and the caller takes the Python path, which raises the same errors as
 ever. A plan binds buffers (data pointers and extents into the interpreter's `Launch`), packs scalars
@@ -47,6 +48,7 @@ from qd._interp cimport Launch
 cnp.import_array()
 
 MISS = object()  # what `Plan.launch` returns when the call must take the Python path
+_NOTHING = object()  # no argument kept (`Plan.struct_last`): no call passes it
 
 # parameter kinds (P_*), buffer kinds (B_*), value codes (V_*: the dtype class, the bit width in the low byte), a
 # runner's context word kinds (W_*) and buffer sources (S_*): the launch ABI, `qd/base/abi.py`
@@ -218,6 +220,7 @@ cdef class Plan:
     cdef list struct_kept        # ... and those leaves (kept only where every object on the paths is frozen)
     cdef list nd_last            # per parameter: the qd ndarray that passed every check last, or None
     cdef list nd_arr             # ... and its storage then
+    cdef list nd_layout          # ... and its layout then
     cdef public object runner    # a GPU tier's launch in C (`CudaRunner`), tried before `device_run`; or None
     cdef public object members_unchanged  # (args) -> bool: the fields/ndarrays reached through templates are the
                                           # instance's (`qd/frontend/guards.py`); None: no such members
@@ -287,19 +290,19 @@ cdef class Plan:
         self.guards, self.builder_stack, self.nd_base = guards, builder_stack, nd_base
         self.device_run = device_run
         self.runner = None
-        self.nd_last, self.nd_arr = [None] * self.nparams, [None] * self.nparams
+        self._forget_ndarrays()
         self.members_unchanged = None
         self.ad_hook = None
         self.struct_spec = None
         self.wrappers = None
 
-    def with_structs(self, list spec):
+    def with_structs(self, list spec) -> None:
         """Dataclass parameters: per parameter as written, None or (its class, the member paths of its leaves in
         the signature's leaf order)."""
         self.struct_spec, self.nuser = spec, len(spec)
-        self.struct_last, self.struct_kept = [None] * self.nuser, [None] * self.nuser
+        self.struct_last, self.struct_kept = [_NOTHING] * self.nuser, [None] * self.nuser
 
-    def with_wrappers(self, tuple classes):
+    def with_wrappers(self, tuple classes) -> None:
         """Arguments (and dataclass leaves) of these classes are `qd.Tensor` wrappers: launched as their `_impl`,
         as `Signature.bind` does."""
         self.wrappers = classes
@@ -353,7 +356,7 @@ cdef class Plan:
                 out.append(self._bare(getattr(x, path[n - 1])))
         except AttributeError:
             return False
-        self.struct_last[i] = v if frozen else None
+        self.struct_last[i] = v if frozen else _NOTHING
         self.struct_kept[i] = tuple(out[start:]) if frozen else None
         return True
 
@@ -405,8 +408,11 @@ cdef class Plan:
         self.epoch = _epoch
         self.ad_seen = None  # the heaps were laid out for the threads and options of before
         if self.struct_spec is not None:  # what was checked under the old options is checked again
-            self.struct_last, self.struct_kept = [None] * self.nuser, [None] * self.nuser
-        self.nd_last, self.nd_arr = [None] * self.nparams, [None] * self.nparams
+            self.struct_last, self.struct_kept = [_NOTHING] * self.nuser, [None] * self.nuser
+        self._forget_ndarrays()
+
+    cdef void _forget_ndarrays(self):
+        self.nd_last, self.nd_arr, self.nd_layout = [None] * self.nparams, [None] * self.nparams, [None] * self.nparams
 
     cdef inline bint _bind(self, Py_ssize_t b, object arr):
         """Points buffer `b` at numpy array `arr` (its data and extents)."""
@@ -434,19 +440,20 @@ cdef class Plan:
 
     cdef inline object _ndarray(self, Py_ssize_t i, object v):
         """The storage of ndarray argument `v` of parameter `i`, or None if `v` does not fit the plan. A qd ndarray
-        that passed every check before passes them again while its storage is the same array (a qd ndarray's
-        dtype, element shape and size are its own for good; a new layout or `qd.reset` replaces the storage) and,
-        on the CPU tier, it has no device copy."""
+        that passed every check before passes them again while its storage and layout are the same (a qd
+        ndarray's dtype, element shape and size are its own for good; `qd.reset` drops the storage) and, on the
+        CPU tier, it has no device copy. The plan holds that ndarray until another takes its place or the plan
+        is armed again."""
         cdef object a
-        cdef tuple exp
         if v is self.nd_last[i]:
             a = v._arr
-            if a is self.nd_arr[i] and (self.device_run is not None or v._mirror is None) and \
+            if a is self.nd_arr[i] and v._layout is self.nd_layout[i] and \
+                    (self.device_run is not None or v._mirror is None) and \
                     (not self.pwritten[i] or cnp.PyArray_ISWRITEABLE(<cnp.ndarray>a)):
                 return a
         a = self._ndarray_checked(i, v)
         if a is not None and isinstance(v, self.nd_base):
-            self.nd_last[i], self.nd_arr[i] = v, a
+            self.nd_last[i], self.nd_arr[i], self.nd_layout[i] = v, a, v._layout
         return a
 
     cdef inline object _ndarray_checked(self, Py_ssize_t i, object v):

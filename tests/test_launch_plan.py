@@ -584,3 +584,66 @@ def test_frozen_dataclass_arguments_seen_before_skip_the_member_walk():
     assert _planned(_frozen_add) == 5
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.x = x2  # what makes keeping the leaves sound
+
+
+def test_a_layout_tagged_after_the_plan_is_not_taken_on_its_storage():
+    """A qd ndarray's layout can change in place (`_qd_layout`): the plan's shortcut for an ndarray seen before
+    checks the layout too, so the call takes the instance of the new layout."""
+    @qd.kernel
+    def rowsum(x: qd.types.ndarray(qd.f32, 2), out: qd.types.ndarray(qd.f32, 1)):
+        for i in range(x.shape[0]):
+            acc = 0.0
+            for j in range(x.shape[1]):
+                acc += x[i, j] * (j + 1)
+            out[i] = acc
+
+    x, out = qd.ndarray(qd.f32, (3, 3)), qd.ndarray(qd.f32, (3,))
+    x.from_numpy(np.arange(9, dtype=np.float32).reshape(3, 3))
+    for _ in range(3):
+        rowsum(x, out)
+    assert _planned(rowsum) == 2
+    x._qd_layout = (1, 0)  # the same storage, now holding the transpose's axes
+    rowsum(x, out)
+    w = np.arange(1, 4, dtype=np.float32)
+    np.testing.assert_array_equal(out.to_numpy(), x.to_numpy() @ w)
+
+
+def test_none_for_a_dataclass_parameter_takes_the_python_path():
+    n = 4
+    s = _Outer(np.zeros(n, np.float32), np.zeros(n, np.float32), 1.0, _Inner(np.zeros(n, np.float32), 1))
+    z = np.zeros(n, np.float32)
+    _struct_axpy(s, z, 0.0)
+    _struct_axpy(s, z, 0.0)
+    assert _planned(_struct_axpy) == 1
+    with pytest.raises(QuadrantsRuntimeTypeError, match="cannot be converted"):
+        _struct_axpy(None, z, 0.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Mixed:
+    f: qd.Tensor
+    a: qd.Tensor
+
+
+@pytest.mark.archs("cpu", "vulkan", "cuda", "opencl")
+def test_field_and_ndarray_backed_tensor_leaves_bind_their_own_buffers(arch):
+    """A field-backed `qd.Tensor` leaf is a template (no launch argument), an ndarray-backed one an argument: the
+    plan (and a GPU tier's C launcher) maps each launch argument to its own leaf."""
+    n = 8
+    f = qd.field(qd.f32, shape=(n,))
+    f.from_numpy(np.arange(n, dtype=np.float32))
+    a = qd.ndarray(qd.f32, (n,))
+
+    @qd.kernel
+    def twice(s: _Mixed, out: qd.types.ndarray(qd.f32, 1)):
+        for i in range(n):
+            s.a[i] = 2 * s.f[i]
+            out[i] = s.a[i] + 1
+
+    out = qd.ndarray(qd.f32, (n,))
+    m = _Mixed(qd.Tensor(f), qd.Tensor(a))
+    for _ in range(3):
+        twice(m, out)
+    np.testing.assert_array_equal(a.to_numpy(), 2 * np.arange(n, dtype=np.float32))
+    np.testing.assert_array_equal(out.to_numpy(), 2 * np.arange(n, dtype=np.float32) + 1)
+    assert _planned(twice) >= 1

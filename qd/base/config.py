@@ -52,7 +52,8 @@ raises an error naming the option.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from qd.base import option_check
 
@@ -201,6 +202,7 @@ def on_change(listener: Callable[[], None]) -> None:
     launch plans' epoch here: plans armed under the old options must re-arm)."""
     if listener not in _listeners:
         _listeners.append(listener)
+
 
 _current: Config | None = None
 

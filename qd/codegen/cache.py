@@ -3,8 +3,8 @@
 An entry is the object code of one kernel instance plus a small pickle of its task symbols and
 print/check tables, under a key hashing everything the machine code depends on: the IR text, the
 target (triple, CPU, features, LLVM version, and the digest of the tier's own generator sources), fast_math,
-the qd version and the sources of this shared floor (qd/codegen). Entries are written atomically (temp file + rename); a corrupt, truncated or stale entry
-reads as a miss and is rebuilt, never an error.
+the qd version and the sources of this shared floor (qd/codegen). Entries are written atomically (temp file +
+rename); a corrupt, truncated or stale entry reads as a miss and is rebuilt, never an error.
 
 An entry whose digest matches can still be bad for the loader it feeds (issue 27 item 13: a bad object made LLVM's
 object loader or PoCL's binary loader crash every later run). `load_with` runs the caller's loader: an entry it

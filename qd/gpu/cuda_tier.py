@@ -335,9 +335,9 @@ class CudaBackend(DeviceBackend):
     def runner(self, prog: Program, grids: list, buffers: list, words: list, leaves: list, regrid: Any,
                on_error: Any, rt: Any, clib: Any) -> Any:
         """The C launcher of a program (`qd._launch.CudaRunner`; `qd/runtime/device_launch.py`'s `runner` says
-        what `grids`, `buffers`, `words` and `leaves` hold; `clib`: the runtime's `qd._launch`, whose `CudaRunner` it makes): its ring of slots
-        (pinned host memory, a device twin and an event each), its status words in mapped pinned memory, and its
-        temporaries on the device."""
+        what `grids`, `buffers`, `words` and `leaves` hold; `clib`: the runtime's `qd._launch`, whose `CudaRunner`
+        it makes): its ring of slots (pinned host memory, a device twin and an event each), its status words in
+        mapped pinned memory, and its temporaries on the device."""
         from qd.gpu.cuda_driver import check
 
         drv, sk = self.drv, prog.kernel

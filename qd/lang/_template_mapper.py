@@ -12,6 +12,4 @@ that this write does not change.
 
 from __future__ import annotations
 
-import builtins  # noqa: F401  (Genesis writes `__builtins__` of this module)
-
 from qd.frontend.arg_leaves import arg_checks  # noqa: F401  (where qd reads the switch)

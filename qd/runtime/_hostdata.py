@@ -85,8 +85,9 @@ def as_array(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
-# Called with the object before every host write of its values while a `qd.ad.Tape` runs (set by `qd.runtime.ad_tape`: the
-# Tape saves the contents an earlier launch's gradient needs, `qd.runtime.ad_snapshots`); None otherwise.
+# Called with the object before every host write of its values while a `qd.ad.Tape` runs (set by
+# `qd.runtime.ad_tape`: the Tape saves the contents an earlier launch's gradient needs, `qd.runtime.ad_snapshots`);
+# None otherwise.
 BEFORE_HOST_WRITE: Any = None
 
 

@@ -186,7 +186,8 @@ class Kernel:
             # a launch inside a `grad_replaced` function: the Tape never replays its gradient (the function's
             # `grad_for` does), so only its writes matter (to the recorded launches before it)
             taped = _tape_launch(self, ck, bindings, launch_args, not ad_state.grad_replaced)
-            if hasattr(tape, "launching"):  # before the launch: the Tape saves what it overwrites (`qd.runtime.ad_snapshots`)
+            # before the launch: the Tape saves what it overwrites (`qd.runtime.ad_snapshots`)
+            if hasattr(tape, "launching"):
                 tape.launching(taped)
         current = copies.put_back() if copies is not None else None
         try:
@@ -398,7 +399,6 @@ def kernel(fn: Callable | None = None, **options: Any) -> Any:
     if fn is None:
         return lambda f: Kernel(f, **options)
     return Kernel(fn, **options)
-
 
 
 __all__ = ["Kernel", "kernel"]

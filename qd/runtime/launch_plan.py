@@ -7,8 +7,8 @@ it (its parameters, buffers, tasks, returns); `arm` makes it valid for the live 
 plan runs the native code itself; on a GPU arch it checks the call the same way and hands the launch
 arguments to the tier's launcher (`qd/runtime/device_launch.py`). An instance with template guards
 (fields reached through `self`) checks them at every call. What a plan cannot do, the Python path keeps
-doing: instances with hidden/lifted arguments or `while`-loop counting kernels, struct/matrix/view/
-`qd.Tensor` parameters, f16 scalars, torch tensors, non-contiguous arrays, numpy scalar arguments,
+doing: instances with hidden/lifted arguments or `while`-loop counting kernels, `qd.types.struct`/matrix/view
+parameters, f16 scalars, torch tensors, non-contiguous arrays, numpy scalar arguments,
 reverse mode with ndarray gradients, adstacks on GPU archs, the interpreter tier, forward and validation
 modes.
 
@@ -75,7 +75,8 @@ def arm_device(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[A
     plan.arm(int(cfg.random_seed) & 0xFFFFFFFFFFFFFFFF, int(cfg.cpu_max_num_threads or 1))
     from qd.runtime import device_launch  # (it imports this module)
 
-    params = [i for i, p in enumerate(sig.params) if p.kind != "template"]
+    # the parameter of each launch argument (a field-backed `qd.Tensor` is a template: it has none)
+    params = [i for i, p in enumerate(_resolved(sig, values)) if p.kind != "template"]
     plan.runner = device_launch.runner(rt, ck, bindings, params)
     return plan
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from qd import _launch as _clib
 from qd.base import config
 
 
@@ -46,9 +47,10 @@ WRAPPED: tuple | None = None  # the registered wrappers; None while there is non
 
 
 def register(arch: Any, tier: Tier) -> None:
-    """`tier` launches the instances of `arch` from now on."""
+    """`tier` launches the instances of `arch` from now on (plans armed before stand aside: `bump_epoch`)."""
     _BASE[arch] = tier
     _ACTIVE.clear()
+    _clib.bump_epoch()
 
 
 def base_tier(arch: Any) -> Tier:
