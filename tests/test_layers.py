@@ -70,3 +70,14 @@ def test_an_unregistered_hook_says_so() -> None:
 
     with pytest.raises(RuntimeError, match="'Matrix' is registered when the module providing it is imported"):
         _Impl().Matrix  # noqa: B018
+
+
+def test_qd_ads_public_names_come_from_the_runtime() -> None:
+    """`qd.ad`'s Quadrants names live beside the runtime they drive; `import qd` sets them on the package, so both
+    spellings work in a fresh process."""
+    code = ("from qd.ad import Tape, FwdMode, clear_all_gradients, grad_for, grad_replaced, no_grad\n"
+            "import qd\nfrom qd.runtime import ad_custom, ad_tape\n"
+            "assert qd.ad.Tape is Tape is ad_custom.Tape and qd.ad.FwdMode is FwdMode is ad_tape.FwdMode\n"
+            "assert sorted(qd.ad.__all__) == sorted(n for n in qd.ad.__all__ if hasattr(qd.ad, n))\nprint('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert out.strip() == "ok"
