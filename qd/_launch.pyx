@@ -48,7 +48,6 @@ from qd._interp cimport Launch
 cnp.import_array()
 
 MISS = object()  # what `Plan.launch` returns when the call must take the Python path
-_NOTHING = object()  # no argument kept (`Plan.struct_last`): no call passes it
 
 # parameter kinds (P_*), buffer kinds (B_*), value codes (V_*: the dtype class, the bit width in the low byte), a
 # runner's context word kinds (W_*) and buffer sources (S_*): the launch ABI, `qd/base/abi.py`
@@ -216,11 +215,10 @@ cdef class Plan:
     cdef list struct_spec
     cdef Py_ssize_t nuser
     cdef tuple wrappers          # `qd.Tensor` wrapper classes taken off the arguments (their `_impl`), or None
-    cdef list struct_last        # per parameter as written: the last argument whose leaves are kept, or None
-    cdef list struct_kept        # ... and those leaves (kept only where every object on the paths is frozen)
-    cdef list nd_last            # per parameter: the qd ndarray that passed every check last, or None
-    cdef list nd_arr             # ... and its storage then
-    cdef list nd_layout          # ... and its layout then
+    cdef list struct_kept        # per parameter as written: (argument, its leaves) of the last frozen dataclass
+                                 # argument walked (every dataclass on its paths frozen), or None
+    cdef list nd_seen            # per parameter: (qd ndarray, its storage, its layout) of the last that passed every
+                                 # check, or None
     cdef public object runner    # a GPU tier's launch in C (`CudaRunner`), tried before `device_run`; or None
     cdef public object members_unchanged  # (args) -> bool: the fields/ndarrays reached through templates are the
                                           # instance's (`qd/frontend/guards.py`); None: no such members
@@ -290,7 +288,7 @@ cdef class Plan:
         self.guards, self.builder_stack, self.nd_base = guards, builder_stack, nd_base
         self.device_run = device_run
         self.runner = None
-        self._forget_ndarrays()
+        self.nd_seen = [None] * self.nparams
         self.members_unchanged = None
         self.ad_hook = None
         self.struct_spec = None
@@ -300,7 +298,7 @@ cdef class Plan:
         """Dataclass parameters: per parameter as written, None or (its class, the member paths of its leaves in
         the signature's leaf order)."""
         self.struct_spec, self.nuser = spec, len(spec)
-        self.struct_last, self.struct_kept = [_NOTHING] * self.nuser, [None] * self.nuser
+        self.struct_kept = [None] * self.nuser
 
     def with_wrappers(self, tuple classes) -> None:
         """Arguments (and dataclass leaves) of these classes are `qd.Tensor` wrappers: launched as their `_impl`,
@@ -332,8 +330,8 @@ cdef class Plan:
             spec = self.struct_spec[i]
             if spec is None:
                 out.append(self._bare(v))
-            elif v is self.struct_last[i]:  # a frozen argument seen before: its members are what they were
-                out.extend(<tuple>self.struct_kept[i])
+            elif self.struct_kept[i] is not None and (<tuple>self.struct_kept[i])[0] is v:
+                out.extend(<tuple>(<tuple>self.struct_kept[i])[1])  # a frozen argument seen before: the same members
             elif type(v) is not (<tuple>spec)[0] or not self._walk(i, v, (<tuple>spec)[1], out):
                 return None
         return tuple(out)
@@ -356,8 +354,7 @@ cdef class Plan:
                 out.append(self._bare(getattr(x, path[n - 1])))
         except AttributeError:
             return False
-        self.struct_last[i] = v if frozen else _NOTHING
-        self.struct_kept[i] = tuple(out[start:]) if frozen else None
+        self.struct_kept[i] = (v, tuple(out[start:])) if frozen else None
         return True
 
     def with_adstack(self, object hook, object ad_plan, list reads, list int_params):
@@ -408,11 +405,8 @@ cdef class Plan:
         self.epoch = _epoch
         self.ad_seen = None  # the heaps were laid out for the threads and options of before
         if self.struct_spec is not None:  # what was checked under the old options is checked again
-            self.struct_last, self.struct_kept = [_NOTHING] * self.nuser, [None] * self.nuser
-        self._forget_ndarrays()
-
-    cdef void _forget_ndarrays(self):
-        self.nd_last, self.nd_arr, self.nd_layout = [None] * self.nparams, [None] * self.nparams, [None] * self.nparams
+            self.struct_kept = [None] * self.nuser
+        self.nd_seen = [None] * self.nparams
 
     cdef inline bint _bind(self, Py_ssize_t b, object arr):
         """Points buffer `b` at numpy array `arr` (its data and extents)."""
@@ -445,15 +439,16 @@ cdef class Plan:
         CPU tier, it has no device copy. The plan holds that ndarray until another takes its place or the plan
         is armed again."""
         cdef object a
-        if v is self.nd_last[i]:
+        cdef object seen = self.nd_seen[i]
+        if seen is not None and (<tuple>seen)[0] is v:
             a = v._arr
-            if a is self.nd_arr[i] and v._layout is self.nd_layout[i] and \
+            if a is (<tuple>seen)[1] and v._layout is (<tuple>seen)[2] and \
                     (self.device_run is not None or v._mirror is None) and \
                     (not self.pwritten[i] or cnp.PyArray_ISWRITEABLE(<cnp.ndarray>a)):
                 return a
         a = self._ndarray_checked(i, v)
         if a is not None and isinstance(v, self.nd_base):
-            self.nd_last[i], self.nd_arr[i], self.nd_layout[i] = v, a, v._layout
+            self.nd_seen[i] = (v, a, v._layout)
         return a
 
     cdef inline object _ndarray_checked(self, Py_ssize_t i, object v):
@@ -486,19 +481,20 @@ cdef class Plan:
         """Launches the instance with `args` (the kernel's positional arguments), or returns `MISS`
         without side effects when the call must take the Python path. One launch at a time: the plan is
         busy from its first write into its launch state to its returns (a call from another thread meanwhile,
-        or from the same thread's hooks, misses and takes the Python path, which has launch states of its own)."""
+        or from the same thread's hooks, misses and takes the Python path, which has launch states of its own).
+        The plan's memory of arguments seen before (`struct_kept`, `nd_seen`) is read and written only while busy."""
         if not self._guarded():
-            return MISS
-        if self.struct_spec is not None:
-            args = self._leaves(args)
-            if args is None:
-                return MISS
-        elif self.wrappers is not None:
-            args = self._unwrapped(args)
-        if len(args) != self.nparams:
             return MISS
         self.busy = True
         try:
+            if self.struct_spec is not None:
+                args = self._leaves(args)
+                if args is None:
+                    return MISS
+            elif self.wrappers is not None:
+                args = self._unwrapped(args)
+            if len(args) != self.nparams:
+                return MISS
             return self._launch(args)
         finally:
             self.busy = False
