@@ -9,7 +9,7 @@ raises an error naming the option.
 
 | option                           | default            | in qd                                              |
 | -------------------------------- | ------------------ | -------------------------------------------------- |
-| arch                             | cpu                | the tier kernels run on (`qd/base/arch.py`)     |
+| arch                             | cpu                | the tier kernels run on (`qd/base/arch.py`)        |
 | default_fp / default_ip          | f32 / i32          | what `float` / `int` mean in kernels and field     |
 |                                  |                    | dtypes                                             |
 | default_up (read-only)           | u32                | always the unsigned type of default_ip, as in      |

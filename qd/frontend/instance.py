@@ -37,7 +37,7 @@ class KernelInstance:
     bindings: tuple  # the object bound to every buffer (a field, a grad or dual field, checkbits; None: an arg's)
     written: frozenset  # buffer indices the kernel may write (generation counters)
     written_args: tuple  # (launch arg, buffer) of every ndarray argument it may write
-    hidden: tuple = ()  # (launch arg index, what) of the hidden args (`Builder.hidden_args`: `x.grad` reads)
+    hidden: tuple = ()  # the hidden args (`Builder.hidden_args`): `x.grad` reads, ("lifted", ...) primitives
     guards: tuple = ()  # paths from template arguments to the fields/ndarrays it bound (`qd.frontend.guards`)
     stale: Exception | None = None  # a reverse instance's first stale read (`qd.ad.validation.stale_read_errors`)
     stale_by_buffer: Any = None  # the first stale read's error of each buffer (a dict nobody writes)
