@@ -22,7 +22,7 @@ build() {
   for src in qd/_interp.pyx qd/_sizer.pyx qd/_launch.pyx; do
     local so; so=$(ls "${src%.pyx}".cpython-*.so 2>/dev/null | head -n1 || true)
     if [ -z "$so" ]; then stale=1; continue; fi
-    for dep in "$src" qd/_interp.pxd qd/_interp_ops.pxi qd/_interp_externs.pxi qd/_interp_support.h qd/_abi.pxd qd/_abi.h \
+    for dep in "$src" qd/_interp.pxd qd/_interp_ops.pxi qd/_interp_externs.pxi qd/_launch_cuda.pxi qd/_interp_support.h qd/_abi.pxd qd/_abi.h \
                setup.py; do
       [ "$dep" -nt "$so" ] && stale=1
     done

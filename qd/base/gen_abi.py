@@ -54,14 +54,15 @@ def render_pxd() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write(path: pathlib.Path, text: str) -> None:
+def write_if_changed(path: pathlib.Path, text: str) -> None:
+    """Writes a generated file only where its text changed (an unchanged one keeps its time: no rebuild)."""
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
 
 
 def main() -> int:
-    _write(OUT_H, render_h())
-    _write(OUT_PXD, render_pxd())
+    write_if_changed(OUT_H, render_h())
+    write_if_changed(OUT_PXD, render_pxd())
     return 0
 
 

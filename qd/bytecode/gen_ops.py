@@ -10,6 +10,7 @@ import pathlib
 import sys
 import textwrap
 
+from qd.base.gen_abi import write_if_changed
 from qd.bytecode.opcodes import CAS_DTYPES, SWAP_DTYPES, TABLE
 from qd.ops import FLOAT_UNARY, INFO, LIBM
 
@@ -73,14 +74,9 @@ def render_externs() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write(path: pathlib.Path, text: str) -> None:
-    if not path.exists() or path.read_text() != text:
-        path.write_text(text)
-
-
 def main() -> int:
-    _write(OUT, render())
-    _write(EXTERNS, render_externs())
+    write_if_changed(OUT, render())
+    write_if_changed(EXTERNS, render_externs())
     return 0
 
 

@@ -1,0 +1,306 @@
+# The CUDA tier's launch in C (`CudaRunner`): included by qd/_launch.pyx, whose names it uses (the plan, the
+# ABI's words, `scalar_bits`); split out for size. `import`s and `cimport`s are qd/_launch.pyx's.
+
+ctypedef int (*cu_launch_t)(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                            unsigned shmem, void* stream, void** params, void** extra) noexcept nogil
+ctypedef int (*cu_htod_t)(uint64_t dst, const void* src, size_t n, void* stream) noexcept nogil
+ctypedef int (*cu_record_t)(void* ev, void* stream) noexcept nogil
+ctypedef int (*cu_event_t)(void* ev) noexcept nogil
+ctypedef int (*cu_memset8_t)(uint64_t dst, unsigned char v, size_t n, void* stream) noexcept nogil
+
+DEF TIMING_EVERY = 32  # a launch in this many records the program's timing events (`kernel.stats["device_ms"]`)
+
+
+cdef class CudaRunner:
+    """A CUDA kernel instance's launch from a `Plan` without Python (`qd/runtime/device_launch.py`'s
+    `cuda_runner` builds it where the instance allows: fields and qd ndarrays only, no prints, returns, adstacks
+    or debug checks).
+
+    At every call it checks that each buffer's device copy is current (the Python path uploads when not, and
+    the call goes there), packs the context words into a local array and compares them with those the current
+    slot's device twin holds: equal (the same arrays and scalars as the last launch), nothing is copied; else
+    the next slot of a ring of pinned host slots is filled and copied to its own twin (a slot is reused after
+    the event recorded when it was left). Then one `cuLaunchKernel` per task with (the twin's Ctx, the task's
+    random key), the generation counters of the buffers the kernel writes, and the device copies marked newer.
+
+    Its kernels record a failure into status words of their own in mapped pinned memory: the runtime reads
+    them at `qd.sync()` (`collect`, through the runtime's list of runners with launches since), and a launch
+    seeing a failure recorded goes through the Python path, which syncs and raises it."""
+
+    cdef object rt
+    cdef object check            # (code, what) -> raises CudaError
+    cdef object enter            # makes the context current in the calling thread
+    cdef object regrid           # (launch args, shapes) -> grids, when a value the grids read changed
+    cdef object on_error         # (status words) -> the exception to raise
+    cdef object keep             # the pinned slots, twins, status words and events (kept alive)
+    cdef cu_launch_t cu_launch
+    cdef cu_htod_t cu_htod
+    cdef cu_record_t cu_record
+    cdef cu_event_t cu_event_sync
+    cdef cu_memset8_t cu_memset8
+    cdef void* stream
+    cdef unsigned long thread
+    # tasks
+    cdef Py_ssize_t ntasks
+    cdef void** fns
+    cdef unsigned* grids
+    cdef unsigned* blocks
+    # buffers
+    cdef Py_ssize_t nbuf
+    cdef int* bsrc               # S_FIELD, S_TEMP, or the parameter the buffer is
+    cdef int* bwritten
+    cdef list bowner             # field owners
+    cdef list bmirror            # per buffer: the mirror its address and extents were read from
+    cdef uint64_t* baddr
+    cdef int64_t* bshape
+    cdef uint64_t* tbytes        # temps: their size (zeroed at every launch)
+    # context words
+    cdef Py_ssize_t nwords, ctx0
+    cdef int* wkind
+    cdef uint64_t* wa
+    cdef int* wb
+    cdef uint64_t* words         # the words being packed
+    # grid leaves: (kind 0 arg / 1 shape, a, b) and their values at the last launch
+    cdef Py_ssize_t nleaves
+    cdef int* lkind
+    cdef int* la
+    cdef int* lb
+    cdef int64_t* lval
+    cdef bint leaves_known
+    # ring of slots
+    cdef Py_ssize_t nring, cur
+    cdef uint64_t** host
+    cdef uint64_t* twin
+    cdef void** events
+    cdef int* recorded
+    cdef bint cur_valid
+    cdef int64_t* status
+    cdef uint64_t status_dev
+    cdef Py_ssize_t nstatus
+    cdef void* ev_start
+    cdef void* ev_end
+    cdef public long long launches
+    cdef public bint active      # launched since the runtime last collected its status
+
+    def __cinit__(self):
+        self.launches = 0
+        self.active = False
+
+    def __dealloc__(self):
+        free(self.fns); free(self.grids); free(self.blocks); free(self.bsrc); free(self.bwritten); free(self.baddr)
+        free(self.bshape); free(self.tbytes); free(self.wkind); free(self.wa); free(self.wb); free(self.words)
+        free(self.lkind); free(self.la); free(self.lb); free(self.lval); free(self.host); free(self.twin)
+        free(self.events); free(self.recorded)
+
+    def __init__(self, object rt, dict fnptrs, uint64_t stream, object check, object enter, list tasks,
+                 list buffers, list words, Py_ssize_t ctx0, list leaves, object regrid, list ring, tuple status,
+                 tuple timing, object on_error, object keep):
+        """`fnptrs`: driver function addresses by name; `tasks`: (function, block, grid); `buffers`: (source,
+        written, field owner or temp bytes); `words`: (kind, a, b) per slot word from `ctx0` on; `leaves`:
+        (0, launch arg, 0) / (1, buffer, axis) the grids read (`regrid` recomputes them); `ring`: (host pointer,
+        twin address, event) per slot; `status`: (host pointer, device address, words); `timing`: the
+        program's (start, end) events."""
+        cdef Py_ssize_t i
+        self.rt, self.check, self.enter, self.regrid, self.on_error, self.keep = rt, check, enter, regrid, on_error, keep
+        self.cu_launch = <cu_launch_t><size_t>fnptrs["cuLaunchKernel"]
+        self.cu_htod = <cu_htod_t><size_t>fnptrs["cuMemcpyHtoDAsync_v2"]
+        self.cu_record = <cu_record_t><size_t>fnptrs["cuEventRecord"]
+        self.cu_event_sync = <cu_event_t><size_t>fnptrs["cuEventSynchronize"]
+        self.cu_memset8 = <cu_memset8_t><size_t>fnptrs["cuMemsetD8Async"]
+        self.stream = <void*><size_t>stream
+        self.thread = 0
+        self.ntasks = len(tasks)
+        self.fns = <void**>calloc(self.ntasks + 1, sizeof(void*))
+        self.grids = <unsigned*>calloc(self.ntasks + 1, sizeof(unsigned))
+        self.blocks = <unsigned*>calloc(self.ntasks + 1, sizeof(unsigned))
+        for i, (fn, block, grid) in enumerate(tasks):
+            self.fns[i], self.blocks[i], self.grids[i] = <void*><size_t>fn, block, max(1, grid)
+        self.nbuf = len(buffers)
+        self.bsrc = <int*>calloc(self.nbuf + 1, sizeof(int))
+        self.bwritten = <int*>calloc(self.nbuf + 1, sizeof(int))
+        self.baddr = <uint64_t*>calloc(self.nbuf + 1, sizeof(uint64_t))
+        self.bshape = <int64_t*>calloc((self.nbuf + 1) * MAX_NDIM, sizeof(int64_t))
+        self.tbytes = <uint64_t*>calloc(self.nbuf + 1, sizeof(uint64_t))
+        self.bowner, self.bmirror = [], [None] * self.nbuf
+        for i, (src, written, what) in enumerate(buffers):
+            self.bsrc[i], self.bwritten[i] = src, written
+            self.bowner.append(what if src == S_FIELD else None)
+            if src == S_TEMP:
+                self.baddr[i], self.tbytes[i], shape = what
+                for k, n in enumerate(shape):
+                    self.bshape[i * MAX_NDIM + k] = n
+        self.ctx0, self.nwords = ctx0, ctx0 + len(words)
+        self.wkind = <int*>calloc(self.nwords + 1, sizeof(int))
+        self.wa = <uint64_t*>calloc(self.nwords + 1, sizeof(uint64_t))
+        self.wb = <int*>calloc(self.nwords + 1, sizeof(int))
+        self.words = <uint64_t*>calloc(self.nwords + 1, sizeof(uint64_t))
+        for i, (kind, a, b) in enumerate(words):
+            self.wkind[ctx0 + i], self.wa[ctx0 + i], self.wb[ctx0 + i] = kind, <uint64_t>a, b
+        self.nleaves = len(leaves)
+        self.lkind = <int*>calloc(self.nleaves + 1, sizeof(int))
+        self.la = <int*>calloc(self.nleaves + 1, sizeof(int))
+        self.lb = <int*>calloc(self.nleaves + 1, sizeof(int))
+        self.lval = <int64_t*>calloc(self.nleaves + 1, sizeof(int64_t))
+        for i, (kind, a, b) in enumerate(leaves):
+            self.lkind[i], self.la[i], self.lb[i] = kind, a, b
+        self.leaves_known = False
+        self.nring = len(ring)
+        self.host = <uint64_t**>calloc(self.nring + 1, sizeof(uint64_t*))
+        self.twin = <uint64_t*>calloc(self.nring + 1, sizeof(uint64_t))
+        self.events = <void**>calloc(self.nring + 1, sizeof(void*))
+        self.recorded = <int*>calloc(self.nring + 1, sizeof(int))
+        for i, (h, d, ev) in enumerate(ring):
+            self.host[i], self.twin[i], self.events[i] = <uint64_t*><size_t>h, d, <void*><size_t>ev
+        self.cur, self.cur_valid = 0, False
+        self.status = <int64_t*><size_t>status[0]
+        self.status_dev, self.nstatus = status[1], status[2]
+        self.ev_start, self.ev_end = <void*><size_t>timing[0], <void*><size_t>timing[1]
+
+    cdef inline bint _call(self, int rc, str what) except False:
+        if rc != 0:
+            self.check(rc, what)
+        return True
+
+    cdef bint _bind(self, Plan plan, tuple args) except -1:
+        """Reads each buffer's device address and extents (from its mirror, when the mirror changed); False
+        when a device copy is missing or older than the host copy (the Python path uploads it)."""
+        cdef Py_ssize_t b, k
+        cdef int src
+        cdef tuple shape
+        for b in range(self.nbuf):
+            src = self.bsrc[b]
+            if src == S_TEMP:
+                continue
+            owner = self.bowner[b] if src == S_FIELD else args[src]
+            if cnp.PyArray_CheckExact(owner):  # a numpy array: copied in (and back) by the Python path
+                return False
+            m = owner._mirror
+            if m is None or owner.escaped or m.host_dirty:
+                return False
+            if m is not self.bmirror[b]:
+                arr = owner._arr
+                if m.rt is not self.rt or m.nbytes != arr.nbytes or cnp.PyArray_NDIM(<cnp.ndarray>arr) > MAX_NDIM:
+                    return False
+                shape = arr.shape
+                self.baddr[b] = m.buf.address
+                for k in range(MAX_NDIM):
+                    self.bshape[b * MAX_NDIM + k] = shape[k] if k < len(shape) else 0
+                self.bmirror[b] = m
+        return True
+
+    cdef void _pack(self, Plan plan, Py_ssize_t slot) noexcept:
+        cdef Py_ssize_t i
+        cdef int kind
+        cdef uint64_t a
+        for i in range(self.ctx0, self.nwords):
+            kind, a = self.wkind[i], self.wa[i]
+            if kind == W_BUF:
+                self.words[i] = self.baddr[a]
+            elif kind == W_SHAPE:
+                self.words[i] = <uint64_t>self.bshape[a * MAX_NDIM + self.wb[i]]
+            elif kind == W_ARG:
+                self.words[i] = plan.argwords[a]
+            elif kind == W_STATUS:
+                self.words[i] = self.status_dev + 8 * a
+            elif kind == W_TWIN:
+                self.words[i] = self.twin[slot] + 8 * a
+            else:
+                self.words[i] = a
+
+    cdef bint _regrid(self, Plan plan, tuple args) except False:
+        """The grids again when a scalar or extent they read changed since the last launch."""
+        cdef Py_ssize_t i, k
+        cdef int64_t v
+        cdef bint same = self.leaves_known
+        for i in range(self.nleaves):
+            v = <int64_t>plan.argwords[self.la[i]] if self.lkind[i] == 0 else \
+                self.bshape[self.la[i] * MAX_NDIM + self.lb[i]]
+            if v != self.lval[i]:
+                same = False
+                self.lval[i] = v
+        if same:
+            return True
+        launch_args = [args[i] for i in range(plan.nparams) if plan.pkind[i] != P_TEMPLATE]
+        shapes = {i: tuple([self.bshape[i * MAX_NDIM + k] for k in range(MAX_NDIM)]) for i in range(self.nbuf)}
+        for i, g in enumerate(self.regrid(launch_args, shapes)):
+            self.grids[i] = max(1, g)
+        self.leaves_known = True
+        return True
+
+    cdef bint run(self, Plan plan, tuple args) except -1:
+        """Launches the instance (see the class docstring); False when this call must take the Python path."""
+        cdef Py_ssize_t i, b, nxt
+        cdef uint64_t ctx_addr, key
+        cdef void* params[2]
+        cdef unsigned long me = PyThread_get_thread_ident()
+        cdef bint timing
+        if self.status[STATUS_FLAG] != 0:  # an earlier launch failed: raised here, at the next launch
+            self.rt.sync()
+        if not self._bind(plan, args):
+            return False
+        if not self.rt.lock.acquire(False):  # another thread is in the runtime: the Python path waits its turn
+            return False
+        try:
+            if me != self.thread:
+                self.enter()
+                self.thread = me
+            if self.nleaves:
+                self._regrid(plan, args)
+            self._pack(plan, self.cur)
+            if not self.cur_valid or memcmp(&self.words[self.ctx0], &self.host[self.cur][self.ctx0],
+                                            8 * (self.nwords - self.ctx0)) != 0:
+                self._next_slot(plan)
+            for b in range(self.nbuf):
+                if self.bsrc[b] == S_TEMP:
+                    self._call(self.cu_memset8(self.baddr[b], 0, self.tbytes[b], self.stream), "cuMemsetD8Async")
+            ctx_addr = self.twin[self.cur] + 8 * self.ctx0
+            params[0], params[1] = &ctx_addr, &key
+            timing = self.launches % TIMING_EVERY == 0
+            if timing:
+                self._call(self.cu_record(self.ev_start, self.stream), "cuEventRecord")
+            launch = _next_id()
+            for i in range(self.ntasks):
+                key = qd_rng_key(plan.seed, launch, i, 0)
+                self._call(self.cu_launch(self.fns[i], self.grids[i], 1, 1, self.blocks[i], 1, 1, 0, self.stream,
+                                          params, NULL), "cuLaunchKernel")
+            if timing:
+                self._call(self.cu_record(self.ev_end, self.stream), "cuEventRecord")
+            self.launches += 1
+            if not self.active:
+                self.active = True
+                self.rt.runners.append(self)
+        finally:
+            self.rt.lock.release()
+        for b in range(self.nbuf):
+            if self.bwritten[b] and self.bsrc[b] != S_TEMP:
+                owner = self.bowner[b] if self.bsrc[b] == S_FIELD else args[self.bsrc[b]]
+                owner.generation += 1
+                (<object>self.bmirror[b]).device_dirty = True
+        return True
+
+    cdef bint _next_slot(self, Plan plan) except False:
+        """Moves to the next slot of the ring (waiting for its last launches, long done as a rule), fills it and
+        copies it to its twin."""
+        if self.cur_valid:
+            self._call(self.cu_record(self.events[self.cur], self.stream), "cuEventRecord")
+            self.recorded[self.cur] = 1
+        self.cur = (self.cur + 1) % self.nring
+        if self.recorded[self.cur]:
+            self._call(self.cu_event_sync(self.events[self.cur]), "cuEventSynchronize")
+            self.recorded[self.cur] = 0
+        self._pack(plan, self.cur)
+        memcpy(&self.host[self.cur][self.ctx0], &self.words[self.ctx0], 8 * (self.nwords - self.ctx0))
+        self._call(self.cu_htod(self.twin[self.cur], self.host[self.cur], 8 * self.nwords, self.stream),
+                   "cuMemcpyHtoDAsync")
+        self.cur_valid = True
+        return True
+
+    def collect(self):
+        """After the runtime synchronised: the error the kernels recorded since the last call (their status words
+        cleared for the next), or None."""
+        self.active = False
+        if self.status[STATUS_FLAG] == 0:
+            return None
+        words = np.array([self.status[i] for i in range(self.nstatus)], dtype=np.int64)
+        memset(self.status, 0, 8 * self.nstatus)
+        return self.on_error(words)
