@@ -11,6 +11,7 @@ from qd.frontend.api import *  # noqa: F403  (func, static, ndrange, atomics, ma
 from qd.runtime.kernel import Kernel, kernel  # noqa: F401  (`@qd.kernel` launches: it is the runtime's)
 from qd.lang.api import *  # noqa: F403  (Vector, Matrix, BufferView, ...)
 from qd import types, math, extension, lang, ad, algorithms, _lib  # noqa: E402,F401
+from qd.lang import simt  # noqa: E402,F401  (`qd.simt`)
 
 # The compile pipeline is loaded with qd, not at the first kernel call: a first call pays for its own
 # work only. (LLVM itself is initialised in the background by qd.init on qd.cpu.)

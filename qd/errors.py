@@ -56,6 +56,10 @@ class QuadrantsWarning(Warning):
     pass
 
 
+class QuadrantsArchError(QuadrantsCompilationError, ValueError):
+    """A kernel uses an operation its arch lacks (`qd.simt` on the CPU tiers). A ValueError, as in Quadrants."""
+
+
 class QuadrantsNotImplementedError(QuadrantsCompilationError, NotImplementedError):
     pass
 

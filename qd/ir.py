@@ -233,6 +233,34 @@ class ThreadSlot(Stmt, Value):
     dtype: DataType = i64
 
 
+# ------------------------------------------------------------------ thread groups (`qd.simt`, DESIGN §7)
+
+# name -> number of operands. Barriers and fences return nothing (their dtype is i32 and unused); the rest give a
+# value. `lane` / `thread_idx` / `global_thread_idx`: this thread's index in its subgroup, its block (workgroup),
+# the whole launch. Shuffles take (value, lane or offset) and give the value's dtype; `ballot` gives the u64 mask
+# of the subgroup's lanes whose predicate is nonzero. `warp_*` are CUDA's masked warp operations (mask first).
+SIMT_OPS: dict[str, int] = {
+    "block_sync": 0, "block_fence": 0, "grid_fence": 0, "subgroup_sync": 0, "subgroup_fence": 0, "warp_sync": 1,
+    "thread_idx": 0, "global_thread_idx": 0, "lane": 0,
+    "shuffle": 2, "shuffle_up": 2, "shuffle_down": 2, "broadcast": 2, "ballot": 1,
+    "warp_shfl": 3, "warp_shfl_up": 3, "warp_shfl_down": 3, "warp_shfl_xor": 3,
+    "warp_all": 2, "warp_any": 2, "warp_uni": 2, "warp_ballot": 2, "warp_match_any": 2, "warp_match_all": 2,
+    "warp_active_mask": 0,
+}
+# the operations every thread of a group must reach together (in uniform control flow)
+SIMT_BARRIERS = frozenset({"block_sync", "subgroup_sync", "warp_sync"})
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Simt(Stmt, Value):
+    """A thread-group operation of `qd.simt` (`SIMT_OPS`): only the GPU tiers have them (the frontend refuses them
+    elsewhere). Never moved, merged or removed by a pass (`has_side_effect`): a barrier orders memory."""
+
+    op: str
+    args: tuple[Value, ...] = ()
+    dtype: DataType = i32
+
+
 # ------------------------------------------------------------------ adstacks (DESIGN §5)
 
 
@@ -292,6 +320,7 @@ class RangeFor(Stmt):
     body: Block
     parallel: bool = False
     from_range: bool = True
+    block_dim: int = 0  # `qd.loop_config(block_dim=n)` before a parallel loop: threads per GPU block (0: the tier's)
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
@@ -362,7 +391,9 @@ class BufferDecl:
     """A global buffer a kernel reaches.
 
     kind 'field': shape known at compile time; 'ndarray': the argument `arg`, shape read at
-    launch (ndim axes); 'temp': the per-launch scratch buffer of the offload pass (shape (n,)).
+    launch (ndim axes); 'temp': the per-launch scratch buffer of the offload pass (shape (n,)); 'shared': a
+    `qd.simt.block.SharedArray` (shape known at compile time), one per GPU block of each task using it, never bound
+    at launch.
     `elem_shape` are the trailing vector/matrix axes (constant). `large` (ndarrays; part of the
     instantiation key, DESIGN §3) is the `size_class` of the arguments the instance runs on."""
 
@@ -437,6 +468,7 @@ class Task:
     begin: Value | None = None
     end: Value | None = None
     loc: SrcLoc | None = None
+    block_dim: int = 0  # threads per GPU block (the loop's `qd.loop_config(block_dim=...)`; 0: the tier's choice)
 
 
 @dataclass(frozen=True)

@@ -216,10 +216,14 @@ class _Parser:
             ln.take(text="=")
             name = ln.name()
         from_range = not ln.accept("ndrange")
+        block_dim = 0
+        if ln.accept("block_dim"):
+            ln.take(text="=")
+            block_dim = ln.int()
         var = ir.LoopVar(dt, name)
         self.env[vname] = var
         return ir.RangeFor(var=var, begin=begin, end=end, body=self.closed_block(),
-                           parallel=parallel, loc=ln.loc, from_range=from_range)
+                           parallel=parallel, loc=ln.loc, from_range=from_range, block_dim=block_dim)
 
     def if_stmt(self, ln: _Line) -> ir.If:
         cond = self.val(ln)
@@ -310,6 +314,14 @@ def _p_store(cls: type, field: str) -> Callable[[_Parser, _Line], ir.Stmt]:
     return parse
 
 
+def _p_simt(p: _Parser, ln: _Line) -> ir.Simt:
+    op = ln.name()
+    ln.take(text="(")
+    args = p.vals(ln, close=")")
+    ln.take(text=")")
+    return ir.Simt(op=op, args=tuple(args), dtype=p.typed(ln), loc=ln.loc)
+
+
 def _p_push(p: _Parser, ln: _Line) -> ir.AdStackPush:
     k = ln.int()
     ln.take(text=",")
@@ -331,6 +343,7 @@ _VALUE_PARSERS = {
     "external_shape": _p_external_shape,
     "random": lambda p, ln: ir.RandomValue(dtype=ln.dtype(), loc=ln.loc),
     "thread_slot": lambda p, ln: ir.ThreadSlot(dtype=p.typed(ln), loc=ln.loc),
+    "simt": _p_simt,
     "adstack_load_top": lambda p, ln: ir.AdStackLoadTop(stack=ln.int(), dtype=p.typed(ln), loc=ln.loc),
 }
 
@@ -462,13 +475,18 @@ def _parse_task(p: _Parser) -> ir.Task:
         nl = p.line()
         nl.take(text="name")
         name = nl.name()
+    block_dim = 0
+    if p.peek_text().startswith("block_dim "):
+        bl = p.line()
+        bl.take(text="block_dim")
+        block_dim = bl.int()
     var = ir.LoopVar(dt, name)
     p.env[vname] = var
     _expect(p, "body {")
     body = p.closed_block()
     _expect(p, "}")
     return ir.Task(kind="range", body=body, var=var, prologue=prologue, begin=begin, end=end,
-                   loc=ln.loc)
+                   loc=ln.loc, block_dim=block_dim)
 
 
 def parse_kernel(text: str) -> ir.KernelIR:

@@ -134,7 +134,8 @@ def _fmt_for(s: ir.RangeFor, n: Namer) -> str:
     head = "parallel for" if s.parallel else "for"
     name = f" name={_quote(s.var.name)}" if s.var.name else ""
     nd = "" if s.from_range else " ndrange"
-    return f"{head} {n.define(s.var)} : {s.var.dtype} in {b} .. {e}{name}{nd}"
+    bd = f" block_dim={s.block_dim}" if s.block_dim else ""
+    return f"{head} {n.define(s.var)} : {s.var.dtype} in {b} .. {e}{name}{nd}{bd}"
 
 
 def _fmt_print(s: ir.Print, n: Namer) -> str:
@@ -178,6 +179,7 @@ _FORMATTERS = {
     ir.Print: _fmt_print,
     ir.Check: _fmt_check,
     ir.ThreadSlot: lambda s, n: f"thread_slot : {s.dtype}",
+    ir.Simt: lambda s, n: f"simt {s.op} ({n.refs(s.args)}) : {s.dtype}",
     ir.AdStackAlloc: lambda s, n: f"adstack_alloc {s.stack}",
     ir.AdStackPush: lambda s, n: f"adstack_push {s.stack}, {n.ref(s.value)}",
     ir.AdStackPop: lambda s, n: f"adstack_pop {s.stack}",
@@ -255,6 +257,8 @@ def _task_lines(t: ir.Task, n: Namer, out: list[str]) -> None:
     out.append(f"    bounds {n.ref(t.begin)} .. {n.ref(t.end)}")
     if t.var is not None and t.var.name:
         out.append(f"    name {_quote(t.var.name)}")
+    if t.block_dim:
+        out.append(f"    block_dim {t.block_dim}")
     out.append("    body {")
     _print_stmts(t.body, n, 3, out)
     out.append("    }")

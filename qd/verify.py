@@ -288,6 +288,12 @@ def _v_thread_slot(vf: _Verifier, s: ir.ThreadSlot, ctx: _Ctx) -> None:
     vf.need(s.dtype.name == "i64", f"thread_slot must be i64, got {s.dtype}")
 
 
+def _v_simt(vf: _Verifier, s: ir.Simt, ctx: _Ctx) -> None:
+    arity = ir.SIMT_OPS.get(s.op)
+    vf.need(arity is not None, f"unknown simt op {s.op!r}")
+    vf.need(arity is None or len(s.args) == arity, f"simt {s.op} takes {arity} operands, got {len(s.args)}")
+
+
 _RULES = {
     ir.Const: _v_const,
     ir.ArgLoad: _v_arg,
@@ -312,6 +318,7 @@ _RULES = {
     ir.Print: _v_print,
     ir.Check: _v_check,
     ir.ThreadSlot: _v_thread_slot,
+    ir.Simt: _v_simt,
     ir.AdStackAlloc: _v_adstack,
     ir.AdStackPush: _v_adstack,
     ir.AdStackPop: _v_adstack,

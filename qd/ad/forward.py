@@ -85,6 +85,16 @@ class _Dual:
         elif isinstance(s, ir.AtomicSwap) and s.ptr in self.dptr and s.expected is None:
             d = ir.AtomicSwap(ptr=self.dptr[s.ptr], value=self._value(s.value, em), dtype=s.dtype, loc=s.loc)
             self.tan[s] = _emit(out, d)  # the dual is exchanged too; its old value is the old value's tangent
+        elif isinstance(s, ir.Simt) and s.op in _MOVED and s.dtype.is_float:
+            self.simt(s, out)
+
+    def simt(self, s: ir.Simt, out: list[ir.Stmt]) -> None:
+        """A value moved from another lane (`shuffle`, ...): its tangent is the tangent moved the same way."""
+        at = _MOVED[s.op]
+        t = self.t(s.args[at])
+        if t is not ZERO:
+            args = s.args[:at] + (t,) + s.args[at + 1:]
+            self.tan[s] = _emit(out, ir.Simt(op=s.op, args=args, dtype=s.dtype, loc=s.loc))
 
     def local_atomic(self, s: ir.LocalAtomic, out: list[ir.Stmt], em: rules.BlockEmitter) -> None:
         """A float kernel-scope local reduced in a parallel loop: its tangent is reduced alongside
@@ -104,6 +114,11 @@ class _Dual:
         """The tangent of `v` as a value (a zero constant where it is symbolically ZERO)."""
         t = self.t(v)
         return em.const(0.0, v.dtype) if t is ZERO else t
+
+
+# the `ir.Simt` ops moving a value between lanes -> the operand that is the value
+_MOVED = {"shuffle": 0, "shuffle_up": 0, "shuffle_down": 0, "broadcast": 0,
+          "warp_shfl": 1, "warp_shfl_up": 1, "warp_shfl_down": 1, "warp_shfl_xor": 1}
 
 
 def _at(loc: ir.SrcLoc | None) -> str:

@@ -130,6 +130,11 @@ def check_reverse_supported(k: ir.KernelIR, grads: Sequence[int]) -> None:
     for s in ir.walk(k.body):
         if isinstance(s, ir.RandomValue):
             raise QuadrantsRuntimeError(RAND_MESSAGE)
+        if isinstance(s, ir.Simt):
+            raise QuadrantsCompilationError(
+                f"kernel.grad: qd.simt operations (here {s.op}) cannot be differentiated: the reverse pass replays "
+                f"each thread alone; move the thread-group code into a kernel that is not differentiated, or give it "
+                f"a custom gradient with qd.ad.grad_replaced and qd.ad.grad_for{_where(s.loc)}")
         if isinstance(s, (ir.AtomicRMW, ir.AtomicSwap)) and not _only_recorded(s, users, grad_set):
             name = ("atomic_cas" if s.expected is not None else "atomic_exchange") if isinstance(s, ir.AtomicSwap) \
                 else f"atomic_{s.op.name.lower()}"

@@ -27,6 +27,13 @@ class Arch:
         self.built = built
         self._probe: Callable[[], bool] = lambda: built
         self._reason: Callable[[], str] | str | None = None
+        # the lanes of one subgroup (warp) of this arch's device, asked of the tier (`set_subgroup_size`); None: the
+        # arch has no subgroups (`qd.simt` refuses it)
+        self._subgroup: Callable[[], int] | None = None
+
+    def subgroup_size(self) -> int | None:
+        """The lanes of one subgroup of this arch's device, or None where the arch has none."""
+        return self._subgroup() if self._subgroup is not None else None
 
     def available(self) -> bool:
         """True when the tier is built and this machine can run it."""
@@ -170,3 +177,8 @@ def select(requested: "Arch | str | Iterable | None", enable_fallback: bool) -> 
                            "enable_fallback=False)")
     warnings.warn(f"qd: {reason}; falling back to cpu", QuadrantsWarning, stacklevel=3)
     return cpu
+
+
+def set_subgroup_size(arch: Arch, size: Callable[[], int]) -> None:
+    """A GPU tier's answer to `Arch.subgroup_size` (asked when a kernel using `qd.simt` compiles)."""
+    arch._subgroup = size

@@ -203,7 +203,8 @@ class LoopMixin:
         t = _loop_dtype(begin, end)
         eb, ee = _e.cast_expr(begin, t), _e.cast_expr(end, t)
         parallel = b.depth == 0 and not b.next_loop_serial
-        b.next_loop_serial = False
+        block_dim = b.next_block_dim if parallel else 0
+        b.next_loop_serial, b.next_block_dim = False, 0
         var = ir.LoopVar(t, name)
         frame = {"kind": "parallel" if parallel else "serial", "depth": b.depth + 1}
         self.ctx.loops.append(frame)
@@ -221,7 +222,7 @@ class LoopMixin:
             b.loops.pop()
             self.ctx.loops.pop()
         b.emit(ir.RangeFor, var=var, begin=eb.value, end=ee.value, body=blk, parallel=parallel,
-               from_range=from_range)
+               from_range=from_range, block_dim=block_dim)
 
     # -------------------------------------------------------------- ndrange / struct-for / grouped
     def _targets(self, node: ast.For) -> list[str]:

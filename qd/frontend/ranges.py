@@ -114,14 +114,21 @@ def static_print(*args: Any, **kwargs: Any) -> None:
     print(*args, **kwargs)
 
 
-def loop_config(*args: Any, serialize: bool = False, **kwargs: Any) -> None:
+def loop_config(*args: Any, serialize: bool = False, block_dim: Any = None, **kwargs: Any) -> None:
     """`qd.loop_config(serialize=True)` makes the next top-level loop run serially (in order, one thread);
-    every other option (block_dim, parallelize, ...) is accepted and ignored."""
+    `block_dim=n` sets the threads per GPU block (workgroup) of the next parallel loop: what `qd.simt`'s block
+    operations and shared arrays work over (the CPU tiers have no blocks and ignore it). Every other option
+    (parallelize, name, ...) is accepted and ignored."""
     from qd.frontend import builder as _b
 
     b = _b.current()
     if b is not None and serialize:
         b.next_loop_serial = True
+    if b is not None and block_dim is not None:
+        if type(block_dim) is not int or not 1 <= block_dim <= 1024:
+            raise QuadrantsSyntaxError(f"qd.loop_config(block_dim={block_dim!r}): a Python int in [1, 1024] (the "
+                                       f"threads of one GPU block)")
+        b.next_block_dim = block_dim
 
 
 def block_local(*fields: Any) -> None:

@@ -252,7 +252,7 @@ class _Offloader:
         body = self._locals(j) + list(self.rewrite(loop.body, mapping).stmts)
         return ir.Task(kind="range", body=ir.Block(tuple(body)), var=loop.var,
                        prologue=ir.Block(tuple(prologue)), begin=mapping.get(loop.begin, loop.begin),
-                       end=mapping.get(loop.end, loop.end), loc=loop.loc)
+                       end=mapping.get(loop.end, loop.end), loc=loop.loc, block_dim=loop.block_dim)
 
     def tasks(self) -> tuple[ir.Task, ...]:
         out = []
