@@ -251,7 +251,7 @@ cdef class CudaRunner:
                                             8 * (self.nwords - self.ctx0)) != 0:
                 self._next_slot(plan)
             for b in range(self.nbuf):
-                if self.bsrc[b] == S_TEMP:
+                if self.bsrc[b] == S_TEMP and self.tbytes[b]:
                     self._call(self.cu_memset8(self.baddr[b], 0, self.tbytes[b], self.stream), "cuMemsetD8Async")
             ctx_addr = self.twin[self.cur] + 8 * self.ctx0
             params[0], params[1] = &ctx_addr, &key

@@ -29,7 +29,7 @@ class Arch:
         self._reason: Callable[[], str] | str | None = None
         # the lanes of one subgroup (warp) of this arch's device, asked of the tier (`set_subgroup_size`); None: the
         # arch has no subgroups (`qd.simt` refuses it)
-        self._subgroup: Callable[[], int] | None = None
+        self._subgroup: Callable[[], int | None] | None = None
 
     def subgroup_size(self) -> int | None:
         """The lanes of one subgroup of this arch's device, or None where the arch has none."""
@@ -179,6 +179,6 @@ def select(requested: "Arch | str | Iterable | None", enable_fallback: bool) -> 
     return cpu
 
 
-def set_subgroup_size(arch: Arch, size: Callable[[], int]) -> None:
+def set_subgroup_size(arch: Arch, size: Callable[[], int | None]) -> None:
     """A GPU tier's answer to `Arch.subgroup_size` (asked when a kernel using `qd.simt` compiles)."""
     arch._subgroup = size

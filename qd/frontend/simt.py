@@ -61,11 +61,11 @@ def emit(op: str, args: tuple = (), dtype: dtypes.DataType = dtypes.i32, what: s
 
 def as_i32(x: Any) -> Any:
     """A lane, offset or predicate operand as i32 (u32 lanes of Quadrants' API are small)."""
-    return _e.cast_expr(_e.as_expr(x), dtypes.i32)
+    return _e.cast_expr(x, dtypes.i32)
 
 
 def as_u32(x: Any) -> Any:
-    return _e.cast_expr(_e.as_expr(x), dtypes.u32)
+    return _e.cast_expr(x, dtypes.u32)
 
 
 def moved(op: str, value: Any, other: Any, what: str) -> Any:

@@ -26,6 +26,9 @@ class DeviceBackend:
     reduce_groups: int | None = None  # workgroups of a reducing task where fewer than `max_groups` contend less
     loop_limit: int = 0  # loop iterations a driver allows an invocation (0: none)
     timestamps: bool = False  # launches are timed on the device (`elapsed_ms`)
+    # the lanes of one subgroup (warp) kernels compile against (`qd.simt`), or None where the tier lowers no
+    # `qd.simt` operation
+    subgroup_size: int | None = None
     # the C launcher factory of launch plans, or None where launches take the Python path:
     # runner(prog, grids, buffers, words, leaves, regrid, on_error, rt, clib) (see `device_launch.runner`; `clib` is
     # the runtime's `qd._launch`, passed down: the launcher class and the source codes live there)

@@ -32,7 +32,7 @@ from qd.codegen import cache
 from qd.codegen.reduce import find_reductions
 from qd.gpu.backend import DeviceBackend
 from qd.gpu.cuda_driver import Driver
-from qd.jit import nvptx
+from qd.jit import nvptx, nvptx_simt
 
 LOCAL_SIZE = 256
 RING_SLOTS = 4  # a C launcher's slots: a launch whose context words changed takes the next one
@@ -182,6 +182,7 @@ def _warm_up_wanted(cfg: Any) -> bool:
 
 class CudaBackend(DeviceBackend):
     name = "cuda"
+    subgroup_size = 32  # a warp
 
     def __init__(self) -> None:
         self.drv = Driver()
@@ -269,6 +270,7 @@ class CudaBackend(DeviceBackend):
     # ------------------------------------------------------------ code
     def compile(self, k: ir.KernelIR, fast_math: bool, print_words: int, cache_dir: str | None = None) -> Program:
         t0 = time.perf_counter()
+        nvptx_simt.check_shared_bytes(k)
         pk = nvptx.compile_ptx(k, fast_math, self.arch, cache_dir)
         try:
             module = self._module(pk.ptx, cache_dir)
@@ -280,7 +282,7 @@ class CudaBackend(DeviceBackend):
             module = self._module(pk.ptx, cache_dir)
         functions = [self.drv.function(module, sym) for _, sym in pk.tasks]
         ctx, rng_words = _context(k, print_words)
-        tasks = [CudaTask(t.kind, LOCAL_SIZE, t, reduces=_reduces(t)) for t in k.tasks]
+        tasks = [CudaTask(t.kind, t.block_dim or LOCAL_SIZE, t, reduces=_reduces(t)) for t in k.tasks]
         sk = CudaKernel(tasks, ctx, pk.prints, pk.check_args, len(k.rets))
         return Program(sk, module, functions, rng_words, compile_ms=(time.perf_counter() - t0) * 1e3,
                        from_cache=pk.from_cache)
@@ -355,9 +357,12 @@ class CudaBackend(DeviceBackend):
         for src, written, what in buffers:
             if src == S_TEMP:
                 nbytes, shape = what
-                temp = self.alloc(nbytes)
-                keep.append(temp)
-                what = (temp.address, nbytes, shape)
+                address = 0
+                if nbytes:  # (a block-shared array has none: it lives on the chip)
+                    temp = self.alloc(nbytes)
+                    keep.append(temp)
+                    address = temp.address
+                what = (address, nbytes, shape)
             bufs.append((src, written, what))
         if prog.events is None:
             prog.events = (drv.event(timing=True), drv.event(timing=True))
@@ -425,7 +430,7 @@ def _context(k: ir.KernelIR, print_words: int) -> tuple[list[tuple], list[int]]:
                   "status": ("self", 0), "printbuf": ("print",) if _prints(k) else ("const", 0),
                   "printlen": ("self", PRINTLEN_WORD), "printcap": ("const", print_words), "args": ("self", off_args)}
     keys = [ctx_struct.get(f, ("const", 0)) for f in CTX_FIELDS]
-    keys += [("buf", b) for b in range(nbuf)]
+    keys += [("buf", b) if d.kind != "shared" else ("const", 0) for b, d in enumerate(k.buffers)]
     for b, d in enumerate(k.buffers):
         keys += [("shape", b, a) if a < _ndim(d) else ("const", 0) for a in range(MAX_NDIM)]
     keys += [("arg", i) if a.kind == "scalar" else ("const", 0) for i, a in enumerate(k.args)]

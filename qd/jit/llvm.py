@@ -141,7 +141,8 @@ class ModuleGen(KernelCodegen):
         i.add_incoming(fn.args[1], pre)
         i.add_incoming(nxt, latch)
         b.position_at_end(exit_)
-        self.flush_reductions(f, accs, not stops)
+        # (a block of a size no multiple of the warp's leaves a warp part-empty: no full-warp shuffles then)
+        self.flush_reductions(f, accs, not stops and t.block_dim % 32 == 0)
         b.ret(L.Constant(I32, abi.RC_DONE))
         f.finish_entry()
         return name

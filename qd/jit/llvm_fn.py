@@ -109,6 +109,9 @@ class FnLowering(CodegenBase):
             self.word(eb, self.field("shapes"), buf * MAX_NDIM + axis), typ=I64, align=8))
 
     def base(self, buf: int) -> L.Value:
+        decl = self.k.buffers[buf]
+        if decl.kind == "shared":  # a block-shared array: the target's own (`Target.shared_base`)
+            return self.mg.target.shared_base(self.fn.module, buf, decl, mem_type(decl.dtype))
         ty = L.PointerType(addrspace=self.mg.target.global_addrspace)
         return self._entry(("buf", buf), lambda eb: eb.load(
             self.word(eb, self.field("bufs"), buf, PTR), typ=ty, align=8, name=f"buf{buf}"))
@@ -302,6 +305,11 @@ class FnLowering(CodegenBase):
         b.store(i64c(0), self.rng_ctr)
         key = mix64(b, b.xor(self.field("rng_base"), b.mul(self.tid, i64c(abi.RNG_TID_MIX))))
         b.store(key, self.rng_key)
+
+    def s_Simt(self, s: ir.Simt) -> None:
+        """A `qd.simt` operation: the target's lowering (`Target.simt`); a barrier has no value."""
+        v = self.mg.target.simt(self.b, s, [self.v(a) for a in s.args])
+        self.vals[s] = v if v is not None else L.Constant(reg_type(s.dtype), 0)
 
     def s_ThreadSlot(self, s: ir.ThreadSlot) -> None:
         self.vals[s] = self.field("slot")  # always i64 (the verifier checks)

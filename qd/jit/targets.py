@@ -112,6 +112,19 @@ class Target:
         thread of the launch executes this (a GPU target may first combine across threads)."""
         f.atomic(op, dt, ptr, total)
 
+    def simt(self, b: ir.IRBuilder, s: Any, args: list) -> ir.Value | None:
+        """A `qd.simt` operation (`qd.ir.Simt`); targets without thread groups have none (the frontend refuses
+        them before they get here)."""
+        from qd.errors import QuadrantsCompilationError
+
+        raise QuadrantsCompilationError(f"qd.simt operation {s.op!r} is not supported by the {self.name} target")
+
+    def shared_base(self, module: ir.Module, buf: int, decl: Any, elem: ir.Type) -> ir.Value:
+        """The base pointer of block-shared buffer `buf` (`qd.simt.block.SharedArray`)."""
+        from qd.errors import QuadrantsCompilationError
+
+        raise QuadrantsCompilationError(f"qd.simt.block.SharedArray is not supported by the {self.name} target")
+
 
 class CpuTarget(Target):
     """The host CPU through MCJIT: host triple, CPU name and features (F16C gives hardware
@@ -241,6 +254,16 @@ class NvptxTarget(Target):
         if fn is None:
             fn = ir.Function(b.module, ir.FunctionType(ty, [ty] * len(args)), cname)
         return b.call(fn, list(args))
+
+    def simt(self, b: ir.IRBuilder, s: Any, args: list) -> ir.Value | None:
+        from qd.jit import nvptx_simt
+
+        return nvptx_simt.lower(b, s, args)
+
+    def shared_base(self, module: ir.Module, buf: int, decl: Any, elem: ir.Type) -> ir.Value:
+        from qd.jit import nvptx_simt
+
+        return nvptx_simt.shared_base(module, buf, decl, elem)
 
     def add_entry_points(self, module: ir.Module, tasks: list) -> None:
         from qd.base.abi import CTX_FIELDS

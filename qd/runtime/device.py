@@ -347,6 +347,11 @@ def _at_exit() -> None:
 atexit.register(_at_exit)
 
 
+def _subgroup_size(arch_name: str) -> Callable[[], int | None]:
+    """The subgroup size of the arch's device, from its backend (`DeviceBackend.subgroup_size`)."""
+    return lambda: runtime(arch_name).backend.subgroup_size
+
+
 def _register_tiers() -> None:
     from qd import extension as _ext
     from qd.base import arch as _arch
@@ -357,6 +362,7 @@ def _register_tiers() -> None:
         return VulkanBackend()
     register("vulkan", vulkan)
     _arch.set_available(_arch.vulkan, probe("vulkan"), reason("vulkan"))
+    _arch.set_subgroup_size(_arch.vulkan, _subgroup_size("vulkan"))
     # the vulkan tier requires shaderInt64 and uses f64 where the device has it (a clear error where not)
     _ext.set_supported("vulkan", {_ext.adstack, _ext.data64, _ext.assertion, _ext.dynamic_index})
 
@@ -366,6 +372,7 @@ def _register_tiers() -> None:
         return CudaBackend()
     register("cuda", cuda)
     _arch.set_available(_arch.cuda, probe("cuda"), reason("cuda"))
+    _arch.set_subgroup_size(_arch.cuda, _subgroup_size("cuda"))
     _ext.set_supported("cuda", {_ext.adstack, _ext.data64, _ext.assertion, _ext.dynamic_index})
 
     def opencl() -> Any:
@@ -374,6 +381,7 @@ def _register_tiers() -> None:
         return OpenCLBackend()
     register("opencl", opencl)
     _arch.set_available(_arch.opencl, probe("opencl"), reason("opencl"))
+    _arch.set_subgroup_size(_arch.opencl, _subgroup_size("opencl"))
     _ext.set_supported("opencl", {_ext.adstack, _ext.data64, _ext.assertion, _ext.dynamic_index})
 
 

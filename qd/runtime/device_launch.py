@@ -222,8 +222,8 @@ def _make_runner(rt: DeviceRuntime, st: _State, ck: Any, bindings: Sequence[Any]
             buffers.append((abi.S_FIELD, int(written), bindings[b]))
         elif src == _FROM_ARG:
             buffers.append((params[decl.arg], int(written), None))
-        elif decl.kind == "temp":
-            nbytes = int(np.prod(decl.shape, dtype=np.int64)) * decl.dtype.itemsize
+        elif decl.kind in ("temp", "shared"):  # a block-shared array lives on the chip: a temporary of no bytes
+            nbytes = int(np.prod(decl.shape, dtype=np.int64)) * decl.dtype.itemsize if decl.kind == "temp" else 0
             buffers.append((abi.S_TEMP, 0, (nbytes, tuple(decl.shape))))
         else:
             return None
@@ -269,6 +269,8 @@ class _Binding:
             self.raw(b, _launch._array_of(owner), written)
         elif decl.kind == COUNTS_KIND:
             self.raw(b, ck.counts, True)
+        elif decl.kind == "shared":  # block-shared memory: the tier declares it in the task, nothing is bound
+            self.shapes[b] = tuple(decl.shape)
         elif decl.kind.startswith("adstack"):
             if ck.adstack is None:  # a kernel generated from a reverse kernel keeps the buffers, has no stacks
                 self.raw(b, np.zeros(1, decl.dtype.np_dtype), False)
