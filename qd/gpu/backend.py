@@ -1,7 +1,7 @@
 """The device backend protocol: what the device runtime (`qd/runtime/device.py`, `device_launch.py`) asks of a GPU
 tier's backend (`qd/gpu/vulkan_tier.py`, `cuda_tier.py`, `opencl_tier.py`).
 
-Every backend subclasses `DeviceBackend`: the thirteen methods below without a body are required (the three
+Every backend subclasses `DeviceBackend`: the fourteen methods below without a body are required (the three
 backends implement them all); the optional ones have their default here, so the runtime calls them
 unconditionally (no `getattr` probes, no tests of a backend's name).
 """
@@ -40,6 +40,10 @@ class DeviceBackend:
 
     def device_caps(self) -> dict[str, int]:
         """Quadrants' `DeviceCapability` values of this device."""
+        raise NotImplementedError
+
+    def max_shared_memory_bytes(self) -> int:
+        """The most shared (workgroup-local) memory one block may use, in bytes, as the driver reports it."""
         raise NotImplementedError
 
     def alloc(self, nbytes: int, host: bool = False) -> Any:

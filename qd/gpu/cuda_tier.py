@@ -31,7 +31,7 @@ from qd.base.abi import CTX_FIELDS, HEADER_WORDS, MAX_NDIM, PRINTLEN_WORD, S_TEM
 from qd.codegen import cache
 from qd.codegen.reduce import find_reductions
 from qd.gpu.backend import DeviceBackend
-from qd.gpu.cuda_driver import Driver
+from qd.gpu.cuda_driver import ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, Driver
 from qd.jit import nvptx
 
 LOCAL_SIZE = 256
@@ -225,6 +225,10 @@ class CudaBackend(DeviceBackend):
             for suffix in ("", "_add", "_minmax"):
                 out[f"spirv_has_atomic_{kind}{suffix}"] = 1
         return out
+
+    def max_shared_memory_bytes(self) -> int:
+        """The opt-in maximum per block (Quadrants' `cuda_max_shared_memory_bytes` reads the same attribute)."""
+        return self.drv.attribute(ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
 
     # ------------------------------------------------------------ memory
     def alloc(self, nbytes: int, host: bool = False) -> Buffer:

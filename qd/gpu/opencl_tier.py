@@ -188,6 +188,10 @@ class OpenCLBackend(DeviceBackend):
                 out[f"spirv_has_atomic_{kind}{suffix}"] = int(kind == "float" or self.caps.float64)
         return out
 
+    def max_shared_memory_bytes(self) -> int:
+        """`CL_DEVICE_LOCAL_MEM_SIZE`: the local memory a work-group may use."""
+        return int(self.device.local_mem_size)
+
     # ------------------------------------------------------------ memory
     def alloc(self, nbytes: int, host: bool = False) -> Buffer:
         try:
