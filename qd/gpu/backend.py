@@ -70,7 +70,8 @@ class DeviceBackend:
 
     def enqueue(self, prog: Any, slot: Any, groups: list[int], zero: list[tuple[Any, int]],
                 streams: list | None = None, bufs: dict | None = None, printbuf: Any = None) -> Any:
-        """Enqueues one launch; returns its work. `streams`: of device arrays used in place (CUDA); `bufs`: the
+        """Enqueues one launch; returns its work. A negative `groups[t]` leaves task t out (a `qd.graph.do_while`
+        launch enqueues its tasks in runs, `qd/runtime/device_launch.py`); Vulkan skips every task of no groups. `streams`: of device arrays used in place (CUDA); `bufs`: the
         launch's device buffers by buffer index and `printbuf` (a backend whose kernels take them as arguments)."""
         raise NotImplementedError
 

@@ -326,6 +326,8 @@ class CudaBackend(DeviceBackend):
         params = _launch_params(slot, prog)
         mv = slot.memory_view()
         for n, (fn, g, t) in enumerate(zip(prog.functions, groups, sk.tasks)):
+            if g < 0:  # left out of this enqueue (a `qd.graph.do_while` launch enqueues its tasks in runs)
+                continue
             key, p = params[n]
             key.value = _U64.unpack_from(mv, 8 * prog.rng_words[n])[0]
             drv.launch(fn, max(1, g), t.local_size, p)

@@ -316,6 +316,8 @@ class OpenCLBackend(DeviceBackend):
         args = [bufs[b].dev for b in range(len(bufs or {}))]
         first = last = None
         for n, (kern, t, g) in enumerate(zip(prog.kernels, ck.tasks, groups)):
+            if g < 0:  # left out of this enqueue (a `qd.graph.do_while` launch enqueues its tasks in runs)
+                continue
             kern.set_args(slot.dev, np.uint64(words[prog.rng_words[n]]), pbuf, *args)
             local = t.local_size
             ev = cl.enqueue_nd_range_kernel(q, kern, (max(1, g) * local,), (local,))

@@ -2,7 +2,9 @@
 dispatcher `perf_dispatch`, `outer` (re-exported at `qd` top level)."""
 
 from qd.lang._perf_dispatch import perf_dispatch
+from qd.lang import graph
 from qd.lang.buffer_view import BufferView
+from qd.lang.graph import do_while as graph_do_while
 from qd.lang.linalg import eig, make_spd, polar_decompose, solve, svd, sym_eig
 from qd.lang.matrix import Matrix, Vector
 from qd.lang.misc import is_extension_enabled
@@ -15,4 +17,5 @@ from qd.types.annotations import Template
 __all__: list[str] = ["BufferView", "Matrix", "Vector", "is_extension_enabled", "Template", "polar_decompose",
                       "svd", "sym_eig", "make_spd", "eig", "solve",
                       "Backend", "Tensor", "VectorTensor", "MatrixTensor", "tensor", "wrap",
-                      "Struct", "StructField", "dataclass", "Layout", "perf_dispatch", "outer"]
+                      "Struct", "StructField", "dataclass", "Layout", "perf_dispatch", "outer", "graph",
+                      "graph_do_while"]
