@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field, fields, replace
-from typing import Iterator
+from typing import Callable, Iterator
 
 from qd.ops import Op
 from qd.types.dtypes import DataType, i32, i64
@@ -338,6 +338,16 @@ class While(Stmt):
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
+class GraphDoWhile(While):
+    """`while qd.graph.do_while(c):` of a `graph=True` kernel, at the top level (or directly in another one): `body`
+    runs, then again while the 0-d integer buffer `cond` holds a nonzero value (a do-while). Its statements are top
+    level statements: `offload` makes tasks of them and a `TaskLoop` of the loop; it never reaches a task. A `While`,
+    so liveness and every pass that treats loops alike see it as one."""
+
+    cond: int
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
 class Break(Stmt):
     pass
 
@@ -472,6 +482,34 @@ class Task:
 
 
 @dataclass(frozen=True)
+class TaskLoop:
+    """Tasks [first, end) of an offloaded kernel repeat, as a do-while, while buffer `cond`'s element is nonzero
+    (a `GraphDoWhile`). Loops nest or are disjoint, outer loops first."""
+
+    first: int
+    end: int
+    cond: int
+
+
+def task_order(ntasks: int, loops: tuple[TaskLoop, ...], cond: Callable[[int], int]) -> Iterator[int]:
+    """The task indices a launch runs, in order: each once, but a `TaskLoop`'s range again while `cond(buffer)`
+    (called once the range's last task has run, reading that buffer's element) is nonzero."""
+    ends: dict[int, list[TaskLoop]] = {}
+    for lp in reversed(loops):  # at a shared last task the innermost loop (listed after its outer one) tests first
+        if lp.end > lp.first:
+            ends.setdefault(lp.end - 1, []).append(lp)
+    i = 0
+    while i < ntasks:
+        yield i
+        for lp in ends.get(i, ()):
+            if cond(lp.cond):
+                i = lp.first
+                break
+        else:
+            i += 1
+
+
+@dataclass(frozen=True)
 class KernelIR:
     name: str
     args: tuple[ArgDecl, ...]
@@ -483,6 +521,7 @@ class KernelIR:
     loc: SrcLoc | None = None
     stacks: tuple[StackDecl, ...] = ()  # adstacks of a reverse-mode kernel (`qd/ad/reverse.py`)
     counter: KernelIR | None = None  # the counting kernel sizing its while-loop stacks (`qd/ad/counting.py`)
+    task_loops: tuple[TaskLoop, ...] = ()  # the `GraphDoWhile` loops over `tasks` (set by the offload pass)
 
     def with_body(self, body: Block) -> "KernelIR":
         return replace(self, body=body)

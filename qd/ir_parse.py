@@ -351,6 +351,7 @@ _OTHER_PARSERS = {
     "for": lambda p, ln: p.range_for(ln, False),
     "if": _Parser.if_stmt,
     "while": lambda p, ln: ir.While(body=p.closed_block(), loc=ln.loc),
+    "graph_do_while": lambda p, ln: ir.GraphDoWhile(cond=int(ln.take("buf")[1:]), body=p.closed_block(), loc=ln.loc),
     "break": lambda p, ln: ir.Break(loc=ln.loc),
     "continue": lambda p, ln: ir.Continue(loc=ln.loc),
     "return": lambda p, ln: ir.Return(values=p.vals(ln), loc=ln.loc),
@@ -494,16 +495,20 @@ def parse_kernel(text: str) -> ir.KernelIR:
     p = _Parser(text)
     hdr = _parse_header(p)
     body = p.closed_block()
-    tasks = None
+    tasks, loops = None, []
     if p.peek_text() == "tasks {":
         p.pos += 1
         tasks = []
-        while p.peek_text() != "}":
+        while p.peek_text() != "}" and not p.peek_text().startswith("task_loop "):
             tasks.append(_parse_task(p))
+        while p.peek_text().startswith("task_loop "):
+            ln = p.line()
+            ln.take(text="task_loop")
+            loops.append(ir.TaskLoop(ln.int(), ln.int(), int(ln.take("buf")[1:])))
         p.pos += 1
         tasks = tuple(tasks)
     if p.pos != len(p.lines):
         raise IRParseError(f"line {p.lines[p.pos][0]}: unexpected text after the kernel")
     return ir.KernelIR(name=hdr["name"], args=tuple(hdr["args"]), buffers=tuple(hdr["buffers"]),
                        rets=tuple(hdr["rets"]), checks=tuple(hdr["checks"]), body=body,
-                       tasks=tasks, loc=hdr["loc"], stacks=tuple(hdr["stacks"]))
+                       tasks=tasks, loc=hdr["loc"], stacks=tuple(hdr["stacks"]), task_loops=tuple(loops))

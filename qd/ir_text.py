@@ -173,6 +173,7 @@ _FORMATTERS = {
     ir.RangeFor: _fmt_for,
     ir.If: lambda s, n: f"if {n.ref(s.cond)}",
     ir.While: lambda s, n: "while",
+    ir.GraphDoWhile: lambda s, n: f"graph_do_while @{s.cond}",
     ir.Break: lambda s, n: "break",
     ir.Continue: lambda s, n: "continue",
     ir.Return: lambda s, n: f"return {n.refs(s.values)}".rstrip(),
@@ -276,6 +277,7 @@ def print_kernel(k: ir.KernelIR) -> str:
         out.append("tasks {")
         for t in k.tasks:
             _task_lines(t, n, out)
+        out.extend(f"  task_loop {lp.first} {lp.end} @{lp.cond}" for lp in k.task_loops)
         out.append("}")
     return "\n".join(out) + "\n"
 

@@ -240,6 +240,15 @@ def _v_if(vf: _Verifier, s: ir.If, ctx: _Ctx) -> None:
     vf.nested(s.else_, ctx.inner())
 
 
+def _v_graph_do_while(vf: _Verifier, s: ir.GraphDoWhile, ctx: _Ctx) -> None:
+    vf.need(ctx.top and not vf.in_tasks, "graph_do_while is only allowed at the top level of the kernel body")
+    vf.need(0 <= s.cond < len(vf.k.buffers), f"graph_do_while condition @{s.cond} is not a buffer")
+    decl = vf.k.buffers[s.cond]
+    vf.need(decl.kind in ("ndarray", "field") and decl.ndim == 0 and decl.dtype.is_int,
+            f"graph_do_while condition @{s.cond} must be a 0-d integer buffer, got {decl.kind} {decl.dtype}")
+    vf.nested(s.body, _Ctx(top=True))
+
+
 def _v_break(vf: _Verifier, s: ir.Stmt, ctx: _Ctx) -> None:
     if isinstance(s, ir.Break):
         vf.need(ctx.loop, "break outside a serial loop")
@@ -312,6 +321,7 @@ _RULES = {
     ir.RangeFor: _v_range_for,
     ir.If: _v_if,
     ir.While: lambda vf, s, ctx: vf.nested(s.body, ctx.inner(loop=True)),
+    ir.GraphDoWhile: _v_graph_do_while,
     ir.Break: _v_break,
     ir.Continue: _v_break,
     ir.Return: _v_return,
@@ -391,4 +401,16 @@ def verify_kernel(k: ir.KernelIR) -> None:
             vf.scope.clear()
             vf.seen.clear()
             _verify_task(vf, i, t)
+        _verify_task_loops(vf)
     _verify_adstacks(vf)
+
+
+def _verify_task_loops(vf: _Verifier) -> None:
+    """`TaskLoop`s cover task ranges that nest or are disjoint, outer first."""
+    vf.stmt, vf.line = None, "task loops"
+    seen: list[ir.TaskLoop] = []
+    for lp in vf.k.task_loops:
+        vf.need(0 <= lp.first <= lp.end <= len(vf.k.tasks), f"task loop {lp} is out of the task range")
+        for o in seen:
+            vf.need(lp.end <= o.first or o.end <= lp.first or o.first <= lp.first <= lp.end <= o.end,
+                    f"task loop {lp} overlaps {o} without nesting in it")

@@ -36,13 +36,15 @@ def debug_launch(ck: L.CompiledKernel, bindings: Sequence[Any], args: Sequence[A
     tpl = L._template(ck, sc, args)
     env = LaunchEnv.make(ck.ir, arrays=arrays, args=list(args), status=sc.status, printbuf=sc.printbuf,
                          printlen=sc.printlen, rets=sc.rets, seed=seed, launch_id=launch_id)
-    rc = _run_tasks(ck, st, tpl, env, policy)
+    rc = _run_tasks(ck, st, tpl, env, policy, L.task_order(ck.ir, len(ck.code.tasks), arrays))
     return L.finish(ck, sc, rc, owners, arrays, args, ck.code.prints, ck.code.check_args)
 
 
-def _run_tasks(ck: L.CompiledKernel, st: Any, tpl: Any, env: LaunchEnv, policy: Policy) -> int:
+def _run_tasks(ck: L.CompiledKernel, st: Any, tpl: Any, env: LaunchEnv, policy: Policy, order: Any) -> int:
+    """The tasks in launch order (`qd.graph.do_while` loops repeat theirs: `launch.task_order`)."""
     rc = 0
-    for task_id, t in enumerate(ck.code.tasks):
+    for task_id in order:
+        t = ck.code.tasks[task_id]
         if t.kind == "serial":
             rc = Thread(env, task_id, 0, policy).run()
         else:

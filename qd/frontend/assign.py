@@ -26,6 +26,22 @@ _ATOMIC_AUG = {ast.Add: Op.ADD, ast.Sub: Op.SUB, ast.BitAnd: Op.BIT_AND, ast.Bit
 _ATOMIC_LOCAL_AUG = {**_ATOMIC_AUG, ast.Mult: Op.MUL}
 
 
+_AUG_SYMBOL = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+               ast.Pow: "**", ast.MatMult: "@", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<",
+               ast.RShift: ">>"}
+
+
+def _kind_of(value: Any) -> str:
+    """A target's kind in words, for the error of a deferred update it does not take."""
+    if _e.is_matrix(value):
+        return f"a {'x'.join(map(str, _v.shape_of(value)))} matrix"
+    if isinstance(value, Expr):
+        return f"a {value.dtype} scalar"
+    if isinstance(value, _s.StructVal):
+        return f"the struct {value._name()}"
+    return "an element or another place" if value is None else f"a {type(value).__name__}"
+
+
 @dataclass
 class LV:
     """Addressable places: `refs` are Allocas or GlobalPtrs; `shape` None for a scalar."""
@@ -88,6 +104,8 @@ class AssignMixin:
 
         name = op_of_aug(node.op)
         rhs = self.visit(node.value)
+        if self._struct_augassign(node, rhs):
+            return
         if isinstance(node.target, ast.Name):
             from qd.frontend.exprs import _PYOPS, is_runtime
 
@@ -104,6 +122,38 @@ class AssignMixin:
             return
         lv = self.lvalue(node.target)
         self._aug_store(lv, node.op, name, rhs)
+
+    def _struct_augassign(self, node: ast.AugAssign, rhs: Any) -> bool:
+        """`s op= x` where `s` is a struct whose type defines `_augassign(other, op)` (a register tile's
+        `tile -= qd.outer(a, b)`): the method does the update (`op` is the AST operator name, "Sub" for `-=`).
+        A deferred right side (`qd.outer(...)`) on any other target is an error. False when neither applies."""
+        target = self._struct_place(node.target)
+        if target is not None and target.stype is not None and "_augassign" in target.stype.methods:
+            target.member("_augassign")(rhs, type(node.op).__name__)
+            return True
+        if getattr(rhs, "_qd_is_deferred", False):
+            if isinstance(node.target, ast.Name):  # the error path only: what the target is, for the message
+                target = self.visit(ast.copy_location(ast.Name(id=node.target.id, ctx=ast.Load()), node.target))
+            raise QuadrantsTypeError(
+                f"`{ast.unparse(node.target)} {_AUG_SYMBOL.get(type(node.op), '?')}= {ast.unparse(node.value)}`: "
+                f"the target is {_kind_of(target)}, which takes no deferred update. qd.outer(a, b) is only valid as "
+                "the right side of `tile -= qd.outer(a, b)` on a register tile (qd.simt.Tile16x16 / Tile32x32, or a "
+                "@qd.dataclass defining _augassign); for the outer product of two vectors as a matrix, write "
+                "`a.outer_product(b)`.")
+        return False
+
+    def _struct_place(self, target: ast.expr) -> _s.StructVal | None:
+        """The struct a Name / Attribute target denotes (a local, `self` in a method, a nested member), found
+        without emitting IR; None for anything else."""
+        if isinstance(target, ast.Name):
+            found, v = self.ctx.find_local(target.id)
+        elif isinstance(target, ast.Attribute):
+            base = self._struct_place(target.value)
+            found, v = base is not None, base.members.get(target.attr) if base is not None else None
+        else:
+            return None
+        v = v.sv if isinstance(v, _s.SelfRef) else v
+        return v if found and isinstance(v, _s.StructVal) else None
 
     def _shared_local_aug(self, name: str, op: ast.operator, rhs: Any) -> bool:
         """`s op= rhs` on a local declared outside the enclosing parallel loop: an atomic update

@@ -83,6 +83,7 @@ class Builder:
         self.next_loop_serial = False  # set by qd.loop_config(serialize=True)
         self.next_block_dim = 0  # set by qd.loop_config(block_dim=n): threads per GPU block of the next parallel loop
         self.func_depth = 0  # nesting of inlined qd.func calls
+        self.graph = False  # a `@qd.kernel(graph=True)`: `qd.graph.do_while` loops are allowed (`frontend/graph.py`)
         self.call_stack: tuple[ir.SrcLoc, ...] = ()  # call sites of the inlined funcs (debugger: SrcLoc.stack)
         # ArgDecls after the user's args, in ArgDecl order (`Kernel._run` launches them): `x.grad` read in the
         # kernel for an ndarray argument x is (launch arg index of x, "grad"); a lifted primitive member

@@ -23,7 +23,7 @@ from qd.ad.validation import check_reverse_supported as _check_reverse
 from qd.ad.validation import stale_read_errors as _stale_read_errors
 from qd.ad.validation import validate_global_access as _validate
 from qd.base import config as _config
-from qd.errors import QuadrantsRuntimeError
+from qd.errors import QuadrantsNotImplementedError, QuadrantsRuntimeError
 from qd.frontend import guards as _guards
 from qd.frontend import kernel as _fk
 
@@ -48,6 +48,10 @@ class KernelInstance:
         return self.ir.name
 
 
+_AD_MODES = {"fwd": "forward mode (qd.ad.FwdMode)", "grad": "reverse mode (kernel.grad / qd.ad.Tape)",
+             "validate": "qd.ad.Tape(validation=True)"}
+
+
 def instantiate(kernel: Any, values: list, mode: str = "", nd_grads: tuple = ()) -> KernelInstance:
     """The instance of `kernel` (a `@qd.kernel`: `fn`, `signature`) for leaf values `values` in `mode` ("" primal,
     "fwd", "grad", "validate"); `nd_grads`: the ndarray arguments whose gradients `kernel.grad` launches."""
@@ -56,6 +60,11 @@ def instantiate(kernel: Any, values: list, mode: str = "", nd_grads: tuple = ())
     if mode == "grad" and any(h[0] != "lifted" for h in hidden):
         raise QuadrantsRuntimeError(_GRAD_OF_GRAD)
     stale: dict = {}
+    if mode and any(isinstance(s, ir.GraphDoWhile) for s in k_ir.body.stmts):
+        raise QuadrantsNotImplementedError(
+            f"kernel {k_ir.name}: {_AD_MODES[mode]} cannot differentiate a kernel with qd.graph.do_while loops (how "
+            "often they repeat is read from device memory at run time); differentiate a kernel holding one "
+            "iteration's loops and repeat it from the host under the Tape instead")
     if mode == "fwd":
         k_ir, bindings = _forward_instance(k_ir, bindings)
     elif mode == "grad":

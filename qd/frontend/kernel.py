@@ -29,6 +29,7 @@ def build_kernel_ir(kernel: Any, values: list, hidden: list | None = None) -> tu
     fence(src, is_kernel=True)
     sig = kernel.signature
     b = Builder(kernel.fn.__name__)
+    b.graph = bool(getattr(kernel, "options", {}).get("graph", False))
     with b.active():
         ctx = FuncContext(src, is_kernel=True, entry_depth=0, fn=kernel.fn)
         ctx.return_type = sig.return_type

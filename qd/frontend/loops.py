@@ -25,6 +25,7 @@ from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError
 from qd.frontend import expr as _e
 from qd.frontend import values as _v
 from qd.frontend.expr import Expr
+from qd.frontend.graph import do_while_call
 from qd.frontend.ranges import grouped, ndrange, static
 from qd.ops import Op
 from qd.types import dtypes
@@ -346,6 +347,10 @@ class LoopMixin:
     def visit_While(self, node: ast.While) -> None:
         if node.orelse:
             raise QuadrantsSyntaxError("'else' clause for 'while' not supported in Quadrants kernels")
+        call = do_while_call(node.test)
+        if call is not None:
+            self.graph_do_while(node, call)  # `qd/frontend/graph.py`
+            return
         b = self.b
         frame = {"kind": "serial", "depth": b.depth + 1}
         self.ctx.loops.append(frame)

@@ -70,6 +70,16 @@ class StructVal:
             return meth.__get__(self, None)
         raise QuadrantsSyntaxError(f"struct {self._name()} has no member '{attr}'")
 
+    def __getattr__(self, attr: str) -> Any:
+        """`self.x` inside a plain (non-`@qd.func`) method, which runs as Python at compile time (a tile's
+        `_augassign` calls `self._ger_sub(...)`): the member or method, as in a kernel."""
+        if attr.startswith("__") or attr in ("stype", "members"):
+            raise AttributeError(attr)
+        try:
+            return self.member(attr)
+        except QuadrantsSyntaxError as e:
+            raise AttributeError(str(e)) from None
+
     def member_lv(self, attr: str) -> Any:
         from qd.frontend.assign import LV
 

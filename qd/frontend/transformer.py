@@ -25,6 +25,7 @@ from qd.frontend.calls import CallMixin
 from qd.frontend.conditional import ConditionalMixin
 from qd.frontend.context import FuncContext, FuncSource, position_error
 from qd.frontend.exprs import ExprMixin
+from qd.frontend.graph import GraphMixin
 from qd.frontend.loops import LoopMixin
 from qd.types import dtypes
 
@@ -72,7 +73,7 @@ def fence(src: FuncSource, is_kernel: bool = False) -> None:
     src.fenced = True  # type: ignore[attr-defined]
 
 
-class Transformer(ExprMixin, ConditionalMixin, AssignMixin, LoopMixin, CallMixin):
+class Transformer(ExprMixin, ConditionalMixin, AssignMixin, LoopMixin, CallMixin, GraphMixin):
     """Builds IR for one function body (a kernel, or a func inlined at a call site)."""
 
     def __init__(self, b: Builder, ctx: FuncContext) -> None:

@@ -1,7 +1,7 @@
 """The device backend protocol: what the device runtime (`qd/runtime/device.py`, `device_launch.py`) asks of a GPU
 tier's backend (`qd/gpu/vulkan_tier.py`, `cuda_tier.py`, `opencl_tier.py`).
 
-Every backend subclasses `DeviceBackend`: the thirteen methods below without a body are required (the three
+Every backend subclasses `DeviceBackend`: the fourteen methods below without a body are required (the three
 backends implement them all); the optional ones have their default here, so the runtime calls them
 unconditionally (no `getattr` probes, no tests of a backend's name).
 """
@@ -45,6 +45,10 @@ class DeviceBackend:
         """Quadrants' `DeviceCapability` values of this device."""
         raise NotImplementedError
 
+    def max_shared_memory_bytes(self) -> int:
+        """The most shared (workgroup-local) memory one block may use, in bytes, as the driver reports it."""
+        raise NotImplementedError
+
     def alloc(self, nbytes: int, host: bool = False) -> Any:
         raise NotImplementedError
 
@@ -69,7 +73,8 @@ class DeviceBackend:
 
     def enqueue(self, prog: Any, slot: Any, groups: list[int], zero: list[tuple[Any, int]],
                 streams: list | None = None, bufs: dict | None = None, printbuf: Any = None) -> Any:
-        """Enqueues one launch; returns its work. `streams`: of device arrays used in place (CUDA); `bufs`: the
+        """Enqueues one launch; returns its work. A negative `groups[t]` leaves task t out (a `qd.graph.do_while`
+        launch enqueues its tasks in runs, `qd/runtime/device_launch.py`); Vulkan skips every task of no groups. `streams`: of device arrays used in place (CUDA); `bufs`: the
         launch's device buffers by buffer index and `printbuf` (a backend whose kernels take them as arguments)."""
         raise NotImplementedError
 

@@ -39,6 +39,7 @@ ATTR_MULTIPROCESSOR_COUNT = 16
 ATTR_COMPUTE_CAPABILITY_MAJOR = 75
 ATTR_COMPUTE_CAPABILITY_MINOR = 76
 ATTR_MAX_THREADS_PER_MULTIPROCESSOR = 39
+ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97  # what a block may opt in to (above the 48 KiB default)
 
 # name -> argument types (all return CUresult, an int)
 _PROTOS: dict[str, tuple] = {

@@ -31,7 +31,7 @@ from qd.base.abi import CTX_FIELDS, HEADER_WORDS, MAX_NDIM, PRINTLEN_WORD, S_TEM
 from qd.codegen import cache
 from qd.codegen.reduce import find_reductions
 from qd.gpu.backend import DeviceBackend
-from qd.gpu.cuda_driver import Driver
+from qd.gpu.cuda_driver import ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, Driver
 from qd.jit import nvptx, nvptx_simt
 
 LOCAL_SIZE = 256
@@ -227,6 +227,10 @@ class CudaBackend(DeviceBackend):
                 out[f"spirv_has_atomic_{kind}{suffix}"] = 1
         return out
 
+    def max_shared_memory_bytes(self) -> int:
+        """The opt-in maximum per block (Quadrants' `cuda_max_shared_memory_bytes` reads the same attribute)."""
+        return self.drv.attribute(ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+
     # ------------------------------------------------------------ memory
     def alloc(self, nbytes: int, host: bool = False) -> Buffer:
         return Buffer(self.drv, nbytes, host, self.arenas)
@@ -324,6 +328,8 @@ class CudaBackend(DeviceBackend):
         params = _launch_params(slot, prog)
         mv = slot.memory_view()
         for n, (fn, g, t) in enumerate(zip(prog.functions, groups, sk.tasks)):
+            if g < 0:  # left out of this enqueue (a `qd.graph.do_while` launch enqueues its tasks in runs)
+                continue
             key, p = params[n]
             key.value = _U64.unpack_from(mv, 8 * prog.rng_words[n])[0]
             drv.launch(fn, max(1, g), t.local_size, p)

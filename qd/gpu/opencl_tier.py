@@ -188,6 +188,10 @@ class OpenCLBackend(DeviceBackend):
                 out[f"spirv_has_atomic_{kind}{suffix}"] = int(kind == "float" or self.caps.float64)
         return out
 
+    def max_shared_memory_bytes(self) -> int:
+        """`CL_DEVICE_LOCAL_MEM_SIZE`: the local memory a work-group may use."""
+        return int(self.device.local_mem_size)
+
     # ------------------------------------------------------------ memory
     def alloc(self, nbytes: int, host: bool = False) -> Buffer:
         try:
@@ -312,6 +316,8 @@ class OpenCLBackend(DeviceBackend):
         args = [bufs[b].dev for b in range(len(bufs or {}))]
         first = last = None
         for n, (kern, t, g) in enumerate(zip(prog.kernels, ck.tasks, groups)):
+            if g < 0:  # left out of this enqueue (a `qd.graph.do_while` launch enqueues its tasks in runs)
+                continue
             kern.set_args(slot.dev, np.uint64(words[prog.rng_words[n]]), pbuf, *args)
             local = t.local_size
             ev = cl.enqueue_nd_range_kernel(q, kern, (max(1, g) * local,), (local,))

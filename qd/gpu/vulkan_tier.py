@@ -120,6 +120,10 @@ class VulkanBackend(DeviceBackend):
     def device_name(self) -> str:
         return self.dev.name
 
+    def max_shared_memory_bytes(self) -> int:
+        """`VkPhysicalDeviceLimits::maxComputeSharedMemorySize`."""
+        return int(self.dev.props.limits.maxComputeSharedMemorySize)
+
     # ------------------------------------------------------------ memory
     def alloc(self, nbytes: int, host: bool = False) -> Buffer:
         return self.dev.buffer(nbytes, host)

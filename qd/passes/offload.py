@@ -12,6 +12,8 @@ Values that cross tasks:
   `LocalLoad`/`LocalStore` turns into `GlobalLoad`/`GlobalStore` through the slot;
 - any other value used by another task is stored to a temp slot right after its definition and
   loaded once at the start of each using task (range tasks: in the prologue);
+- a `GraphDoWhile`'s body statements are top-level statements too (its start and end close a segment); the
+  loop becomes a `TaskLoop` over the tasks made of its body (`KernelIR.task_loops`), which the launchers repeat;
 - a `LocalAtomic` (a kernel-scope local's `+=` & co. in a parallel loop) becomes an `AtomicRMW` on the
   local's slot; a kernel-scope local that a parallel loop reads and then stores without an atomic gets
   a race warning (DESIGN §4).
@@ -69,18 +71,40 @@ def _cheap(top: tuple[ir.Stmt, ...]) -> set:
     return out
 
 
-def _segments(top: tuple[ir.Stmt, ...], cheap: set) -> tuple[list[_Seg], dict]:
-    """Segments in order, and the segment index of every top-level non-cheap statement."""
-    segs, seg_of = [_Seg("serial")], {}
-    for s in top:
-        if isinstance(s, ir.RangeFor) and s.parallel:
-            segs.append(_Seg("range", [s], s))
-            seg_of[s] = len(segs) - 1
-            segs.append(_Seg("serial"))
-        elif s not in cheap:
-            segs[-1].stmts.append(s)
-            seg_of[s] = len(segs) - 1
-    return segs, seg_of
+def _flatten(stmts: tuple[ir.Stmt, ...], out: list) -> list:
+    """The top-level statements in order, those of `GraphDoWhile` bodies included (the loops themselves left out)."""
+    for s in stmts:
+        if isinstance(s, ir.GraphDoWhile):
+            _flatten(s.body.stmts, out)
+        else:
+            out.append(s)
+    return out
+
+
+def _segments(top: tuple[ir.Stmt, ...], cheap: set) -> tuple[list[_Seg], dict, list]:
+    """Segments in order, the segment index of every top-level non-cheap statement, and each `GraphDoWhile` as
+    (first segment, end segment, condition buffer), outer loops first. A loop's body starts and ends segments."""
+    segs, seg_of, loops = [_Seg("serial")], {}, []
+
+    def run(stmts: tuple[ir.Stmt, ...]) -> None:
+        for s in stmts:
+            if isinstance(s, ir.GraphDoWhile):
+                segs.append(_Seg("serial"))
+                at = len(loops)
+                loops.append([len(segs) - 1, 0, s.cond])
+                run(s.body.stmts)
+                segs.append(_Seg("serial"))
+                loops[at][1] = len(segs) - 1
+            elif isinstance(s, ir.RangeFor) and s.parallel:
+                segs.append(_Seg("range", [s], s))
+                seg_of[s] = len(segs) - 1
+                segs.append(_Seg("serial"))
+            elif s not in cheap:
+                segs[-1].stmts.append(s)
+                seg_of[s] = len(segs) - 1
+
+    run(top)
+    return segs, seg_of, loops
 
 
 def _users(segs: list[_Seg]) -> dict:
@@ -119,10 +143,10 @@ class _Slots:
 
 class _Offloader:
     def __init__(self, k: ir.KernelIR) -> None:
-        top = k.body.stmts
+        top = tuple(_flatten(k.body.stmts, []))
         self.top = top
         self.cheap = _cheap(top)
-        self.segs, self.seg_of = _segments(top, self.cheap)
+        self.segs, self.seg_of, self.loops = _segments(k.body.stmts, self.cheap)
         self.users = _users(self.segs)
         self.slots = _Slots(len(k.buffers))
         self.shared: set = set()
@@ -254,13 +278,17 @@ class _Offloader:
                        prologue=ir.Block(tuple(prologue)), begin=mapping.get(loop.begin, loop.begin),
                        end=mapping.get(loop.end, loop.end), loc=loop.loc, block_dim=loop.block_dim)
 
-    def tasks(self) -> tuple[ir.Task, ...]:
-        out = []
+    def tasks(self) -> tuple[tuple[ir.Task, ...], tuple[ir.TaskLoop, ...]]:
+        """The tasks, and the `GraphDoWhile` loops over them (segment ranges become task ranges)."""
+        out, first_task = [], []
         for j, seg in enumerate(self.segs):
+            first_task.append(len(out))
             t = self.serial_task(j) if seg.kind == "serial" else self.range_task(j)
             if t is not None:
                 out.append(t)
-        return tuple(out)
+        first_task.append(len(out))
+        loops = tuple(ir.TaskLoop(first_task[a], first_task[e], cond) for a, e, cond in self.loops)
+        return tuple(out), loops
 
 
 _RACE_WARNINGS: dict = {}  # warnings' registry: one warning per source line, however often it is compiled
@@ -283,5 +311,5 @@ def offload(k: ir.KernelIR) -> ir.KernelIR:
     if k.tasks is not None:
         return k
     off = _Offloader(k)
-    tasks = off.tasks()
-    return replace(k, tasks=tasks, buffers=k.buffers + off.slots.buffers())
+    tasks, loops = off.tasks()
+    return replace(k, tasks=tasks, buffers=k.buffers + off.slots.buffers(), task_loops=loops)

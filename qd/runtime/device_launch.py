@@ -179,7 +179,10 @@ def _launch_locked(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Se
     launch_id = _clib.next_launch_id()  # every launch takes one, on every tier: the same random numbers
     ctx = _ctx_values(st, ck.ir, lb, args, printbuf, int(cfg.random_seed) & _M64, launch_id, slot)
     st.slot_format.pack_into(slot.memory_view(), 0, *st.zeros, *ctx)
-    work = rt.backend.enqueue(st.prog, slot, groups, lb.zero, lb.streams, lb.bufs, printbuf)
+    if ck.ir.task_loops:
+        work = _enqueue_runs(rt, st, ck.ir, slot, groups, lb, printbuf)
+    else:
+        work = rt.backend.enqueue(st.prog, slot, groups, lb.zero, lb.streams, lb.bufs, printbuf)
     for b in ck.written:
         owner = owners[b]
         if getattr(owner, "_mirror", None) is not None:
@@ -192,6 +195,49 @@ def _launch_locked(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Se
         rt.sync()
         return out[0] if out else None
     return None
+
+
+def _enqueue_runs(rt: DeviceRuntime, st: _State, k: ir.KernelIR, slot: Any, groups: list[int], lb: _Binding,
+                  printbuf: Any) -> Any:
+    """A launch with `qd.graph.do_while` loops (`KernelIR.task_loops`): its tasks enqueued in runs, the tasks of a
+    run in order; after a loop's last task the device is waited for and the loop's counter read back to decide
+    whether its tasks run again (`ir.task_order`). One slot, one binding: temporaries are zeroed by the first run
+    only, so values crossing tasks survive the iterations. Returns the last run's work."""
+    if len(groups) != len(k.tasks):
+        raise QuadrantsRuntimeError(f"kernel {k.name}: the device program has {len(groups)} tasks where the IR has "
+                                    f"{len(k.tasks)}: its qd.graph.do_while loops cannot be followed")
+    run: list[int] = []
+    state: dict[str, Any] = {"work": None, "zero": lb.zero}
+
+    def flush() -> None:
+        if run:
+            chosen = set(run)  # a negative group count leaves a task out of an enqueue (`DeviceBackend.enqueue`)
+            mask = [g if t in chosen else -1 for t, g in enumerate(groups)]
+            state["work"] = rt.backend.enqueue(st.prog, slot, mask, state["zero"], lb.streams, lb.bufs, printbuf)
+            state["zero"] = []
+            run.clear()
+
+    def counter(b: int) -> int:
+        flush()
+        if state["work"] is not None:
+            rt.backend.wait(state["work"])
+        if _FLAG_AND_PRINTS.unpack_from(slot.memory_view())[0]:  # a check failed: no more runs (`_finish` raises)
+            raise _Stopped
+        out = np.zeros(1, k.buffers[b].dtype.np_dtype)
+        rt.backend.download(lb.bufs[b], out)
+        return int(out[0])
+
+    try:
+        for t in ir.task_order(len(groups), k.task_loops, counter):
+            run.append(t)  # noqa: PERF402  (not a copy: `counter` empties `run` as the order advances)
+    except _Stopped:
+        return state["work"]
+    flush()
+    return state["work"]
+
+
+class _Stopped(Exception):
+    """A task of a `qd.graph.do_while` launch failed a check: the loop stops there (its error is raised after)."""
 
 
 def runner(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], params: list[int]) -> Any:

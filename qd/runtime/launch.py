@@ -25,7 +25,7 @@ while-loop counts are shared).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -329,10 +329,10 @@ def _host_launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any
         if native is not None:
             for i, dtype in sc.scalars:
                 sc.args[i] = register_bits(dtype, args[i])
-            rc = _run_native(native, st)
+            rc = _run_native(native, st, task_order(ck.ir, len(native.tasks), arrays))
             prints, check_args = native.prints, native.check_args
         else:
-            rc = _run_tasks(ck, st, _template(ck, sc, args))
+            rc = _run_tasks(ck, st, _template(ck, sc, args), task_order(ck.ir, len(ck.code.tasks), arrays))
             prints, check_args = ck.code.prints, ck.code.check_args
         return finish(ck, sc, rc, owners, arrays, args, prints, check_args)
     finally:
@@ -400,9 +400,18 @@ def _template(ck: CompiledKernel, sc: _Scratch, args: Sequence[Any]) -> np.ndarr
     return tpl
 
 
-def _run_native(native: Any, st: Any) -> int:
+def task_order(k: ir.KernelIR, ntasks: int, arrays: Sequence[Any]) -> Iterable[int]:
+    """The tasks a host launch runs, in order: each once, a `qd.graph.do_while` loop's again while its counter
+    (read from the host array, after the loop's last task) is nonzero (`ir.task_order`)."""
+    if not k.task_loops:
+        return range(ntasks)
+    return ir.task_order(ntasks, k.task_loops, lambda b: int(np.asarray(arrays[b]).flat[0]))
+
+
+def _run_native(native: Any, st: Any, order: Iterable[int]) -> int:
     rc = RC_DONE
-    for task_id, t in enumerate(native.tasks):
+    for task_id in order:
+        t = native.tasks[task_id]
         if t.kind == "serial":
             rc = st.run_native_serial(t.fn, task_id)
         else:
@@ -414,9 +423,10 @@ def _run_native(native: Any, st: Any) -> int:
     return rc
 
 
-def _run_tasks(ck: CompiledKernel, st: Any, tpl: np.ndarray) -> int:
+def _run_tasks(ck: CompiledKernel, st: Any, tpl: np.ndarray, order: Iterable[int]) -> int:
     rc = RC_DONE
-    for task_id, t in enumerate(ck.code.tasks):
+    for task_id in order:
+        t = ck.code.tasks[task_id]
         if t.kind == "serial":
             rc = st.run_serial(t.code, tpl, task_id)
         else:

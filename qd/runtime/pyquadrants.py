@@ -70,6 +70,17 @@ class _Prog:
     def _reset_max_reducer_dispatch_count(self) -> None:
         _call_hook("reset_max_reducer_dispatch_count")
 
+    # Quadrants' CUDA-graph cache queries: qd builds no CUDA graph (a `graph=True` kernel launches its tasks, and a
+    # `qd.graph.do_while` loop repeats them from the host), so there is never a graph to count or to have used.
+    def get_graph_cache_size(self) -> int:
+        return 0
+
+    def get_graph_cache_used_on_last_call(self) -> bool:
+        return False
+
+    def get_graph_total_builds(self) -> int:
+        return 0
+
     def get_device_caps(self) -> _DeviceCaps:
         """What the current GPU device offers, under Quadrants' `DeviceCapability` names (empty on the CPU)."""
         from qd.runtime import device
