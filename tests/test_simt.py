@@ -660,3 +660,46 @@ def test_block_dim_in_cache_key(arch, tmp_path):
         np.testing.assert_array_equal(out, np.arange(128) % bd)
         entries.append(len(list(tmp_path.rglob("*.meta"))))
     assert entries == [1, 2, 2]  # one entry per block_dim; the third kernel is the first one's (a hit)
+
+
+def test_subgroup_size_pinned_where_it_varies(arch, monkeypatch):
+    """On a device whose subgroup size may vary per pipeline (simulated on lavapipe, whose range is the one size 8:
+    `VK_EXT_subgroup_size_control` turned on as if min < max), a task using subgroup operations is compiled with the
+    size its kernel was compiled against, and full subgroups where its block is a multiple of it; other tasks are
+    not pinned."""
+    size = _simt_arch(arch)
+    if arch.name != "vulkan":
+        pytest.skip("VK_EXT_subgroup_size_control is the vulkan tier's")
+    from qd.base.abi import PRINT_WORDS
+    from qd.gpu import vulkan, vulkan_tier
+
+    @qd.kernel
+    def k(x: qd.types.ndarray()):
+        qd.loop_config(block_dim=2 * size)
+        for i in range(8 * size):
+            x[i] = sg.shuffle_xor(i, 1)
+        qd.loop_config(block_dim=size // 2)
+        for i in range(8 * size):
+            x[i] += sg.invocation_id()
+        for i in range(8 * size):
+            x[i] += 1
+
+    x = np.zeros(8 * size, np.int32)
+    k(x)
+    lane = np.arange(8 * size) % (size // 2) % size
+    np.testing.assert_array_equal(x, (np.arange(8 * size) ^ 1) + lane + 1)
+    plain = vulkan.Device._subgroups
+
+    def varying(self, physical, sub, exts):
+        return {**plain(self, physical, sub, exts), "control": True, "full": True, "max_subgroups": 64}
+    monkeypatch.setattr(vulkan.Device, "_subgroups", varying)
+    be = vulkan_tier.VulkanBackend()
+    made = []
+    make = be.dev.pipeline
+    monkeypatch.setattr(be.dev, "pipeline", lambda *a, **kw: made.append(kw) or make(*a, **kw))
+    try:
+        be.release(be.compile(k._last_ck.ir, False, PRINT_WORDS))
+    finally:
+        be.dev.close()
+    assert made == [{"push_bytes": 8, "subgroup_size": size, "full_subgroups": True},
+                    {"push_bytes": 8, "subgroup_size": size, "full_subgroups": False}, {"push_bytes": 8}]
