@@ -16,7 +16,7 @@ from qd.ops import Op
 from qd.types import dtypes as T
 
 # lowered before any code generator sees the kernel (offload, `qd/ad/adstack.py`)
-BEFORE_CODEGEN = {"LocalAtomic", "AdStackAlloc", "AdStackLoadTop", "AdStackPop", "AdStackPush"}
+BEFORE_CODEGEN = {"LocalAtomic", "AdStackAlloc", "AdStackLoadTop", "AdStackPop", "AdStackPush", "GraphDoWhile"}
 
 
 def _generators() -> list[type[CodegenBase]]:

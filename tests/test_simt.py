@@ -659,7 +659,10 @@ def test_block_dim_in_cache_key(arch, tmp_path):
         make(bd)(out)
         np.testing.assert_array_equal(out, np.arange(128) % bd)
         entries.append(len(list(tmp_path.rglob("*.meta"))))
-    assert entries == [1, 2, 2]  # one entry per block_dim; the third kernel is the first one's (a hit)
+    if arch.name == "vulkan":  # (one SPIR-V entry per kernel; the CUDA cache holds PTX and cubin entries)
+        assert entries == [1, 2, 2]  # one entry per block_dim; the third kernel is the first one's (a hit)
+    else:
+        assert entries[0] < entries[1] == entries[2]
 
 
 def test_subgroup_size_pinned_where_it_varies(arch, monkeypatch):

@@ -190,11 +190,12 @@ def test_warp_operations(arch) -> None:
             f[i] = qd.simt.warp.shfl_down_f32(FULL, qd.cast(v, qd.f32) * 0.5, 1)
             m[i, 0] = qd.simt.warp.ballot(v % 2)
             m[i, 1] = qd.simt.warp.match_any(FULL, v)
-            m[i, 2] = qd.simt.warp.match_all(FULL, v // 8)
+            m[i, 2] = qd.simt.warp.match_all(FULL, v // 8)  # v // 8 == i // 32: one value per warp
+            m[i, 4] = qd.simt.warp.match_all(FULL, v)
             m[i, 3] = qd.simt.warp.active_mask()
             qd.simt.warp.sync(FULL)
 
-    o, m, f = np.zeros((n, 7), np.int32), np.zeros((n, 4), np.uint32), np.zeros(n, np.float32)
+    o, m, f = np.zeros((n, 7), np.int32), np.zeros((n, 5), np.uint32), np.zeros(n, np.float32)
     k(a, o, m, f)
     i = np.arange(n)
     base, lane = (i // 32) * 32, i % 32
@@ -209,7 +210,8 @@ def test_warp_operations(arch) -> None:
     odd = [sum(1 << j for j in range(32) if a[32 * w + j] % 2) for w in range(2)]
     np.testing.assert_array_equal(m[:, 0], np.repeat(np.array(odd, np.uint32), 32))
     np.testing.assert_array_equal(m[:, 1], (0xF << (4 * (lane // 4))).astype(np.uint32))
-    np.testing.assert_array_equal(m[:, 2], 0)  # v // 8 differs within every warp
+    np.testing.assert_array_equal(m[:, 2], np.uint32(FULL))
+    np.testing.assert_array_equal(m[:, 4], 0)  # v differs within every warp
     np.testing.assert_array_equal(m[:, 3], np.uint32(FULL))
 
 
