@@ -374,6 +374,7 @@ def _register_tiers() -> None:
         return OpenCLBackend()
     register("opencl", opencl)
     _arch.set_available(_arch.opencl, probe("opencl"), reason("opencl"))
+    _arch.set_subgroup_size(_arch.opencl, lambda: runtime("opencl").backend.subgroup_size)
     _ext.set_supported("opencl", {_ext.adstack, _ext.data64, _ext.assertion, _ext.dynamic_index})
 
 

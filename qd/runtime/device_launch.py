@@ -265,6 +265,8 @@ class _Binding:
 
     def bind(self, b: int, decl: ir.BufferDecl, owner: Any, ck: Any, written: bool) -> None:
         """Buffer `b` of a launch, other than a field or qd ndarray (bound by `_launch_locked` itself)."""
+        if decl.kind == "shared":  # a `qd.simt` shared array: each block's own, declared by the code
+            return
         if owner is not None:
             self.raw(b, _launch._array_of(owner), written)
         elif decl.kind == COUNTS_KIND:
