@@ -432,7 +432,7 @@ class _Fn(CodegenBase):
             pow2 = self.local_size & (self.local_size - 1) == 0  # (the tree halves the group)
             self.flush_reductions(converged=self.g.group_reduce and pow2 and not stops_early(t))
         # a group size the code relies on is the kernel's (`qd.simt`): the compiler may specialise for it
-        attr = f"__attribute__((reqd_work_group_size({self.local_size}, 1, 1))) " if self.groups else ""
+        attr = f"__attribute__((reqd_work_group_size({self.local_size}, 1, 1))) " if self.groups or t.block_dim else ""
         head = f"__kernel {attr}void qd_task{n}({', '.join(params)}) {{"
         return "\n".join([head] + self.lines + ["}"])
 
