@@ -42,12 +42,43 @@ def test_reverse_within_a_block_and_thread_ids(arch: Any, block: int) -> None:
             tid[i] = t
             gid[i] = qd.simt.block.global_thread_idx()
 
-    xs = np.random.default_rng(1).standard_normal(n).astype(np.float32)
-    x.from_numpy(xs)
-    rev(x, y, tid, gid)
-    np.testing.assert_array_equal(y.to_numpy(), _blocks(xs, block)[:, ::-1].ravel())
+    for seed in (1, 2):  # the second call through the launch plan (the shared array is never bound)
+        xs = np.random.default_rng(seed).standard_normal(n).astype(np.float32)
+        x.from_numpy(xs)
+        rev(x, y, tid, gid)
+        np.testing.assert_array_equal(y.to_numpy(), _blocks(xs, block)[:, ::-1].ravel())
     np.testing.assert_array_equal(tid.to_numpy(), np.arange(n) % block)
     np.testing.assert_array_equal(gid.to_numpy(), np.arange(n))
+
+
+def test_more_blocks_than_groups_launched(arch: Any) -> None:
+    """A range of many more blocks than the grid has groups: each group runs several blocks in turn (grid-stride),
+    its barriers reached by all of its work items every time."""
+    from qd.runtime import device
+
+    block = 32
+    n = block * (device.current().backend.group_limit * 2 + 5)
+    x = qd.field(qd.i32, n)
+    y = qd.field(qd.i32, n)
+
+    @qd.kernel
+    def rotate():
+        qd.loop_config(block_dim=block)
+        for i in range(n):
+            s = qd.simt.block.SharedArray((block,), qd.i32)
+            t = qd.simt.block.thread_idx()
+            s[t] = x[i]
+            qd.simt.block.sync()
+            v = s[(t + 1) % block]
+            qd.simt.block.sync()  # (the next block's writes wait for this block's reads)
+            y[i] = v + qd.simt.subgroup.shuffle(v, qd.u32(0))
+
+    xs = np.arange(n, dtype=np.int32) * 7
+    x.from_numpy(xs)
+    rotate()
+    b = _blocks(xs, block)
+    rot = np.roll(b, -1, axis=1)
+    np.testing.assert_array_equal(y.to_numpy(), (rot + rot[:, :1]).ravel())
 
 
 def test_block_sum_through_shared_memory(arch: Any) -> None:

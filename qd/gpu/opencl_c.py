@@ -27,6 +27,9 @@ finite-math assumption would break NaN semantics the op table promises. Atomics:
 32-bit ones, 64-bit ones through `cl_khr_int64_base_atomics` / `_extended_atomics` (on a device without them a
 64-bit atomic is a clear error, the status and print words take 32-bit atomics and the adstack's max-reducer its
 u32 variant), compare-and-swap loops for floats and multiplication.
+
+`qd.simt` (`qd/gpu/opencl_simt.py`): a range task's group is `Task.block_dim` work items (else `local_size`); a
+shared array is a kernel-scope `__local` array, not a kernel argument (`CLKernel.bound` lists the buffers that are).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ sqrt on every tier); their binaries are kept in qd's offline cache (per source, 
 
 A launch: the slot (status, print length, returns, context words; a host array with a device copy) is
 copied in, temporaries are zero-filled, each task's kernel runs with (slot, its random key, the print buffer,
-every buffer), and the header (and the print buffer, where the kernel prints) is copied back; the last
+every buffer but `qd.simt` shared arrays) over groups of the task's local size, and the header (and the print buffer, where the kernel prints) is copied back; the last
 copy's event is the launch's completion. Everything is on the one in-order queue.
 
 A driver call that fails with anything but an OpenCL error status (`cl.Error`) threw through the driver: PoCL's
