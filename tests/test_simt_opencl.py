@@ -351,25 +351,23 @@ def test_default_block_size_and_several_tasks(arch: Any) -> None:
     np.testing.assert_array_equal(z.to_numpy(), _blocks(np.arange(n), 32)[:, ::-1].ravel())
 
 
-def test_shared_array_bound_check_in_debug_mode() -> None:
+def test_shared_array_bound_check_in_debug_mode(arch: Any) -> None:
     qd.init(arch=qd.opencl, debug=True, log_level="warn")
-    try:
-        out = qd.field(qd.i32, 64)
+    out = qd.field(qd.i32, 64)
 
-        @qd.kernel
-        def off_by_one(k: qd.i32):
-            qd.loop_config(block_dim=32)
-            for i in range(64):
-                s = qd.simt.block.SharedArray((32,), qd.i32)
-                s[qd.simt.block.thread_idx() + k] = i
-                out[i] = 1
+    @qd.kernel
+    def off_by_one(k: qd.i32):
+        qd.loop_config(block_dim=32)
+        for i in range(64):
+            s = qd.simt.block.SharedArray((32,), qd.i32)
+            s[qd.simt.block.thread_idx() + k] = i
+            out[i] = 1
 
-        off_by_one(0)
-        assert out.to_numpy().sum() == 64
-        with pytest.raises(QuadrantsAssertionError, match=r"index 32 of axis 0 is out of \[0, 32\) for shared\d+ with shape \(32,\)"):
-            off_by_one(1)
-    finally:
-        qd.reset()
+    off_by_one(0)
+    assert out.to_numpy().sum() == 64
+    with pytest.raises(QuadrantsAssertionError,
+                       match=r"index 32 of axis 0 is out of \[0, 32\) for shared\d+ with shape \(32,\)"):
+        off_by_one(1)
 
 
 def test_too_much_shared_memory_is_a_compile_error(arch: Any) -> None:
