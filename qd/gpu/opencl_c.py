@@ -109,6 +109,7 @@ class _Fn(CodegenBase):
         self.local_size = local_size  # the work items of a group
         self.groups = opencl_simt.uses_groups(g.k, task)  # qd.simt: grid-stride, ids and barriers per group
         self.space: dict = {}  # pointer -> its address space (`__local` into a shared array, else `__global`)
+        self.safe: dict = {}  # index -> its bound-checked copy, for the next GlobalPtr (`s_Check` in a group task)
         self.local_bytes = 0
         self.lines: list[str] = []
         self.depth = 1
@@ -176,9 +177,11 @@ class _Fn(CodegenBase):
         self.emit(f"{self.vals[s.var]} = {self.v(s.value)};")
 
     def s_GlobalPtr(self, s: ir.GlobalPtr) -> None:
-        lin = self.index64(s.indices[-1]) if s.indices else "0L"
-        for axis in range(len(s.indices) - 2, -1, -1):
-            lin = f"({self.index64(s.indices[axis])} * ({self.stride(s.buffer, axis)}) + {lin})"
+        ix = [self.safe.get(x) or self.index64(x) for x in s.indices]  # (`s_Check`: the checked indices)
+        self.safe.clear()
+        lin = ix[-1] if ix else "0L"
+        for axis in range(len(ix) - 2, -1, -1):
+            lin = f"({ix[axis]} * ({self.stride(s.buffer, axis)}) + {lin})"
         mt = MEM[s.dtype]
         if self.k.buffers[s.buffer].kind == "shared":  # the group's `__local` array (`opencl_simt.local_decls`)
             self.space[s] = "__local"
@@ -382,6 +385,15 @@ class _Fn(CodegenBase):
         self.emit("}")
 
     def s_Check(self, s: ir.Check) -> None:
+        """A failed check records itself (the first one of the launch wins) and ends the work item, except in a task
+        with work-group barriers (`qd.simt`): there a work item leaving early would leave the others waiting at a
+        barrier (undefined; PoCL dropped the failure path), so it goes on, its failed bound-checked index replaced
+        by 0 for the access that follows (`safe`), and the launch still reports the failure."""
+        safe = None
+        if self.groups and s.args and self.k.checks[s.check].kind == "bounds":
+            idx = s.args[0]
+            safe = self.fresh("safe")
+            self.emit(f"long {safe} = {self.safe.get(idx) or self.index64(idx)};")
         self.emit(f"if (({self.v(s.cond)}) == 0) {{")
         self.depth += 1
         words = [to_bits(x.dtype, self.v(x)) for x in s.args]
@@ -392,7 +404,11 @@ class _Fn(CodegenBase):
             self.emit(f"slot[{abi.STATUS_CHECK + k}] = (ulong)({w});")
         self.depth -= 1
         self.emit("}")
-        self.emit("return;")
+        if safe is not None:
+            self.emit(f"{safe} = 0;")
+            self.safe[s.args[0]] = safe
+        elif not self.groups:
+            self.emit("return;")
         self.depth -= 1
         self.emit("}")
 
