@@ -27,11 +27,14 @@ finite-math assumption would break NaN semantics the op table promises. Atomics:
 32-bit ones, 64-bit ones through `cl_khr_int64_base_atomics` / `_extended_atomics` (on a device without them a
 64-bit atomic is a clear error, the status and print words take 32-bit atomics and the adstack's max-reducer its
 u32 variant), compare-and-swap loops for floats and multiplication.
+
+`qd.simt` (`qd/gpu/opencl_simt.py`): a range task's group is `Task.block_dim` work items (else `local_size`); a
+shared array is a kernel-scope `__local` array, not a kernel argument (`CLKernel.bound` lists the buffers that are).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from qd import ir
 from qd.base import abi
@@ -39,29 +42,15 @@ from qd.base.abi import HEADER_WORDS, MAX_CHECK_ARGS
 from qd.codegen.emitter import CodegenBase, KernelCodegen, prepare, stops_early
 from qd.codegen.reduce import find_reductions
 from qd.codegen.tables import check_arg_table, print_table
-from qd.gpu.opencl_ops import LACKS, MEM, const, op_expr, reg
-from qd.gpu.opencl_prelude import PRELUDE
+from qd.gpu import opencl_simt
+from qd.gpu.opencl_ops import LACKS, MEM, const, from_bits, op_expr, reg, to_bits
+from qd.gpu.opencl_prelude import LOCAL_ATOMICS, PRELUDE
 from qd.ops import Op
 from qd.types import dtypes as T
 
 # the names of the atomic ops in OpenCL's builtins and the prelude's helpers (`qd_atomic_<name>_<type>`)
 _ATOMIC_NAMES = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul", Op.MIN: "min", Op.MAX: "max", Op.BIT_AND: "and",
                  Op.BIT_OR: "or", Op.BIT_XOR: "xor"}
-
-
-def to_bits(dt: T.DataType, x: str) -> str:
-    """The register bits (a long) of `x`: ints extended by signedness, f32/f16 as f32 bits, f64 bits."""
-    if dt.is_float:
-        return f"((long)as_ulong({x}))" if dt.bits == 64 else f"((long)as_uint((float)({x})))"
-    return f"((long)({x}))"
-
-
-def from_bits(dt: T.DataType, w: str) -> str:
-    if dt.is_float:
-        return f"as_double({w})" if dt.bits == 64 else f"as_float((uint)({w}))"
-    if dt is T.u1:
-        return f"((int)(({w}) != 0))"
-    return f"(({reg(dt)})({w}))"
 
 
 @dataclass
@@ -71,6 +60,7 @@ class CLTask:
     local_size: int
     task: ir.Task
     reduces: bool = False  # has recognized reductions: accumulated per work item (a bounded grid pays off)
+    local_bytes: int = 0  # the `__local` memory of one group: shared arrays, subgroup scratch, reduction tree
 
 
 @dataclass
@@ -84,6 +74,7 @@ class CLKernel:
     check_args: list
     nrets: int
     uses_fp64: bool = False
+    bound: list[int] = field(default_factory=list)  # the buffers passed as kernel arguments (shared ones are not)
 
     @property
     def slot_words(self) -> int:
@@ -100,6 +91,7 @@ class _Gen(KernelCodegen):
         self.blocked, self.int64_atomics, self.group_reduce = blocked, int64_atomics, group_reduce
         self.uses_fp64 = any(getattr(s, "dtype", None) is T.f64 for s in ir.walk_kernel(k)) or any(
             d.dtype is T.f64 for d in k.buffers)
+        self.local_atomics = False  # some atomic on a shared array needs the prelude's `__local` helpers
 
     def word(self, key: tuple) -> str:
         """The slot word of context entry `key`, as a C expression (a ulong)."""
@@ -112,8 +104,13 @@ class _Fn(CodegenBase):
 
     TIER = "the OpenCL C code generator"
 
-    def __init__(self, g: _Gen, task: ir.Task) -> None:
+    def __init__(self, g: _Gen, task: ir.Task, local_size: int) -> None:
         self.g, self.k, self.task = g, g.k, task
+        self.local_size = local_size  # the work items of a group
+        self.groups = opencl_simt.uses_groups(g.k, task)  # qd.simt: grid-stride, ids and barriers per group
+        self.space: dict = {}  # pointer -> its address space (`__local` into a shared array, else `__global`)
+        self.safe: dict = {}  # index -> its bound-checked copy, for the next GlobalPtr (`s_Check` in a group task)
+        self.local_bytes = 0
         self.lines: list[str] = []
         self.depth = 1
         self.vals: dict = {}  # IR value -> its C expression (a local's name, mostly)
@@ -180,29 +177,39 @@ class _Fn(CodegenBase):
         self.emit(f"{self.vals[s.var]} = {self.v(s.value)};")
 
     def s_GlobalPtr(self, s: ir.GlobalPtr) -> None:
-        lin = self.index64(s.indices[-1]) if s.indices else "0L"
-        for axis in range(len(s.indices) - 2, -1, -1):
-            lin = f"({self.index64(s.indices[axis])} * ({self.stride(s.buffer, axis)}) + {lin})"
+        ix = [self.safe.get(x) or self.index64(x) for x in s.indices]  # (`s_Check`: the checked indices)
+        self.safe.clear()
+        lin = ix[-1] if ix else "0L"
+        for axis in range(len(ix) - 2, -1, -1):
+            lin = f"({ix[axis]} * ({self.stride(s.buffer, axis)}) + {lin})"
         mt = MEM[s.dtype]
+        if self.k.buffers[s.buffer].kind == "shared":  # the group's `__local` array (`opencl_simt.local_decls`)
+            self.space[s] = "__local"
+            self.define(s, f"__local {mt}*", f"((__local {mt}*)sh{s.buffer}) + {lin}")
+            return
         self.define(s, f"__global {mt}*", f"((__global {mt}*)b{s.buffer}) + {lin}")
 
+    def sp(self, ptr: ir.Value) -> str:
+        """The address space of pointer `ptr` (`__global` unless it points into a shared array)."""
+        return self.space.get(ptr, "__global")
+
     def s_GlobalLoad(self, s: ir.GlobalLoad) -> None:
-        p = self.vals[s.ptr]
+        p, sp = self.vals[s.ptr], self.sp(s.ptr)
         dt = s.dtype
         if s.volatile and dt is T.f16:  # the bits through a volatile pointer (vload_half takes no volatile one)
             bits = self.fresh("hb")
-            self.emit(f"ushort {bits} = *((volatile __global ushort*){p});")
+            self.emit(f"ushort {bits} = *((volatile {sp} ushort*){p});")
             self.define(s, reg(dt), f"qd_h2f({bits})")
             return
         if s.volatile:  # read through a volatile pointer: never cached or hoisted
-            p = f"((volatile __global {MEM[dt]}*){p})"
-        expr = f"qd_h2f(*((__global ushort*){p}))" if dt is T.f16 else f"((int)(*{p} != 0))" if dt is T.u1 else f"*{p}"
+            p = f"((volatile {sp} {MEM[dt]}*){p})"
+        expr = f"qd_h2f(*(({sp} ushort*){p}))" if dt is T.f16 else f"((int)(*{p} != 0))" if dt is T.u1 else f"*{p}"
         self.define(s, reg(dt), expr)
 
     def s_GlobalStore(self, s: ir.GlobalStore) -> None:
         p, dt, v = self.vals[s.ptr], s.ptr.dtype, self.v(s.value)
         if dt is T.f16:
-            self.emit(f"*((__global ushort*){p}) = qd_f2hb({v});")
+            self.emit(f"*(({self.sp(s.ptr)} ushort*){p}) = qd_f2hb({v});")
         elif dt is T.u1:
             self.emit(f"*{p} = (uchar)(({v}) != 0);")
         else:
@@ -216,14 +223,14 @@ class _Fn(CodegenBase):
                 op = Op.ADD if op is Op.SUB else op
             self.emit(f"{acc} = {op_expr(op, [dt, dt], dt, [acc, self.v(s.value)])};")
             return
-        self.define(s, reg(s.dtype), self.atomic(s.op, s.dtype, self.vals[s.ptr], self.v(s.value)))
+        self.define(s, reg(s.dtype), self.atomic(s.op, s.dtype, self.vals[s.ptr], self.v(s.value), self.sp(s.ptr)))
 
     def start_reductions(self) -> None:
         """Accumulators (identity-initialised) and their hoisted pointers, before the grid-stride loop
         (`qd/jit/llvm.py: ModuleGen.start_reductions`): one atomic per work item instead of one per update,
         and partial sums as accurate as the other tiers' (one f32 cell summed from 2^24 atomics is not)."""
         prologue = set(self.task.prologue.stmts)
-        for red in find_reductions(self.task):
+        for red in _reductions(self.k, self.task):
             ptr = self.hoist_cell(red, prologue)
             acc = self.fresh("acc")
             self.emit(f"{reg(red.dtype)} {acc} = {const(red.dtype, red.identity())};")
@@ -243,11 +250,12 @@ class _Fn(CodegenBase):
                 self.emit(f"{self.atomic(op, red.dtype, ptr, acc)};")
                 continue
             dt, shared = red.dtype, self.fresh("lred")
-            self.lines.insert(self.locals_at, f"  __local {reg(dt)} {shared}[{self.g.local_size}];")
+            self.lines.insert(self.locals_at, f"  __local {reg(dt)} {shared}[{self.local_size}];")
+            self.local_bytes += 8 * self.local_size
             comb = Op.ADD if op is Op.SUB else op
             self.emit(f"{shared}[lid] = {acc};")
             self.emit("barrier(CLK_LOCAL_MEM_FENCE);")
-            self.emit(f"for (int s = {self.g.local_size // 2}; s > 0; s >>= 1) {{")
+            self.emit(f"for (int s = {self.local_size // 2}; s > 0; s >>= 1) {{")
             self.emit(f"  if (lid < s) {shared}[lid] = "
                       f"{op_expr(comb, [dt, dt], dt, [f'{shared}[lid]', f'{shared}[lid + s]'])};")
             self.emit("  barrier(CLK_LOCAL_MEM_FENCE);")
@@ -263,38 +271,45 @@ class _Fn(CodegenBase):
                                      f"device lacks (no cl_khr_int64_base_atomics/extended_atomics); use a 32-bit "
                                      f"type")
 
-    def atomic(self, op: Op, dt: T.DataType, p: str, v: str) -> str:
+    def atomic(self, op: Op, dt: T.DataType, p: str, v: str, sp: str = "__global") -> str:
         """`*p = op(*p, v)` atomically: the builtins for 32/64-bit ints (add, sub, bit ops, min, max), the prelude's
-        compare-and-swap helpers for the rest (floats, mul, 8/16-bit, f16 through its word)."""
+        compare-and-swap helpers for the rest (floats, mul, 8/16-bit, f16 through its word); `sp`: the pointer's
+        address space (the builtins take both; the helpers have `_local` twins for `__local` pointers)."""
         from qd.errors import QuadrantsTypeError
 
         if dt is T.u1 or (dt.is_float and op in (Op.BIT_AND, Op.BIT_OR, Op.BIT_XOR)):
             raise QuadrantsTypeError(f"atomic {op.value} is not supported on {dt}")
         name = _ATOMIC_NAMES[op]
+        suffix = "_local" if sp == "__local" else ""
+        if dt is T.f16 or dt.bits < 32 or dt.is_float or op is Op.MUL:
+            self.g.local_atomics |= sp == "__local"
         if dt is T.f16:
-            return f"qd_atomic_{name}_half((volatile __global half*){p}, {v})"
+            return f"qd_atomic_{name}_half{suffix}((volatile {sp} half*){p}, {v})"
         self.need_64bit_atomics(dt, f"atomic {op.value}")
         t = reg(dt)
-        vp = f"(volatile __global {t}*){p}"
+        vp = f"(volatile {sp} {t}*){p}"
         if dt.bits < 32 or dt.is_float or op is Op.MUL:
-            return f"qd_atomic_{name}_{t}({vp}, {v})"
+            return f"qd_atomic_{name}_{t}{suffix}({vp}, {v})"
         return f"{'atom' if dt.bits == 64 else 'atomic'}_{name}({vp}, {v})"
 
     def s_AtomicSwap(self, s: ir.AtomicSwap) -> None:
         """`atomic_xchg`/`atomic_cmpxchg` (`atom_*` at 64 bits; a double exchanges its bits as a long)."""
-        dt, p, v = s.dtype, self.vals[s.ptr], self.v(s.value)
+        dt, p, v, sp = s.dtype, self.vals[s.ptr], self.v(s.value), self.sp(s.ptr)
         self.need_64bit_atomics(dt, f"qd.atomic_{'cas' if s.expected is not None else 'exchange'}")
         fn = "atom" if dt.bits == 64 else "atomic"
         if s.expected is not None:
-            expr = f"{fn}_cmpxchg((volatile __global {reg(dt)}*){p}, {self.v(s.expected)}, {v})"
+            expr = f"{fn}_cmpxchg((volatile {sp} {reg(dt)}*){p}, {self.v(s.expected)}, {v})"
         elif dt is T.f64:
-            expr = f"as_double({fn}_xchg((volatile __global long*){p}, as_long({v})))"
+            expr = f"as_double({fn}_xchg((volatile {sp} long*){p}, as_long({v})))"
         else:
-            expr = f"{fn}_xchg((volatile __global {reg(dt)}*){p}, {v})"
+            expr = f"{fn}_xchg((volatile {sp} {reg(dt)}*){p}, {v})"
         self.define(s, reg(dt), expr)
 
     def s_ThreadSlot(self, s: ir.ThreadSlot) -> None:
         self.vals[s] = "gid"
+
+    def s_Simt(self, s: ir.Simt) -> None:
+        opencl_simt.lower(self, s)
 
     def rng_reset(self) -> None:
         if self.uses_random:
@@ -370,6 +385,15 @@ class _Fn(CodegenBase):
         self.emit("}")
 
     def s_Check(self, s: ir.Check) -> None:
+        """A failed check records itself (the first one of the launch wins) and ends the work item, except in a task
+        with work-group barriers (`qd.simt`): there a work item leaving early would leave the others waiting at a
+        barrier (undefined; PoCL dropped the failure path), so it goes on, its failed bound-checked index replaced
+        by 0 for the access that follows (`safe`), and the launch still reports the failure."""
+        safe = None
+        if self.groups and s.args and self.k.checks[s.check].kind == "bounds":
+            idx = s.args[0]
+            safe = self.fresh("safe")
+            self.emit(f"long {safe} = {self.safe.get(idx) or self.index64(idx)};")
         self.emit(f"if (({self.v(s.cond)}) == 0) {{")
         self.depth += 1
         words = [to_bits(x.dtype, self.v(x)) for x in s.args]
@@ -380,7 +404,11 @@ class _Fn(CodegenBase):
             self.emit(f"slot[{abi.STATUS_CHECK + k}] = (ulong)({w});")
         self.depth -= 1
         self.emit("}")
-        self.emit("return;")
+        if safe is not None:
+            self.emit(f"{safe} = 0;")
+            self.safe[s.args[0]] = safe
+        elif not self.groups:
+            self.emit("return;")
         self.depth -= 1
         self.emit("}")
 
@@ -388,7 +416,10 @@ class _Fn(CodegenBase):
     def render(self, n: int) -> str:
         k, t = self.k, self.task
         params = ["__global ulong* slot", "ulong rng_base", "__global long* printbuf"]
-        params += [f"__global uchar* b{b}" for b in range(len(k.buffers))]
+        params += [f"__global uchar* b{b}" for b in bound_buffers(k)]
+        decls, self.local_bytes = opencl_simt.local_decls(k, t, self.local_size)
+        for line in decls:
+            self.emit(line)
         self.emit("long gid = get_global_id(0);")
         self.emit("int lid = (int)get_local_id(0);")
         self.emit("long tid = 0;")
@@ -404,7 +435,7 @@ class _Fn(CodegenBase):
             self.start_reductions()
             i = "i"
             lo, hi = self.index64(t.begin), self.index64(t.end)
-            if self.g.blocked:  # each work item a contiguous block of indices (a CPU device: cache lines)
+            if self.g.blocked and not self.groups:  # each work item a contiguous block of indices (a CPU device: cache lines)
                 self.emit(f"long chunk = ({hi} - {lo} + (long)get_global_size(0) - 1) / (long)get_global_size(0);")
                 self.emit(f"long lo = {lo} + gid * chunk, hi = min(lo + chunk, {hi});")
                 self.emit(f"for (long {i} = lo; {i} < hi; {i}++) {{")
@@ -417,8 +448,11 @@ class _Fn(CodegenBase):
             self.loop_body(t.body, "continue", "break")
             self.depth -= 1
             self.emit("}")
-            self.flush_reductions(converged=self.g.group_reduce and not stops_early(t))
-        head = f"__kernel void qd_task{n}({', '.join(params)}) {{"
+            pow2 = self.local_size & (self.local_size - 1) == 0  # (the tree halves the group)
+            self.flush_reductions(converged=self.g.group_reduce and pow2 and not stops_early(t))
+        # a group size the code relies on is the kernel's (`qd.simt`): the compiler may specialise for it
+        attr = f"__attribute__((reqd_work_group_size({self.local_size}, 1, 1))) " if self.groups or t.block_dim else ""
+        head = f"__kernel {attr}void qd_task{n}({', '.join(params)}) {{"
         return "\n".join([head] + self.lines + ["}"])
 
 
@@ -435,17 +469,33 @@ def build(k: ir.KernelIR, fast_math: bool, print_words: int, local_size: int, bl
     g = _Gen(k, fast_math, print_words, local_size, blocked, int64_atomics, group_reduce)
     bodies, tasks = [], []
     for n, t in enumerate(k.tasks):
-        bodies.append(_Fn(g, t).render(n))
-        tasks.append(CLTask(t.kind, f"qd_task{n}", 1 if t.kind == "serial" else local_size, t,
-                            reduces=t.kind == "range" and bool(find_reductions(t))))
+        size = 1 if t.kind == "serial" else t.block_dim or local_size
+        fn = _Fn(g, t, size)
+        bodies.append(fn.render(n))
+        tasks.append(CLTask(t.kind, f"qd_task{n}", size, t, reduces=t.kind == "range" and bool(_reductions(k, t)),
+                            local_bytes=fn.local_bytes))
     # fast_math: contraction allowed (as the LLVM tiers' `contract`); never OpenCL's relaxed math, whose
     # finite-math assumption would break NaN handling (fmin/fmax, isnan)
     head = PRELUDE if fast_math else "#pragma OPENCL FP_CONTRACT OFF\n" + PRELUDE
+    if g.local_atomics:
+        head += LOCAL_ATOMICS
     if not int64_atomics:
         head = "#undef cl_khr_int64_base_atomics\n#undef cl_khr_int64_extended_atomics\n" + head
     source = head + "\n\n".join(bodies) + "\n"
     keys = g.ctx_keys()
-    return CLKernel(source, tasks, keys, print_table(k), check_arg_table(k), len(k.rets), g.uses_fp64)
+    return CLKernel(source, tasks, keys, print_table(k), check_arg_table(k), len(k.rets), g.uses_fp64,
+                    bound_buffers(k))
+
+
+def bound_buffers(k: ir.KernelIR) -> list[int]:
+    """The buffers a kernel function takes as arguments, in order: all but the shared ones (each group's own
+    `__local` array, never bound at launch)."""
+    return [b for b, d in enumerate(k.buffers) if d.kind != "shared"]
+
+
+def _reductions(k: ir.KernelIR, t: ir.Task) -> list:
+    """The recognized reductions of task `t` into global buffers (a shared array's atomics stay atomics)."""
+    return [r for r in find_reductions(t) if k.buffers[r.ptr.buffer].kind != "shared"]
 
 
 __all__ = ["CLKernel", "CLTask", "build"]

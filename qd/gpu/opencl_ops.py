@@ -50,6 +50,21 @@ def const(dt: T.DataType, value: object) -> str:
     return f"(({reg(dt)}){bits:#x}UL)"
 
 
+def to_bits(dt: T.DataType, x: str) -> str:
+    """The register bits (a long) of `x`: ints extended by signedness, f32/f16 as f32 bits, f64 bits."""
+    if dt.is_float:
+        return f"((long)as_ulong({x}))" if dt.bits == 64 else f"((long)as_uint((float)({x})))"
+    return f"((long)({x}))"
+
+
+def from_bits(dt: T.DataType, w: str) -> str:
+    if dt.is_float:
+        return f"as_double({w})" if dt.bits == 64 else f"as_float((uint)({w}))"
+    if dt is T.u1:
+        return f"((int)(({w}) != 0))"
+    return f"(({reg(dt)})({w}))"
+
+
 def _wrap(dt: T.DataType, expr_u: str) -> str:
     return f"(({reg(dt)})({expr_u}))"
 
@@ -229,4 +244,4 @@ def bit_cast(src: T.DataType, dst: T.DataType, x: str) -> str:
     return f"as_{reg(dst)}({x})"
 
 
-__all__ = ["COMPOSED", "LACKS", "MEM", "TABLE", "bit_cast", "cast", "const", "op_expr", "reg"]
+__all__ = ["COMPOSED", "LACKS", "MEM", "TABLE", "bit_cast", "cast", "const", "from_bits", "op_expr", "reg", "to_bits"]

@@ -6,6 +6,16 @@ the kernels after it."""
 
 from qd.base.abi import mix64_c
 
+
+def _atomics(space: str, suffix: str) -> str:
+    """The compare-and-swap atomic helpers on pointers of address space `space`, named `qd_atomic_<op>_<type>` +
+    `suffix` (8/16-bit ints and f16 on their word; floats; multiplication; 64-bit ones where the device has them)."""
+    return (f"QD_NARROW_ATOMICS(char, uchar, {space}, {suffix}) QD_NARROW_ATOMICS(uchar, uchar, {space}, {suffix})\n"
+            f"QD_NARROW_ATOMICS(short, ushort, {space}, {suffix}) QD_NARROW_ATOMICS(ushort, ushort, {space}, {suffix})\n"
+            f"QD_HALF_ATOMICS({space}, {suffix})\nQD_CAS_ATOMICS({space}, {suffix})\n"
+            f"#ifdef cl_khr_int64_base_atomics\nQD_CAS64_ATOMICS({space}, {suffix})\n"
+            f"#ifdef cl_khr_fp64\nQD_CAS_F64_ATOMICS({space}, {suffix})\n#endif\n#endif\n")
+
 PRELUDE = r"""
 #ifdef cl_khr_int64_base_atomics
 #pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
@@ -112,27 +122,28 @@ static inline double qd_fmod_double(double a, double b) {
 }
 #endif
 /* an 8- or 16-bit atomic: compare-and-swap on the aligned 32-bit word holding it */
-#define QD_NARROW_ATOMIC(NAME, T, U, EXPR)                                                   \
-static inline T NAME(volatile __global T* p, T v) {                                           \
-  ulong addr = (ulong)p; volatile __global uint* w = (volatile __global uint*)(addr & ~3UL);  \
+#define QD_NARROW_ATOMIC(NAME, AS, T, U, EXPR)                                               \
+static inline T NAME(volatile AS T* p, T v) {                                                 \
+  ulong addr = (ulong)p; volatile AS uint* w = (volatile AS uint*)(addr & ~3UL);              \
   uint shift = (uint)(addr & 3UL) * 8u, mask = ((1u << (8u * sizeof(T))) - 1u) << shift;     \
   uint old = *w;                                                                             \
   for (;;) { T o = (T)(U)((old & mask) >> shift); T n = (T)(EXPR);                           \
              uint nw = (old & ~mask) | (((uint)(U)n << shift) & mask);                       \
              uint seen = atomic_cmpxchg(w, old, nw); if (seen == old) return o; old = seen; }  \
 }
-#define QD_NARROW_ATOMICS(T, U)                                                              \
-QD_NARROW_ATOMIC(qd_atomic_add_##T, T, U, (U)o + (U)v) QD_NARROW_ATOMIC(qd_atomic_sub_##T, T, U, (U)o - (U)v) \
-QD_NARROW_ATOMIC(qd_atomic_mul_##T, T, U, (U)o * (U)v) QD_NARROW_ATOMIC(qd_atomic_min_##T, T, U, o < v ? o : v) \
-QD_NARROW_ATOMIC(qd_atomic_max_##T, T, U, o > v ? o : v) QD_NARROW_ATOMIC(qd_atomic_and_##T, T, U, o & v) \
-QD_NARROW_ATOMIC(qd_atomic_or_##T, T, U, o | v) QD_NARROW_ATOMIC(qd_atomic_xor_##T, T, U, o ^ v)
-QD_NARROW_ATOMICS(char, uchar) QD_NARROW_ATOMICS(uchar, uchar) QD_NARROW_ATOMICS(short, ushort)
-QD_NARROW_ATOMICS(ushort, ushort)
+#define QD_NARROW_ATOMICS(T, U, AS, S)                                                       \
+QD_NARROW_ATOMIC(qd_atomic_add_##T##S, AS, T, U, (U)o + (U)v)                                 \
+QD_NARROW_ATOMIC(qd_atomic_sub_##T##S, AS, T, U, (U)o - (U)v)                                 \
+QD_NARROW_ATOMIC(qd_atomic_mul_##T##S, AS, T, U, (U)o * (U)v)                                 \
+QD_NARROW_ATOMIC(qd_atomic_min_##T##S, AS, T, U, o < v ? o : v)                               \
+QD_NARROW_ATOMIC(qd_atomic_max_##T##S, AS, T, U, o > v ? o : v)                               \
+QD_NARROW_ATOMIC(qd_atomic_and_##T##S, AS, T, U, o & v)                                       \
+QD_NARROW_ATOMIC(qd_atomic_or_##T##S, AS, T, U, o | v) QD_NARROW_ATOMIC(qd_atomic_xor_##T##S, AS, T, U, o ^ v)
 /* an f16 atomic: the same on its word, the half's bits converted to float and the result rounded back (storage-only
    `half`: no cl_khr_fp16 needed) */
-#define QD_HALF_ATOMIC(NAME, EXPR)                                                           \
-static inline float NAME(volatile __global half* p, float v) {                               \
-  ulong addr = (ulong)p; volatile __global uint* w = (volatile __global uint*)(addr & ~3UL);  \
+#define QD_HALF_ATOMIC(NAME, AS, EXPR)                                                       \
+static inline float NAME(volatile AS half* p, float v) {                                     \
+  ulong addr = (ulong)p; volatile AS uint* w = (volatile AS uint*)(addr & ~3UL);              \
   uint shift = (uint)(addr & 3UL) * 8u, mask = 0xFFFFu << shift;                             \
   uint old = *w;                                                                             \
   for (;;) { ushort ob = (ushort)((old & mask) >> shift); float o = qd_h2f(ob); \
@@ -140,34 +151,46 @@ static inline float NAME(volatile __global half* p, float v) {                  
              uint nw = (old & ~mask) | ((uint)nb << shift);                                  \
              uint seen = atomic_cmpxchg(w, old, nw); if (seen == old) return o; old = seen; }  \
 }
-QD_HALF_ATOMIC(qd_atomic_add_half, o + v) QD_HALF_ATOMIC(qd_atomic_sub_half, o - v)
-QD_HALF_ATOMIC(qd_atomic_mul_half, o * v)
-QD_HALF_ATOMIC(qd_atomic_min_half, (o <= v || isnan(v)) ? o : v)
-QD_HALF_ATOMIC(qd_atomic_max_half, (o >= v || isnan(v)) ? o : v)
-#define QD_CAS32(NAME, VT, EXPR)                                                             \
-static inline VT NAME(volatile __global VT* p, VT v) {                                        \
-  volatile __global uint* q = (volatile __global uint*)p; uint old = *q;                     \
+#define QD_HALF_ATOMICS(AS, S)                                                               \
+QD_HALF_ATOMIC(qd_atomic_add_half##S, AS, o + v) QD_HALF_ATOMIC(qd_atomic_sub_half##S, AS, o - v) \
+QD_HALF_ATOMIC(qd_atomic_mul_half##S, AS, o * v)                                              \
+QD_HALF_ATOMIC(qd_atomic_min_half##S, AS, (o <= v || isnan(v)) ? o : v)                       \
+QD_HALF_ATOMIC(qd_atomic_max_half##S, AS, (o >= v || isnan(v)) ? o : v)
+#define QD_CAS32(NAME, AS, VT, EXPR)                                                         \
+static inline VT NAME(volatile AS VT* p, VT v) {                                              \
+  volatile AS uint* q = (volatile AS uint*)p; uint old = *q;                                 \
   for (;;) { VT o = as_##VT(old); VT n = (EXPR); uint seen = atomic_cmpxchg(q, old, as_uint(n)); \
              if (seen == old) return o; old = seen; }                                        \
 }
-#define QD_CAS64(NAME, VT, EXPR)                                                             \
-static inline VT NAME(volatile __global VT* p, VT v) {                                        \
-  volatile __global ulong* q = (volatile __global ulong*)p; ulong old = *q;                  \
+#define QD_CAS64(NAME, AS, VT, EXPR)                                                         \
+static inline VT NAME(volatile AS VT* p, VT v) {                                              \
+  volatile AS ulong* q = (volatile AS ulong*)p; ulong old = *q;                              \
   for (;;) { VT o = as_##VT(old); VT n = (EXPR); ulong seen = atom_cmpxchg(q, old, as_ulong(n)); \
              if (seen == old) return o; old = seen; }                                        \
 }
-QD_CAS32(qd_atomic_add_float, float, o + v) QD_CAS32(qd_atomic_sub_float, float, o - v)
-QD_CAS32(qd_atomic_mul_float, float, o * v)
-QD_CAS32(qd_atomic_min_float, float, (o <= v || isnan(v)) ? o : v)
-QD_CAS32(qd_atomic_max_float, float, (o >= v || isnan(v)) ? o : v)
-QD_CAS32(qd_atomic_mul_int, int, (int)((uint)o * (uint)v)) QD_CAS32(qd_atomic_mul_uint, uint, o * v)
-#ifdef cl_khr_int64_base_atomics
-QD_CAS64(qd_atomic_mul_long, long, (long)((ulong)o * (ulong)v)) QD_CAS64(qd_atomic_mul_ulong, ulong, o * v)
-#ifdef cl_khr_fp64
-QD_CAS64(qd_atomic_add_double, double, o + v) QD_CAS64(qd_atomic_sub_double, double, o - v)
-QD_CAS64(qd_atomic_mul_double, double, o * v)
-QD_CAS64(qd_atomic_min_double, double, (o <= v || isnan(v)) ? o : v)
-QD_CAS64(qd_atomic_max_double, double, (o >= v || isnan(v)) ? o : v)
+#define QD_CAS_ATOMICS(AS, S)                                                                \
+QD_CAS32(qd_atomic_add_float##S, AS, float, o + v) QD_CAS32(qd_atomic_sub_float##S, AS, float, o - v) \
+QD_CAS32(qd_atomic_mul_float##S, AS, float, o * v)                                            \
+QD_CAS32(qd_atomic_min_float##S, AS, float, (o <= v || isnan(v)) ? o : v)                     \
+QD_CAS32(qd_atomic_max_float##S, AS, float, (o >= v || isnan(v)) ? o : v)                     \
+QD_CAS32(qd_atomic_mul_int##S, AS, int, (int)((uint)o * (uint)v))                             \
+QD_CAS32(qd_atomic_mul_uint##S, AS, uint, o * v)
+#define QD_CAS64_ATOMICS(AS, S)                                                              \
+QD_CAS64(qd_atomic_mul_long##S, AS, long, (long)((ulong)o * (ulong)v))                        \
+QD_CAS64(qd_atomic_mul_ulong##S, AS, ulong, o * v)
+#define QD_CAS_F64_ATOMICS(AS, S)                                                            \
+QD_CAS64(qd_atomic_add_double##S, AS, double, o + v) QD_CAS64(qd_atomic_sub_double##S, AS, double, o - v) \
+QD_CAS64(qd_atomic_mul_double##S, AS, double, o * v)                                          \
+QD_CAS64(qd_atomic_min_double##S, AS, double, (o <= v || isnan(v)) ? o : v)                   \
+QD_CAS64(qd_atomic_max_double##S, AS, double, (o >= v || isnan(v)) ? o : v)
+/* `qd.simt.grid.mem_fence`: device scope (NVIDIA: membar.gl; OpenCL C 1.2's global fence elsewhere) */
+#ifdef __NV_CL_C_VERSION
+#define QD_GRID_FENCE() asm volatile("membar.gl;" ::: "memory")
+#else
+#define QD_GRID_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
 #endif
-#endif
-"""
+""" + _atomics("__global", "")
+
+# the `__local` twins of the compare-and-swap helpers (`_local` suffix), for atomics on `qd.simt` shared arrays: only
+# in programs that use them (`opencl_c.build`)
+LOCAL_ATOMICS = _atomics("__local", "_local")

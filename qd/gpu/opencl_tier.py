@@ -9,7 +9,7 @@ sqrt on every tier); their binaries are kept in qd's offline cache (per source, 
 
 A launch: the slot (status, print length, returns, context words; a host array with a device copy) is
 copied in, temporaries are zero-filled, each task's kernel runs with (slot, its random key, the print buffer,
-every buffer), and the header (and the print buffer, where the kernel prints) is copied back; the last
+every buffer but `qd.simt` shared arrays) over groups of the task's local size, and the header (and the print buffer, where the kernel prints) is copied back; the last
 copy's event is the launch's completion. Everything is on the one in-order queue.
 
 A driver call that fails with anything but an OpenCL error status (`cl.Error`) threw through the driver: PoCL's
@@ -35,7 +35,8 @@ import numpy as np
 from qd import ir
 from qd.base.abi import HEADER_WORDS
 from qd.codegen import cache
-from qd.gpu import opencl_c
+from qd.errors import QuadrantsCompilationError
+from qd.gpu import opencl_c, opencl_simt
 from qd.gpu.backend import DeviceBackend
 
 LOCAL_SIZE = 256
@@ -63,6 +64,11 @@ class Program:
     # the binary's kernels there): `cache.load_with(until_confirmed=True)`
     unconfirmed: tuple | None = None
     built: bool = False  # built from the source and not launched yet (`_trim_heap` after its first launch)
+
+
+def _where(t: ir.Task, k: ir.KernelIR) -> str:
+    loc = t.loc or k.loc
+    return f"{loc.file}:{loc.line}: " if loc is not None else ""
 
 
 class CompilerRefused(RuntimeError):
@@ -175,6 +181,12 @@ class OpenCLBackend(DeviceBackend):
     def device_name(self) -> str:
         return str(self.device.name).strip()
 
+    @property
+    def subgroup_size(self) -> int:
+        """`qd.simt.subgroup.group_size()` here: the emulated subgroup's lanes (`qd/gpu/opencl_simt.py`), the same
+        on every device and kernel."""
+        return opencl_simt.SUBGROUP
+
     def device_caps(self) -> dict[str, int]:
         """Quadrants' `DeviceCapability` values (named after SPIR-V features): what this tier supports here
         (float atomics through compare-and-swap loops)."""
@@ -228,6 +240,7 @@ class OpenCLBackend(DeviceBackend):
 
             raise QuadrantsTypeError(f"kernel {k.name} uses f64, which OpenCL device {self.device_name} lacks "
                                      f"(no cl_khr_fp64)")
+        self._check_groups(k, ck)
         if self.broken is not None:
             from qd.errors import QuadrantsRuntimeError
 
@@ -235,7 +248,10 @@ class OpenCLBackend(DeviceBackend):
         try:
             program, unconfirmed = self._program(k.name, ck.source, cache_dir)
             kernels = [getattr(program, t.name) for t in ck.tasks]
+            self._check_kernel_groups(k, ck, kernels)
         except (self.cl.Error, CompilerRefused):
+            raise
+        except QuadrantsCompilationError:
             raise
         except Exception as e:  # noqa: BLE001  thrown through the driver: see the module docstring
             raise self._driver_threw(e, f"building kernel {k.name}") from None
@@ -244,6 +260,33 @@ class OpenCLBackend(DeviceBackend):
         return Program(ck, program, kernels, [base + n for n in range(len(ck.tasks))],
                        compile_ms=(time.perf_counter() - t0) * 1e3, from_cache=unconfirmed is not None,
                        unconfirmed=unconfirmed, built=unconfirmed is None)
+
+    def _check_groups(self, k: ir.KernelIR, ck: opencl_c.CLKernel) -> None:
+        """Each task's group fits the device: its local size (`qd.loop_config(block_dim=...)`) and its `__local`
+        memory (shared arrays, subgroup scratch, reduction trees), else a `QuadrantsCompilationError`."""
+        limit, most = int(self.device.local_mem_size), int(self.device.max_work_group_size)
+        for t in ck.tasks:
+            if t.local_bytes > limit:
+                raise QuadrantsCompilationError(
+                    f"{_where(t.task, k)}kernel {k.name}: a block of {t.local_size} threads needs {t.local_bytes} "
+                    f"bytes of shared (OpenCL __local) memory, but OpenCL device {self.device_name} has {limit} per "
+                    f"block: use smaller qd.simt.block.SharedArray's")
+            if t.local_size > most:
+                raise QuadrantsCompilationError(
+                    f"{_where(t.task, k)}kernel {k.name}: block_dim={t.local_size}, but OpenCL device "
+                    f"{self.device_name} runs at most {most} work items per group: use a smaller "
+                    f"qd.loop_config(block_dim=...)")
+
+    def _check_kernel_groups(self, k: ir.KernelIR, ck: opencl_c.CLKernel, kernels: list) -> None:
+        """A task's explicit block size is no more than its compiled kernel's limit (registers, local memory)."""
+        info = self.cl.kernel_work_group_info.WORK_GROUP_SIZE
+        for t, kern in zip(ck.tasks, kernels):
+            if t.task.block_dim and t.local_size > int(kern.get_work_group_info(info, self.device)):
+                most = int(kern.get_work_group_info(info, self.device))
+                raise QuadrantsCompilationError(
+                    f"{_where(t.task, k)}kernel {k.name}: block_dim={t.local_size}, but its compiled OpenCL kernel "
+                    f"runs at most {most} work items per group on {self.device_name}: use "
+                    f"qd.loop_config(block_dim={most}) or less")
 
     def _driver_threw(self, e: BaseException, what: str) -> BaseException:
         """The driver threw `e` (no OpenCL status) while `what`: it is broken from now on (the module docstring);
@@ -313,7 +356,7 @@ class OpenCLBackend(DeviceBackend):
             cl.enqueue_fill_buffer(q, buf.dev, np.uint8(0), 0, (int(nbytes) + 7) & ~7)
         words = slot.view(np.uint64, ck.slot_words)
         pbuf = printbuf.dev if printbuf is not None else self._dummy
-        args = [bufs[b].dev for b in range(len(bufs or {}))]
+        args = [bufs[b].dev for b in ck.bound]  # (shared arrays are the groups' own: not bound)
         first = last = None
         for n, (kern, t, g) in enumerate(zip(prog.kernels, ck.tasks, groups)):
             if g < 0:  # left out of this enqueue (a `qd.graph.do_while` launch enqueues its tasks in runs)
