@@ -32,9 +32,14 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> object:
-    """`qd.debug` is imported on first use: a program that never debugs never loads it."""
+    """`qd.debug` and `qd.outer` are imported on first use: a program that never debugs (or uses no tile) never
+    loads them."""
     if name == "debug":
         import importlib
 
         return importlib.import_module("qd.debug")
+    if name == "outer":  # `tile -= qd.outer(a, b)` (qd.simt's register tiles, loaded on first use)
+        from qd.lang.simt.tile import outer
+
+        return outer
     raise AttributeError(f"module 'qd' has no attribute {name!r}")
