@@ -33,7 +33,7 @@ from qd.base.abi import HEADER_WORDS, LOOP_LIMIT, MAX_CHECK_ARGS, PRINTLEN_WORD,
 from qd.codegen.emitter import CodegenBase, KernelCodegen, prepare
 from qd.codegen.reduce import find_reductions
 from qd.codegen.tables import check_arg_table, print_table
-from qd.errors import QuadrantsTypeError
+from qd.errors import QuadrantsCompilationError, QuadrantsTypeError
 from qd.gpu import spirv_ops as so
 from qd.gpu.spirv_atomics import Atomics, workgroup_reduces
 from qd.gpu.spirv_defs import (GLSL, AddressingModel, BuiltIn, Capability, Decoration, ExecutionMode, ExecutionModel,
@@ -42,6 +42,7 @@ from qd.gpu.spirv_defs import Op as S
 from qd.gpu.spirv_float import NO_FLOAT_CONTROLS, FloatControls, execution_modes, hides_operands, opaque
 from qd.gpu.spirv_flow import Nesting
 from qd.gpu.spirv_module import Function, Module
+from qd.gpu.spirv_simt import SimtOps, WgPtr, is_shared
 from qd.types import dtypes as T
 
 
@@ -74,6 +75,12 @@ class Caps:
     float_controls: FloatControls = NO_FLOAT_CONTROLS  # execution modes declared under fast_math=False
     hide_zeros: bool = False  # the driver folds constant zeros whatever the float controls (`spirv_float.py`)
     max_nesting: int = 0  # nested loops and ifs the driver compiles right, 0: no limit known (`spirv_flow.py`)
+    # `qd.simt` (`spirv_simt.py`): the VK_SUBGROUP_FEATURE_* bits of compute shaders, the bytes of workgroup memory
+    # and the invocations of one workgroup the device allows (0: no limit known), 64-bit workgroup atomics
+    subgroup_ops: int = 0
+    shared_bytes: int = 0
+    max_local_size: int = 0
+    shared_int64_atomics: bool = False
 
 
 @dataclass
@@ -131,7 +138,7 @@ def assemble(k: ir.KernelIR, tasks: list[SpirvTask], ctx: list[tuple]) -> SpirvK
 
 
 @dataclass
-class FnEmitter(Atomics, Nesting, CodegenBase):
+class FnEmitter(SimtOps, Atomics, Nesting, CodegenBase):
     """One task as one SPIR-V module with entry point `main` (the `so.Emit` protocol for op lowerings; the shared
     skeleton: `qd/codegen/emitter.py`)."""
 
@@ -154,9 +161,11 @@ class FnEmitter(Atomics, Nesting, CodegenBase):
         self.hide = self.caps.hide_zeros and not self.fast
         self.opaque: dict = {}  # `spirv_float.opaque` per value
         self.wide_f32 = self.caps.float64
-        self.found = find_reductions(self.task)  # the task's accumulators (`start_reductions`)
+        # the task's accumulators (`start_reductions`); never a shared array's (its atomics meet at barriers)
+        self.found = [r for r in find_reductions(self.task) if not is_shared(self.k, r.ptr.buffer)]
         self.per_group = workgroup_reduces(self.task, self.caps, self.found)  # they meet in workgroup memory
-        self.local_size = 1 if self.task.kind == "serial" else REDUCE_LOCAL_SIZE if self.per_group else LOCAL_SIZE
+        self.local_size = self.workgroup_size()
+        self.wg_bytes = 0  # workgroup memory of the task's shared arrays (`spirv_simt.SimtOps.wg_var`)
         m = self.m = Module((1, 5))
         for cap in (Capability.Shader, Capability.Int64, Capability.PhysicalStorageBufferAddresses):
             m.capability(cap)
@@ -183,6 +192,23 @@ class FnEmitter(Atomics, Nesting, CodegenBase):
         self.tid = self.u64c(0)
         self.rng: tuple[int, int] | None = None
         self.budget: int | None = None
+
+    def workgroup_size(self) -> int:
+        """Invocations per workgroup: 1 for a serial task, else the loop's `block_dim` where it has one (within the
+        device's limit), else the tuned default."""
+        t = self.task
+        if t.kind == "serial":
+            return 1
+        if not t.block_dim:
+            return REDUCE_LOCAL_SIZE if self.per_group else LOCAL_SIZE
+        limit = self.caps.max_local_size
+        if limit and t.block_dim > limit:
+            where = f"{t.loc.file}:{t.loc.line}: " if t.loc is not None else ""
+            raise QuadrantsCompilationError(f"{where}kernel {self.k.name}: qd.loop_config(block_dim={t.block_dim}) is "
+                                            f"more than this Vulkan device's {limit} invocations per workgroup "
+                                            f"(maxComputeWorkGroupInvocations / maxComputeWorkGroupSize); use a "
+                                            f"block_dim of at most {limit}")
+        return t.block_dim
 
     # ------------------------------------------------------------ the Emit protocol
     def ty(self, dt: T.DataType) -> int:
@@ -538,6 +564,9 @@ class FnEmitter(Atomics, Nesting, CodegenBase):
             for axis in range(len(s.indices) - 2, -1, -1):
                 lin = self.op(S.IAdd, self.op(S.IMul, self.index64(s.indices[axis]), self.stride(s.buffer, axis),
                                               t=self.u64), lin, t=self.u64)
+        if is_shared(self.k, s.buffer):  # an element of a workgroup array (`spirv_simt.py`)
+            self.vals[s] = self.wg_ptr(s, lin)
+            return
         off = self.op(S.IMul, lin, self.u64c(s.dtype.itemsize), t=self.u64)
         self.vals[s] = self.op(S.IAdd, self.ctx_word(("buf", s.buffer)), off, t=self.u64)
 
@@ -546,6 +575,9 @@ class FnEmitter(Atomics, Nesting, CodegenBase):
 
     def s_GlobalLoad(self, s: ir.GlobalLoad) -> None:
         dt = s.dtype
+        if isinstance(self.vals[s.ptr], WgPtr):
+            self.vals[s] = self.wg_load(dt, self.vals[s.ptr], s.volatile)
+            return
         mt = self.mem_ty(dt)
         access = MemoryAccess.Aligned | (MemoryAccess.Volatile if s.volatile else 0)
         raw = self.op(S.Load, self.pointer(self.vals[s.ptr], mt), access, dt.itemsize, t=mt)
@@ -567,6 +599,9 @@ class FnEmitter(Atomics, Nesting, CodegenBase):
 
     def s_GlobalStore(self, s: ir.GlobalStore) -> None:
         dt = s.ptr.dtype
+        if isinstance(self.vals[s.ptr], WgPtr):
+            self.wg_store(dt, self.vals[s.ptr], self.v(s.value))
+            return
         mt = self.mem_ty(dt)
         self.op(S.Store, self.pointer(self.vals[s.ptr], mt), self.to_mem(dt, self.v(s.value)),
                 MemoryAccess.Aligned, dt.itemsize)

@@ -41,11 +41,19 @@ class Atomics:
             cur = self.op(S.Load, r.acc, t=self.ty(s.dtype))
             self.op(S.Store, r.acc, self.combine(r.red.op, s.dtype, cur, self.operand(s.value)))
             return
-        self.vals[s] = self.atomic(s.op, s.dtype, self.vals[s.ptr], self.operand(s.value))
+        ptr = self.vals[s.ptr]
+        if not isinstance(ptr, int):  # a shared array's element (`spirv_simt.WgPtr`)
+            self.vals[s] = self.wg_atomic(s.op, s.dtype, ptr, self.operand(s.value))
+            return
+        self.vals[s] = self.atomic(s.op, s.dtype, ptr, self.operand(s.value))
 
     def s_AtomicSwap(self, s: ir.AtomicSwap) -> None:
         """`OpAtomicExchange` (a float exchanges its bits) or `OpAtomicCompareExchange` at device scope."""
         dt = s.dtype
+        if not isinstance(self.vals[s.ptr], int):  # a shared array's element (`spirv_simt.WgPtr`)
+            expected = self.v(s.expected) if s.expected is not None else None
+            self.vals[s] = self.wg_swap(dt, self.vals[s.ptr], self.v(s.value), expected)
+            return
         if dt.bits == 64:
             if not self.caps.int64_atomics:
                 raise QuadrantsTypeError(f"qd.atomic_{'cas' if s.expected is not None else 'exchange'} on {dt} "
@@ -227,10 +235,11 @@ class Atomics:
     def shared_ptr(self, shared: int, t: int, index: int) -> int:
         return self.op(S.AccessChain, shared, index, t=self.m.pointer(StorageClass.Workgroup, t))
 
-    def builtin(self, which: BuiltIn) -> int:
-        """The u32 value of a subgroup built-in (loaded where it is used)."""
+    def builtin(self, which: BuiltIn, subgroup: bool = True) -> int:
+        """The u32 value of a built-in (loaded where it is used); `subgroup`: a subgroup one (GroupNonUniform)."""
         def make() -> int:
-            self.m.capability(Capability.GroupNonUniform)
+            if subgroup:
+                self.m.capability(Capability.GroupNonUniform)
             var = self.m.variable(self.m.pointer(StorageClass.Input, self.u32), StorageClass.Input)
             self.m.decorate(var, Decoration.BuiltIn, which)
             self.interface.append(var)

@@ -144,7 +144,7 @@ class Pipeline:
     descriptor set 0, bindings 0..nbuffers-1."""
 
     def __init__(self, dev: "Device", words: list[int], nbuffers: int, entry: str = "main",
-                 push_bytes: int = 0) -> None:
+                 push_bytes: int = 0, subgroup_size: int = 0, full_subgroups: bool = False) -> None:
         vk = dev.vk
         self.dev, self.nbuffers, self.push_bytes = dev, nbuffers, push_bytes
         code = struct.pack(f"<{len(words)}I", *words)
@@ -164,7 +164,7 @@ class Pipeline:
             pPushConstantRanges=ranges or None), None)
         stage = vk.VkPipelineShaderStageCreateInfo(sType=vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                                                    stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=self.module,
-                                                   pName=entry)
+                                                   pName=entry, **_pinned(vk, subgroup_size, full_subgroups))
         self.handle = vk.vkCreateComputePipelines(dev.device, None, 1, [vk.VkComputePipelineCreateInfo(
             sType=vk.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, stage=stage, layout=self.layout)], None)[0]
         self.pool = self.set = None
@@ -201,6 +201,18 @@ class Pipeline:
         vk.vkDestroyPipelineLayout(d, self.layout, None)
         vk.vkDestroyDescriptorSetLayout(d, self.set_layout, None)
         vk.vkDestroyShaderModule(d, self.module, None)
+
+
+def _pinned(vk: Any, subgroup_size: int, full: bool) -> dict[str, Any]:
+    """The shader stage's fields that pin its subgroup size (`VK_EXT_subgroup_size_control`), or none."""
+    out: dict[str, Any] = {}
+    if subgroup_size:
+        out["pNext"] = vk.VkPipelineShaderStageRequiredSubgroupSizeCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO,
+            requiredSubgroupSize=subgroup_size)
+    if full:
+        out["flags"] = vk.VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT
+    return out
 
 
 BATCH = 64  # launches submitted together at most
@@ -251,6 +263,8 @@ class Device:
         self.features, want = self._features(physical=self.physical)
         exts = [e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(self.physical, None)]
         enable = [x for x in ("VK_EXT_shader_atomic_float",) if x in exts and self.features["float32_atomic_add"]]
+        if self.features["subgroups"]["control"]:
+            enable.append("VK_EXT_subgroup_size_control")
         self.device = vk.vkCreateDevice(self.physical, vk.VkDeviceCreateInfo(
             sType=vk.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, pNext=want, queueCreateInfoCount=1,
             pQueueCreateInfos=[queue], enabledExtensionCount=len(enable), ppEnabledExtensionNames=enable or None),
@@ -299,24 +313,59 @@ class Device:
              "float64_atomic_add": has_fa and bool(fa.shaderBufferFloat64AtomicAdd),
              "subgroup_arith": bool(sub.supportedOperations & vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)
              and bool(sub.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT),
-             "subgroup_size": int(sub.subgroupSize), "float_controls": self._float_controls(physical)}
+             "shared_int64_atomics": bool(h12.shaderSharedInt64Atomics),
+             "subgroup_size": int(sub.subgroupSize), "float_controls": self._float_controls(physical),
+             "subgroups": self._subgroups(physical, sub, exts)}
         wfa = vk.VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(
             sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT,
             shaderBufferFloat32AtomicAdd=int(f["float32_atomic_add"]),
             shaderBufferFloat64AtomicAdd=int(f["float64_atomic_add"]))
+        tail = wfa if has_fa else None
+        sc = f["subgroups"]["control"]  # a subgroup size that may vary: pipelines of qd.simt pin it (`Pipeline`)
+        wsc = vk.VkPhysicalDeviceSubgroupSizeControlFeatures(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES, pNext=tail,
+            subgroupSizeControl=1, computeFullSubgroups=int(f["subgroups"]["full"])) if sc else None
         w11 = vk.VkPhysicalDeviceVulkan11Features(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
-                                                  pNext=wfa if has_fa else None,
+                                                  pNext=wsc if sc else tail,
                                                   storageBuffer16BitAccess=int(f["storage16"]))
         w12 = vk.VkPhysicalDeviceVulkan12Features(
             sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, pNext=w11,
             bufferDeviceAddress=int(f["device_address"]), shaderBufferInt64Atomics=int(f["int64_atomics"]),
+            shaderSharedInt64Atomics=int(f["shared_int64_atomics"]),
             shaderInt8=int(f["int8"]), storageBuffer8BitAccess=int(f["storage8"]))
         want = vk.VkPhysicalDeviceFeatures2(
             sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=w12,
             features=vk.VkPhysicalDeviceFeatures(shaderInt64=int(f["int64"]), shaderFloat64=int(f["float64"]),
                                                  shaderInt16=int(f["int16"])))
-        self._keep = (wfa, w11, w12)  # the chain must outlive vkCreateDevice
+        self._keep = (wfa, wsc, w11, w12)  # the chain must outlive vkCreateDevice
         return f, want
+
+    def _subgroups(self, physical: Any, sub: Any, exts: list[str]) -> dict[str, Any]:
+        """What `qd.simt` needs of the device's subgroups: their size, the `VK_SUBGROUP_FEATURE_*` operations of
+        compute shaders (0 where the compute stage has none), and `control`: the size may vary per pipeline (a
+        `VK_EXT_subgroup_size_control` range min < max) and the device can pin it for compute, with `full`: it can
+        also require full subgroups. Where min == max (lavapipe: 8, the lanes of its 256-bit vectors; NVIDIA: 32)
+        every pipeline runs the reported size and nothing needs pinning."""
+        vk = self.vk
+        compute = bool(sub.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT)
+        out = {"size": int(sub.subgroupSize), "ops": int(sub.supportedOperations) if compute else 0,
+               "control": False, "full": False}
+        if "VK_EXT_subgroup_size_control" not in exts:
+            return out
+        props = vk.VkPhysicalDeviceSubgroupSizeControlProperties(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES)
+        vk.vkGetPhysicalDeviceProperties2(physical, vk.VkPhysicalDeviceProperties2(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, pNext=props))
+        feats = vk.VkPhysicalDeviceSubgroupSizeControlFeatures(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES)
+        vk.vkGetPhysicalDeviceFeatures2(physical, vk.VkPhysicalDeviceFeatures2(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=feats))
+        varies = props.minSubgroupSize < props.maxSubgroupSize
+        out["control"] = bool(varies and feats.subgroupSizeControl
+                              and props.requiredSubgroupSizeStages & vk.VK_SHADER_STAGE_COMPUTE_BIT)
+        out["full"] = out["control"] and bool(feats.computeFullSubgroups)
+        out["max_subgroups"] = int(props.maxComputeWorkgroupSubgroups)
+        return out
 
     def _float_controls(self, physical: Any) -> dict[str, Any]:
         """The device's float controls (Vulkan 1.2 core, `VkPhysicalDeviceFloatControlsProperties`): per execution
@@ -366,8 +415,11 @@ class Device:
     def buffer(self, nbytes: int, host: bool = True) -> Buffer:
         return Buffer(self, nbytes, host)
 
-    def pipeline(self, words: list[int], nbuffers: int, entry: str = "main", push_bytes: int = 0) -> Pipeline:
-        return Pipeline(self, words, nbuffers, entry, push_bytes)
+    def pipeline(self, words: list[int], nbuffers: int, entry: str = "main", push_bytes: int = 0,
+                 subgroup_size: int = 0, full_subgroups: bool = False) -> Pipeline:
+        """A compute pipeline; `subgroup_size` (a device whose size varies, `_subgroups`' `control`) pins its
+        subgroup size, `full_subgroups` requires every subgroup full (the local size a multiple of it)."""
+        return Pipeline(self, words, nbuffers, entry, push_bytes, subgroup_size, full_subgroups)
 
     def dispatch(self, pipeline: Pipeline, buffers: list[Buffer], groups: tuple[int, int, int],
                  push: bytes = b"") -> None:

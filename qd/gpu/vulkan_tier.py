@@ -23,6 +23,7 @@ from qd import ir
 from qd.gpu import spirv, spirv_cache
 from qd.gpu.backend import DeviceBackend
 from qd.gpu.spirv_float import FloatControls
+from qd.gpu.spirv_simt import uses_subgroups
 from qd.gpu.vulkan import Buffer, Device, Pipeline
 
 _programs = itertools.count(1)
@@ -77,12 +78,18 @@ class VulkanBackend(DeviceBackend):
         cpu = self.dev.props.deviceType == self.dev.vk.VK_PHYSICAL_DEVICE_TYPE_CPU
         llvmpipe = "llvmpipe" in self.dev.name
         fc = FloatControls(**f["float_controls"])
+        lim = self.dev.props.limits
+        self.subgroups = f["subgroups"]
         self.caps = spirv.Caps(float64=f["float64"], int64_atomics=f["int64_atomics"],
                                float32_atomic_add=f["float32_atomic_add"], float64_atomic_add=f["float64_atomic_add"],
                                subgroup_arith=f["subgroup_arith"],
                                loop_limit=LLVMPIPE_LOOP_LIMIT if llvmpipe else 0,
                                per_index_grid=cpu, float_controls=fc, hide_zeros=_hide_zeros(llvmpipe, fc, f["float64"]),
-                               max_nesting=_tuning("QD_VULKAN_MAX_NESTING", LLVMPIPE_NESTING if llvmpipe else 0))
+                               max_nesting=_tuning("QD_VULKAN_MAX_NESTING", LLVMPIPE_NESTING if llvmpipe else 0),
+                               subgroup_ops=self.subgroups["ops"], shared_bytes=int(lim.maxComputeSharedMemorySize),
+                               max_local_size=min(int(lim.maxComputeWorkGroupInvocations),
+                                                  int(lim.maxComputeWorkGroupSize[0])),
+                               shared_int64_atomics=f["shared_int64_atomics"])
         # `max_groups`: enough invocations to fill the device, for tasks that gain from running several indices
         # per invocation (reductions accumulate in registers, adstack rows) or whose range is unknown on the
         # host; the grid-stride loop covers the rest. `group_limit`: the grid of the other range tasks (on a
@@ -108,13 +115,22 @@ class VulkanBackend(DeviceBackend):
         out = {"spirv_version=66304": 1, "spirv_version=66560": 1, "spirv_version=66816": 1,
                "spirv_has_int8": int(f["int8"]), "spirv_has_int16": int(f["int16"]), "spirv_has_int64": 1,
                "spirv_has_float16": 1, "spirv_has_float64": int(f["float64"]), "spirv_has_atomic_int64": a64,
-               "spirv_has_physical_storage_buffer": 1, "spirv_has_subgroup_basic": 1,
+               "spirv_has_physical_storage_buffer": 1,
+               "spirv_has_subgroup_basic": int(bool(self.subgroups["ops"] & 0x1)),
+               "spirv_has_subgroup_ballot": int(bool(self.subgroups["ops"] & 0x8)),
                "spirv_has_subgroup_arithmetic": int(f["subgroup_arith"])}
         for kind in ("float16", "float", "float64"):
             ok = a64 if kind == "float64" else 1
             for suffix in ("", "_add", "_minmax"):
                 out[f"spirv_has_atomic_{kind}{suffix}"] = ok
         return out
+
+    @property
+    def subgroup_size(self) -> int:
+        """The lanes of one subgroup (`VkPhysicalDeviceSubgroupProperties.subgroupSize`, read once when the device
+        opened): `qd.simt.subgroup.group_size()` on the vulkan arch. Every pipeline runs with it: fixed on devices
+        whose size cannot vary (lavapipe, NVIDIA), pinned per pipeline elsewhere (`_pipeline`)."""
+        return int(self.subgroups["size"])
 
     @property
     def device_name(self) -> str:
@@ -192,7 +208,7 @@ class VulkanBackend(DeviceBackend):
         pipelines = []
         try:
             for n, t in enumerate(sk.tasks):
-                pipelines.append(self.dev.pipeline(t.words, 0, push_bytes=8))
+                pipelines.append(self._pipeline(t))
         except Exception as e:  # noqa: BLE001  whatever the driver raises: named below
             for p in pipelines:
                 p.destroy()
@@ -205,6 +221,17 @@ class VulkanBackend(DeviceBackend):
         if from_cache:
             spirv_cache.confirm(cache_dir, key)
         return Program(sk, pipelines, compile_ms=(time.perf_counter() - t0) * 1e3, from_cache=from_cache)
+
+    def _pipeline(self, t: spirv.SpirvTask) -> Pipeline:
+        """The pipeline of one task. A task using subgroup operations on a device whose subgroup size may vary per
+        pipeline gets the size its kernel compiled against (`subgroup_size`), and full subgroups where its local
+        size is a multiple of it and the device can require them (`VK_EXT_subgroup_size_control`)."""
+        sg = self.subgroups
+        if not (sg["control"] and uses_subgroups(t.task)):
+            return self.dev.pipeline(t.words, 0, push_bytes=8)
+        size = self.subgroup_size
+        full = sg["full"] and t.local_size % size == 0 and t.local_size <= size * sg["max_subgroups"]
+        return self.dev.pipeline(t.words, 0, push_bytes=8, subgroup_size=size, full_subgroups=full)
 
     def release(self, prog: Program) -> None:
         for p in prog.pipelines:

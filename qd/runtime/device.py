@@ -357,6 +357,7 @@ def _register_tiers() -> None:
         return VulkanBackend()
     register("vulkan", vulkan)
     _arch.set_available(_arch.vulkan, probe("vulkan"), reason("vulkan"))
+    _arch.set_subgroup_size(_arch.vulkan, lambda: runtime("vulkan").backend.subgroup_size)  # (read once per device)
     # the vulkan tier requires shaderInt64 and uses f64 where the device has it (a clear error where not)
     _ext.set_supported("vulkan", {_ext.adstack, _ext.data64, _ext.assertion, _ext.dynamic_index})
 

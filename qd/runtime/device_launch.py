@@ -74,8 +74,8 @@ class _State:
         self.leafy = any(self.bound_leaves)  # False: one grid for every launch
         self.grids: dict[tuple, list[int]] = {}
         # per buffer: (index, its declaration, the kernel writes it, where its owner comes from: _FROM_*)
-        self.sources = [(b, d, b in ck.written, _FROM_FIELD if d.kind == "field" else
-                         _FROM_ARG if d.kind == "ndarray" else _FROM_NONE) for b, d in enumerate(ck.ir.buffers)]
+        self.sources = [(b, d, b in ck.written, _FROM_FIELD if d.kind == "field" else _FROM_ARG if d.kind == "ndarray"
+                         else _UNBOUND if d.kind == "shared" else _FROM_NONE) for b, d in enumerate(ck.ir.buffers)]
         self.runner: Any = None  # the C launcher (`runner`): None before it is asked for, False where there is none
         ck.tier_stats = self.stats  # `kernel.stats` of this instance (qd/frontend/kernel.py)
 
@@ -86,7 +86,8 @@ class _State:
                 "from_cache": self.prog.from_cache, "device_ms": self.rt.backend.elapsed_ms(self.prog)}
 
 
-_FROM_FIELD, _FROM_ARG, _FROM_NONE = range(3)
+# _UNBOUND: a `qd.simt.block.SharedArray` (each task declares its own workgroup array): no owner, no device buffer
+_FROM_FIELD, _FROM_ARG, _FROM_NONE, _UNBOUND = range(4)
 
 
 def _state(rt: DeviceRuntime, ck: Any) -> _State:
@@ -153,6 +154,8 @@ def _launch_locked(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Se
     for b, decl, written, src in st.sources:
         owner = bindings[b] if src == _FROM_FIELD else args[decl.arg] if src == _FROM_ARG else None
         owners.append(owner)
+        if src == _UNBOUND:
+            continue
         if owner is not None and hasattr(owner, "_mirror"):  # a field or qd ndarray: its device copy
             lb.bufs[b] = rt.mirror_of(owner).buf
             lb.shapes[b] = owner._arr.shape

@@ -267,6 +267,8 @@ def _buffers(k: Any, bindings: Sequence[Any], written: frozenset, gpu: bool) -> 
             out.append((abi.B_TEMP, np.zeros(d.shape, dtype=d.dtype.np_dtype), False))
         elif d.kind.startswith("adstack"):
             out.append((abi.B_ADSTACK, None, False))
+        elif d.kind == "shared" and gpu:  # (the GPU launcher binds nothing for a block-shared array)
+            continue
         else:
             return None
     return [] if gpu else out
