@@ -13,6 +13,7 @@ from qd.frontend import expr as _e
 from qd.frontend import mindex as _mi
 from qd.frontend import structs as _s
 from qd.frontend import values as _v
+from qd.frontend import simt as _simt
 from qd.frontend.expr import Expr
 from qd.frontend.views import ViewValue
 from qd.ops import Op
@@ -304,6 +305,9 @@ class AssignMixin:
             base = self.lvalue(node.value)
             if isinstance(base, ViewValue) and isinstance(node.slice, ast.Slice):
                 return self.view_slice(base, node.slice)
+            tiled = _simt.tile_slice(self, base, node.slice)
+            if tiled is not None:
+                return tiled
             return self._lv_subscript(base, self.visit(node.slice))
         if isinstance(node, ast.Attribute):
             base = self.lvalue(node.value)
@@ -356,6 +360,8 @@ class AssignMixin:
 
     # -------------------------------------------------------------- stores
     def store(self, lv: Any, value: Any) -> None:
+        if hasattr(lv, "qd_assign"):  # a target standing for several places (qd.simt's tile slices and `tile[:]`)
+            return lv.qd_assign(value)
         if isinstance(lv, _s.StructVal):
             return _s.store(self, lv, value)
         if isinstance(lv, SeqLV):

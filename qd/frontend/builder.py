@@ -82,6 +82,7 @@ class Builder:
         self.loop_allocas: set[ir.Alloca] = set()  # locals declared inside a parallel loop (private to an iteration)
         self.next_loop_serial = False  # set by qd.loop_config(serialize=True)
         self.next_block_dim = 0  # set by qd.loop_config(block_dim=n): threads per GPU block of the next parallel loop
+        self.loop_block_dim = 0  # the block_dim of the parallel loop whose body is being built (0: the tier's)
         self.func_depth = 0  # nesting of inlined qd.func calls
         self.graph = False  # a `@qd.kernel(graph=True)`: `qd.graph.do_while` loops are allowed (`frontend/graph.py`)
         self.call_stack: tuple[ir.SrcLoc, ...] = ()  # call sites of the inlined funcs (debugger: SrcLoc.stack)

@@ -14,6 +14,7 @@ from qd.frontend import expr as _e
 from qd.frontend import mindex as _mi
 from qd.frontend import structs as _s
 from qd.frontend import values as _v
+from qd.frontend import simt as _simt
 from qd.frontend.expr import Expr
 from qd.frontend.views import ViewValue
 from qd.types import dtypes
@@ -214,6 +215,9 @@ class ExprMixin:
         base = self.visit(node.value)
         if isinstance(base, ViewValue) and isinstance(node.slice, ast.Slice):
             return self.view_slice(base, node.slice)
+        tiled = _simt.tile_slice(self, base, node.slice)
+        if tiled is not None:
+            return tiled
         idx = self.visit(node.slice)
         return self.subscript(base, idx)
 
@@ -232,6 +236,8 @@ class ExprMixin:
     def subscript(self, base: Any, idx: Any) -> Any:
         if isinstance(base, _s.UnpackedGroup):
             return base.sv.member(base.member_name(idx))
+        if isinstance(base, _s.StructVal) and hasattr(base.stype, "subscript"):  # `tile[:]` (qd.simt's tiles)
+            return base.stype.subscript(base, idx)
         if isinstance(base, (_v.GlobalTensor, ViewValue)):
             return base.load(self.index_list(idx))
         if _e.is_matrix(base):

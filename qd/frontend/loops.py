@@ -213,10 +213,14 @@ class LoopMixin:
         b.push()
         b.depth += 1
         self.ctx.push_scope()
+        outer_block_dim = b.loop_block_dim
+        if parallel:
+            b.loop_block_dim = block_dim
         try:
             bind(Expr(var))
             self.visit_body(node.body if body is None else body)
         finally:
+            b.loop_block_dim = outer_block_dim
             self.ctx.pop_scope()
             b.depth -= 1
             blk = b.pop()

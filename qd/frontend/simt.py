@@ -9,6 +9,7 @@ compile-time int as in Quadrants. The public names live in `qd/lang/simt/`.
 
 from __future__ import annotations
 
+import ast
 import itertools
 from typing import Any
 
@@ -21,6 +22,10 @@ from qd.frontend.values import GlobalTensor, element_type_shape
 from qd.types import dtypes
 
 _shared_ids = itertools.count()
+# `qd.simt`'s register tiles (`qd/lang/simt/tile.py`) set this when a tile type is first used: `slicer(tensor,
+# index)` gives what `a[r0:r1, c0:c1]` (a field, ndarray or SharedArray with slices, their bounds runtime values)
+# stands for in a tile load, store or `qd.outer`; while None such a subscript is refused as before
+tile_slicer: Any = None
 # the dtypes a shuffle moves: 32- and 64-bit ints and floats (narrower values are widened by the caller)
 _SHUFFLED = frozenset({"i32", "u32", "i64", "u64", "f32", "f64"})
 
@@ -96,3 +101,23 @@ def shared_array(shape: Any, dtype: Any) -> GlobalTensor:
     decl = ir.BufferDecl(kind="shared", dtype=dt, shape=tuple(shape), elem_shape=tuple(es), name=name)
     buf = b.add_buffer(("shared", name), decl, None)
     return GlobalTensor(buf, b.buffers[buf])
+
+
+def has_slice(node: Any) -> bool:
+    """Whether a subscript's index node holds a slice (`a[i:j]`, `a[b, i:j, k]`)."""
+    return isinstance(node, ast.Slice) or (isinstance(node, ast.Tuple) and any(isinstance(e, ast.Slice)
+                                                                                 for e in node.elts))
+
+
+def tile_slice(t: Any, base: Any, node: Any) -> Any:
+    """`base[...]` through `tile_slicer` when `base` is a field/ndarray/SharedArray, its index holds a slice and a
+    tile type is in use (slice bounds may then be runtime values), else None."""
+    if tile_slicer is None or not isinstance(base, GlobalTensor) or not has_slice(node):
+        return None
+
+    def one(e: Any) -> Any:
+        if isinstance(e, ast.Slice):
+            return slice(*(t.visit(x) if x is not None else None for x in (e.lower, e.upper, e.step)))
+        return t.visit(e)
+    idx = tuple(one(e) for e in node.elts) if isinstance(node, ast.Tuple) else (one(node),)
+    return tile_slicer(base, idx)

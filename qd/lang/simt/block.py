@@ -88,5 +88,9 @@ def sync_all_nonzero(predicate: Any) -> Any:
     return _e.cast_expr(_e.binary("eq", _counted(_e.binary("eq", _s.as_i32(predicate), 0)), 0), dtypes.i32)
 
 
+# the block-wide reductions and scans are written on these and on qd.simt.subgroup (a module of their own)
+from qd.lang.simt import block_reductions as _block_reductions
+from qd.lang.simt.block_reductions import *
+
 __all__ = ["sync", "mem_fence", "mem_sync", "thread_idx", "global_thread_idx", "SharedArray", "sync_count_nonzero",
-           "sync_any_nonzero", "sync_all_nonzero"]
+           "sync_any_nonzero", "sync_all_nonzero"] + list(_block_reductions.__all__)

@@ -142,7 +142,11 @@ def lanemask_ge(lane_id: Any) -> Any:
     return _e.unary("bit_not", lanemask_lt(lane_id))
 
 
+# the reductions, scans, segmented reductions and votes are written on the primitives above (a module of their own)
+from qd.lang.simt import reductions as _reductions
+from qd.lang.simt.reductions import *
+
 __all__ = ["group_size", "log2_group_size", "sync", "mem_fence", "barrier", "memory_barrier", "invocation_id",
            "elect", "shuffle", "shuffle_xor", "shuffle_up", "shuffle_down", "broadcast", "broadcast_first", "ballot",
            "ballot_full_subgroup", "ballot_first_n", "lanemask_eq", "lanemask_lt", "lanemask_le", "lanemask_gt",
-           "lanemask_ge"]
+           "lanemask_ge"] + list(_reductions.__all__)
