@@ -94,6 +94,11 @@ class Builder:
         self.lifted: dict[tuple, tuple] = {}
         self.clamped: set[int] = set()  # buffers of `qd.types.ndarray(boundary="clamp")` parameters
         self.lifted_loads: set = set()
+        # a `@qd.kernel(fastcache=True)`: reads of captured state are refused (`qd/frontend/purity.py`); `sources`
+        # collects the files of the funcs and Python functions the build ran (the fastcache re-hashes them)
+        self.pure = False
+        self.sources: set[str] = set()
+        self.static_depth = 0  # nesting of `qd.static(...)` arguments being evaluated (purity: warn only)
 
     # -------------------------------------------------------------- scope management
     @contextlib.contextmanager
