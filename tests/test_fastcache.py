@@ -345,3 +345,76 @@ def test_ir_pack_round_trip(tmp_path: Path) -> None:
     assert back.buffers[0].dtype is qd.f32
     with pytest.raises(ValueError):
         ir_pack.unpack([(), (999, 1)], [1])
+
+
+# ------------------------------------------------------------------ captured state the key cannot see
+
+_CAPTURE_CHILD = """
+import json, os, sys
+import numpy as np
+import qd
+qd.init(arch=qd.interp, log_level="error", offline_cache_file_path=sys.argv[1])
+import consts
+
+SCALE = float(sys.argv[2])  # an UPPERCASE global: Quadrants only warns; qd records it and checks it before a load
+
+
+@qd.func
+def twice(v):
+    return v * 2
+
+
+@qd.func
+def thrice(v):
+    return v * 3
+
+
+def make(f):
+    @qd.kernel(fastcache=True)
+    def k(y: qd.types.ndarray()):
+        for i in range(y.shape[0]):
+            y[i] = f(qd.cast(y[i], consts.DT)) * SCALE
+    return k
+
+
+out = {{}}
+for name, f in (("twice", twice), ("thrice", thrice)):
+    y = np.arange(4, dtype=np.float64) + 0.1
+    k = make(f)
+    k(y)
+    out[name] = (y.tolist(), vars(k._primal.src_ll_cache_observations))
+print("RESULT " + json.dumps(out), flush=True)
+"""
+
+
+def _capture_child(root: Path, scale: float, dt: str) -> dict:
+    (root / "consts.py").write_text(f"import os\nimport qd\nDT = getattr(qd, os.environ['QD_TEST_DT'])\n")
+    (root / "child.py").write_text(textwrap.dedent(_CAPTURE_CHILD.format()))
+    repo = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(repo), str(root)]), QD_TEST_DT=dt,
+               PYTHONDONTWRITEBYTECODE="1")
+    r = subprocess.run([sys.executable, str(root / "child.py"), str(root / "cache"), str(scale)], capture_output=True,
+                       text=True, env=env, timeout=300, check=False)
+    line = next((ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    assert r.returncode == 0 and line is not None, r.stdout + r.stderr
+    out = json.loads(line[7:])
+    base = np.arange(4, dtype=np.float64) + 0.1
+    cast = base.astype(np.float32).astype(np.float64) if dt == "f32" else base
+    for name, factor in (("twice", 2), ("thrice", 3)):
+        want = cast * factor * scale
+        np.testing.assert_allclose(out[name][0], want, rtol=1e-6 if dt == "f32" else 1e-12)
+    return {name: out[name][1] for name in out}
+
+
+def test_captured_globals_and_factory_closures(tmp_path: Path) -> None:
+    """Two kernels of one `def` in a factory (closures over different funcs) key apart; a captured UPPERCASE global
+    and a module's dtype attribute (values the source does not show: set from argv / the environment) are
+    recorded and checked before a load: a new value is a miss with the right result, never the old kernel."""
+    first = _capture_child(tmp_path, 2.0, "f32")
+    assert first["twice"]["cache_stored"] and first["thrice"]["cache_stored"]  # two keys: not the first's kernel
+    again = _capture_child(tmp_path, 2.0, "f32")
+    assert again["twice"]["cache_loaded"] and again["thrice"]["cache_loaded"]
+    scaled = _capture_child(tmp_path, 5.0, "f32")  # SCALE differs: the recorded capture does not match
+    assert not scaled["twice"]["cache_loaded"] and not scaled["thrice"]["cache_loaded"]
+    wide = _capture_child(tmp_path, 5.0, "f64")  # consts.DT differs
+    assert not wide["twice"]["cache_loaded"]

@@ -35,6 +35,7 @@ from qd import _logging
 from qd.codegen import cache as _cache
 from qd.frontend import guards as _guards
 from qd.frontend import ir_pack
+from qd.frontend import purity as _purity
 from qd.frontend import values as _v
 from qd.frontend.arg_leaves import UNCHECKED
 from qd.frontend.args import resolved_param
@@ -43,7 +44,7 @@ from qd.types import dtypes
 from qd.types.dtypes import DataType
 from qd.types.hooks import impl as _impl
 
-FORMAT = 1
+FORMAT = 2
 # config options the frontend, AD and the passes read (`fast_math` too: the entry records the native key's input)
 _OPTIONS = ("arch", "default_fp", "default_ip", "debug", "check_out_of_bound", "fast_math", "short_circuit_operators",
             "unrolling_limit", "ad_stack_experimental_enabled", "ad_stack_size")
@@ -168,10 +169,12 @@ def stable(v: Any, depth: int = 0, lifted: bool = False) -> str:
     if kind is not None:
         dt, shape, es = _v.describe_object(v)
         return f"nd({dt.name},{tuple(shape)},{tuple(es)},{getattr(v, '_layout', None)})"
-    if getattr(v, "_is_qd_func", False) or getattr(v, "_is_qd_kernel", False):
-        return f"func:{_qualname(v.fn)}"
-    if isinstance(v, (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType)):
-        return f"{type(v).__name__}:{_qualname(v) if not isinstance(v, types.ModuleType) else v.__name__}"
+    if getattr(v, "_is_qd_func", False) or getattr(v, "_is_qd_kernel", False) or \
+            isinstance(v, (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType)):
+        text = _purity.capture_text(v)  # code by where it is, with its closure's values (factories' funcs differ)
+        if text is None:
+            raise Unsupported(f"a template function {_qualname(v)} whose closure has no stable text")
+        return text
     if hasattr(v, "entries") and hasattr(v, "_map"):
         return f"m{tuple(_v.shape_of(v))}(" + ",".join(stable(e, depth + 1) for e in v.entries) + ")"
     if isinstance(v, (tuple, list)):
@@ -220,12 +223,23 @@ def make_key(kernel: Any, values: list, key: tuple, mode: str, nd_grads: tuple, 
     except Unsupported as e:
         _logging.warn(f"[FASTCACHE][PARAM_INVALID] kernel {fn.__name__}: {e}; it compiles without the fastcache")
         return None
+    closure = []  # the kernel's own closure (two kernels of one `def` in a factory differ by it)
+    for cell in fn.__closure__ or ():
+        try:
+            text = _purity.capture_text(cell.cell_contents)
+        except ValueError:  # an empty cell
+            text = "empty"
+        if text is None:
+            _logging.debug(f"[FASTCACHE] kernel {fn.__name__}: a closure variable has no stable text; it compiles "
+                           f"without the fastcache")
+            return None
+        closure.append(text)
     from qd import __version__
 
     opts = [f"{o}={getattr(cfg, o, None)!s}" for o in _OPTIONS]
     parts = [str(FORMAT), __version__, qd_digest(), _qualname(fn), code.co_filename, str(code.co_firstlineno), digest,
              canon({k: v for k, v in sorted(kernel.options.items()) if k == "graph"}), mode, repr(nd_grads), *opts,
-             *params]
+             *params, *closure]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
@@ -269,6 +283,10 @@ def _binding_paths(inst: KernelInstance, sig: Any, values: list) -> list | None:
 def store(cfg: Any, key: str, kernel: Any, inst: KernelInstance, values: list, sources: set) -> bool:
     """Writes the entry of `inst` (best effort); False where it has no entry (something it holds cannot be
     rebuilt in another process) or the cache cannot be written."""
+    if getattr(sources, "unstable", None):
+        _logging.debug(f"[FASTCACHE] kernel {kernel.fn.__name__}: not stored, it reads {sources.unstable} from "
+                       f"outside its parameters and the cache could not check it again")
+        return False
     paths = _binding_paths(inst, kernel.signature, values)
     counter = inst.counter
     if paths is None or inst.stale is not None or (counter is not None and (counter.counter is not None
@@ -287,7 +305,7 @@ def store(cfg: Any, key: str, kernel: Any, inst: KernelInstance, values: list, s
     counter_meta = None if counter is None else (tuple(sorted(counter.written)), counter.written_args)
     entry = (FORMAT, key, tuple(zip(files, digests)), records, roots, tuple(_cache.ir_digest(k) for k in irs),
              tuple(paths), tuple((g.value_index, g.path) for g in inst.guards), hidden, tuple(sorted(inst.written)),
-             inst.written_args, counter_meta)
+             inst.written_args, counter_meta, tuple(getattr(sources, "captures", ())))
     try:
         body = marshal.dumps(entry)
     except ValueError:  # a value marshal cannot write (a guard path through an unusual key)
@@ -312,21 +330,25 @@ def _read(cfg: Any, key: str) -> tuple | None:
             entry = marshal.loads(data[32:])
         except (EOFError, ValueError, TypeError):
             entry = None
-    if not isinstance(entry, tuple) or len(entry) != 12 or entry[0] != FORMAT or entry[1] != key:
+    if not isinstance(entry, tuple) or len(entry) != 13 or entry[0] != FORMAT or entry[1] != key:
         discard(cfg, key)
         return None
     return entry
 
 
-def load(cfg: Any, key: str, values: list, obs: Observations) -> KernelInstance | None:
+def load(cfg: Any, key: str, values: list, obs: Observations, kernel_fn: Any) -> KernelInstance | None:
     """The instance stored under `key`, or None: no entry, a corrupt one or one whose files changed (both deleted),
-    or one whose bound objects are not found in this call's template arguments."""
+    one whose captured globals read other values now (`purity.revalidate`: kept, another process may match it), or
+    one whose bound objects are not found in this call's template arguments."""
     entry = _read(cfg, key)
     if entry is None:
         return None
-    _, _, files, records, roots, digests, paths, guard_paths, hidden, written, written_args, counter_meta = entry
+    _, _, files, records, roots, digests, paths, guard_paths, hidden, written, written_args, counter_meta, \
+        captures = entry
     if any(file_digest(f) != d for f, d in files):
         discard(cfg, key)
+        return None
+    if not _purity.revalidate(captures, kernel_fn):
         return None
     obs.cache_validated = True
     try:

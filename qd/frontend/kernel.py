@@ -16,7 +16,7 @@ from qd import ir
 from qd.errors import QuadrantsSyntaxError
 from qd.frontend import args as _args
 from qd.frontend import builder as _bm
-from qd.frontend.builder import Builder
+from qd.frontend.builder import Builder, BuildRecord
 from qd.frontend.context import FuncContext, file_stamp, source_of
 from qd.frontend.transformer import Transformer, fence
 
@@ -50,6 +50,9 @@ def build_kernel_ir(kernel: Any, values: list, hidden: list | None = None,
         hidden.extend(b.hidden_args)
     if sources is not None:
         sources.update(b.sources)
+        if isinstance(sources, BuildRecord):
+            sources.captures.extend(b.captures)
+            sources.unstable = sources.unstable or b.unstable
     return k_ir, list(b.bound_objects)
 
 

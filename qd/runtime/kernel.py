@@ -22,6 +22,7 @@ from qd import _logging, ir
 from qd.errors import QuadrantsCompilationError, QuadrantsSyntaxError
 from qd.frontend import args as _args
 from qd.frontend import builder as _bm
+from qd.frontend.builder import BuildRecord
 from qd.frontend import fastcache as _fastcache
 from qd.frontend import guards as _guards
 from qd.frontend.context import TOO_DEEP, file_stamp
@@ -290,11 +291,11 @@ class Kernel:
             if _fastcache.active(cfg) and not cfg.print_ir else None
         obs.cache_key_generated = fc_key is not None
         if fc_key is not None:
-            inst = _fastcache.load(cfg, fc_key, values, obs)
+            inst = _fastcache.load(cfg, fc_key, values, obs, self.fn)
             if inst is not None:
                 obs.cache_loaded = True
                 return inst
-        sources: set[str] = set()
+        sources = BuildRecord()
         inst = instantiate(self, values, mode, nd_grads, sources)
         if fc_key is not None:
             obs.cache_stored = _fastcache.store(cfg, fc_key, self, inst, values, sources)
