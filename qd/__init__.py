@@ -8,7 +8,7 @@ from qd.types.dtypes import (f16, f32, f64, float16, float32, float64, i8, i16, 
                              int32, int64, u1, u8, u16, u32, u64, uint1, uint8, uint16, uint32, uint64)
 from qd.runtime.api import *  # noqa: F403  (init, reset, sync, archs, cfg, field, ndarray, root, ...)
 from qd.frontend.api import *  # noqa: F403  (func, static, ndrange, atomics, math builtins, ...)
-from qd.runtime.kernel import Kernel, kernel  # noqa: F401  (`@qd.kernel` launches: it is the runtime's)
+from qd.runtime.kernel import Kernel, kernel, pure  # noqa: F401  (`@qd.kernel` launches: it is the runtime's)
 from qd.lang.api import *  # noqa: F403  (Vector, Matrix, BufferView, ...)
 from qd import types, math, extension, lang, ad, algorithms, _lib  # noqa: E402,F401
 from qd.lang import simt  # noqa: E402,F401  (`qd.simt`)

@@ -21,6 +21,9 @@ raises an error naming the option.
 |                                  |                    | section 4)                                         |
 | random_seed                      | 0                  | key of the counter-based `qd.random`               |
 | offline_cache / _file_path       | True / ~/.cache/qd | on-disk cache of compiled artifacts                |
+| src_ll_cache                     | True               | fastcache of `fastcache=True` kernels (needs       |
+|                                  |                    | offline_cache; `qd/frontend/fastcache.py`)         |
+| print_non_pure                   | False              | prints each compiled kernel not marked fastcache   |
 | log_level                        | "info"             | "info" prints the start banner; "warn"/"error" do  |
 |                                  |                    | not                                                |
 | jit                              | "auto"             | "auto" / "interp" / "eager" tiering (DESIGN.md     |
@@ -78,6 +81,8 @@ _EFFECTIVE: dict[str, Any] = {
     "print_full_traceback": False,
     "short_circuit_operators": True,
     "unrolling_limit": 32,
+    "src_ll_cache": True,  # the fastcache of `@qd.kernel(fastcache=True)` kernels (`qd/frontend/fastcache.py`)
+    "print_non_pure": False,  # prints the name of every kernel compiled that is not marked fastcache=True
 }
 
 # Quadrants options accepted without effect in qd (same names and defaults as Quadrants).

@@ -1,7 +1,8 @@
 """The on-disk cache of compiled kernels (`offline_cache`, `offline_cache_file_path`).
 
 An entry is the object code of one kernel instance plus a small pickle of its task symbols and
-print/check tables, under a key hashing everything the machine code depends on: the IR text, the
+print/check tables, under a key hashing everything the machine code depends on: the IR text (its digest,
+`ir_digest`, kept on the IR object; the fastcache sets it on the IRs it rebuilds), the
 target (triple, CPU, features, LLVM version, and the digest of the tier's own generator sources), fast_math,
 the qd version and the sources of this shared floor (qd/codegen). Entries are written atomically (temp file +
 rename); a corrupt, truncated or stale entry reads as a miss and is rebuilt, never an error.
@@ -50,13 +51,29 @@ def _codegen_sources_digest() -> str:
     return sources_digest(os.path.dirname(__file__))
 
 
+def ir_digest(k: ir.KernelIR) -> str:
+    """The sha256 of `k`'s IR text (`qd.ir_text.print_kernel`), printed once per IR object and kept on it; an IR
+    the fastcache rebuilt carries the digest of the text it was stored from (`set_ir_digest`), so a warm process
+    prints no IR to find its native code."""
+    d = k.__dict__.get("_qd_text_digest")
+    if d is None:
+        from qd.ir_text import print_kernel
+
+        d = hashlib.sha256(print_kernel(k).encode()).hexdigest()
+        set_ir_digest(k, d)
+    return d
+
+
+def set_ir_digest(k: ir.KernelIR, digest: str) -> None:
+    object.__setattr__(k, "_qd_text_digest", digest)  # (a frozen dataclass; not a field: never compared)
+
+
 def key_for(k: ir.KernelIR, target_key: str, fast_math: bool) -> str:
     from qd import __version__
-    from qd.ir_text import print_kernel
 
     h = hashlib.sha256()
     for part in (str(_FORMAT), __version__, _codegen_sources_digest(), target_key, str(bool(fast_math)),
-                 print_kernel(k)):
+                 ir_digest(k)):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
@@ -180,7 +197,8 @@ def load(directory: str | None, key: str) -> tuple[bytes, Any] | None:
     return obj, meta
 
 
-def _write_atomic(path: str, data: bytes) -> None:
+def write_atomic(path: str, data: bytes) -> None:
+    """Writes `data` to `path` through a temporary file and a rename: a reader sees the old file or the new one."""
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -197,7 +215,7 @@ def store(directory: str | None, key: str, obj: bytes, meta: Any) -> None:
     obj_path, meta_path = _paths(directory, key)
     try:
         os.makedirs(os.path.dirname(obj_path), exist_ok=True)
-        _write_atomic(obj_path, obj)
-        _write_atomic(meta_path, pickle.dumps((_FORMAT, key, hashlib.sha256(obj).hexdigest(), meta)))
+        write_atomic(obj_path, obj)
+        write_atomic(meta_path, pickle.dumps((_FORMAT, key, hashlib.sha256(obj).hexdigest(), meta)))
     except OSError:
         pass

@@ -62,6 +62,16 @@ def normalize_const(dtype: DataType, value: Any) -> int | float:
     return v
 
 
+class BuildRecord(set):
+    """What a pure kernel's build read beside its parameters, for the fastcache: the set of source files its code
+    came from, `captures` (`purity.capture_text` records) and `unstable` (why it cannot be stored, or None)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.captures: list[tuple] = []
+        self.unstable: str | None = None
+
+
 class Builder:
     """Collects statements and the kernel's tables (args, buffers, checks, return dtypes)."""
 
@@ -95,6 +105,14 @@ class Builder:
         self.lifted: dict[tuple, tuple] = {}
         self.clamped: set[int] = set()  # buffers of `qd.types.ndarray(boundary="clamp")` parameters
         self.lifted_loads: set = set()
+        # a `@qd.kernel(fastcache=True)`: reads of captured state are refused (`qd/frontend/purity.py`); `sources`
+        # collects the files of the funcs and Python functions the build ran (the fastcache re-hashes them)
+        self.pure = False
+        self.sources: set[str] = set()
+        # what the pure kernel's code read from outside (`purity.capture_text`), and why it cannot be stored if so
+        self.captures: list[tuple] = []
+        self.unstable: str | None = None
+        self.static_depth = 0  # nesting of `qd.static(...)` arguments being evaluated (purity: warn only)
 
     # -------------------------------------------------------------- scope management
     @contextlib.contextmanager

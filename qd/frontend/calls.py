@@ -16,6 +16,7 @@ from qd.types import dtypes as _dt
 from qd.frontend import values as _v
 from qd.frontend import structs as _s
 from qd.frontend.expr import Expr
+from qd.frontend.ranges import static as _static
 from qd.frontend.views import ViewValue
 from qd.types import dtypes
 from qd.types.dtypes import MatrixType
@@ -41,16 +42,21 @@ class CallMixin:
                 and not node.keywords and self._fill_in_place(node.func.value, node.args[0]):
             return None
         fn = self.visit(node.func)
-        args = self._elements(node.args)  # positional args unpack `*` like list elements do
-        kwargs: dict = {}
-        for k in node.keywords:
-            v = self.visit(k.value)
-            if k.arg is None:
-                if not isinstance(v, dict):
-                    raise QuadrantsSyntaxError("'**' unpacking needs a compile-time dict")
-                kwargs.update(v)
-            else:
-                kwargs[k.arg] = v
+        static = fn is _static
+        self.b.static_depth += static
+        try:
+            args = self._elements(node.args)  # positional args unpack `*` like list elements do
+            kwargs: dict = {}
+            for k in node.keywords:
+                v = self.visit(k.value)
+                if k.arg is None:
+                    if not isinstance(v, dict):
+                        raise QuadrantsSyntaxError("'**' unpacking needs a compile-time dict")
+                    kwargs.update(v)
+                else:
+                    kwargs[k.arg] = v
+        finally:
+            self.b.static_depth -= static
         return self.call(fn, args, kwargs)
 
     def _fill_in_place(self, target: ast.expr, value_node: ast.expr) -> bool:
@@ -108,6 +114,10 @@ class CallMixin:
             return args[0].all() if fn is builtins.all else args[0].any()  # as Quadrants: elementwise truth
         if fn is builtins.range and any_rt:
             raise QuadrantsSyntaxError("range() with runtime bounds is only supported as a for-loop iterable")
+        if self.b.pure:  # a Python function run while compiling: its file is part of the fastcache entry
+            code = getattr(fn, "__code__", None) or getattr(getattr(fn, "__func__", None), "__code__", None)
+            if code is not None:
+                self.b.sources.add(code.co_filename)
         return fn(*args, **kwargs)
 
     def _len(self, x: Any) -> Any:

@@ -12,6 +12,7 @@ from qd import ir
 from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError
 from qd.frontend import expr as _e
 from qd.frontend import mindex as _mi
+from qd.frontend import purity as _purity
 from qd.frontend import structs as _s
 from qd.frontend import values as _v
 from qd.frontend import simt as _simt
@@ -97,7 +98,10 @@ class ExprMixin:
         found, binding = self.ctx.find_local(node.id)
         if found:
             return _v.read(binding)
-        return self.wrap_global(self.ctx.lookup(node.id), node.id)
+        value = self.ctx.lookup(node.id)
+        if self.b.pure:
+            _purity.check_name(self, node.id, value)
+        return self.wrap_global(value, node.id)
 
     def wrap_global(self, obj: Any, name: str = "") -> Any:
         """Fields and captured ndarrays become `GlobalTensor`s of this kernel; other objects pass through."""
@@ -159,7 +163,10 @@ class ExprMixin:
     # -------------------------------------------------------------- attributes and subscripts
     def visit_Attribute(self, node: ast.Attribute) -> Any:
         base = self.visit(node.value)
-        return self.attribute(base, node.attr)
+        value = self.attribute(base, node.attr)
+        if self.b.pure:
+            _purity.check_attribute(self, node, base, value)
+        return value
 
     def attribute(self, base: Any, attr: str) -> Any:
         if isinstance(base, (_s.StructVal, _s.StructFieldRef)):

@@ -52,11 +52,13 @@ _AD_MODES = {"fwd": "forward mode (qd.ad.FwdMode)", "grad": "reverse mode (kerne
              "validate": "qd.ad.Tape(validation=True)"}
 
 
-def instantiate(kernel: Any, values: list, mode: str = "", nd_grads: tuple = ()) -> KernelInstance:
+def instantiate(kernel: Any, values: list, mode: str = "", nd_grads: tuple = (),
+                sources: set | None = None) -> KernelInstance:
     """The instance of `kernel` (a `@qd.kernel`: `fn`, `signature`) for leaf values `values` in `mode` ("" primal,
-    "fwd", "grad", "validate"); `nd_grads`: the ndarray arguments whose gradients `kernel.grad` launches."""
+    "fwd", "grad", "validate"); `nd_grads`: the ndarray arguments whose gradients `kernel.grad` launches;
+    `sources` receives the files a pure kernel's build read (`build_kernel_ir`)."""
     hidden: list[tuple[int, str]] = []
-    k_ir, bindings = _fk.build_kernel_ir(kernel, values, hidden)
+    k_ir, bindings = _fk.build_kernel_ir(kernel, values, hidden, sources)
     if mode == "grad" and any(h[0] != "lifted" for h in hidden):
         raise QuadrantsRuntimeError(_GRAD_OF_GRAD)
     stale: dict = {}

@@ -16,20 +16,24 @@ from qd import ir
 from qd.errors import QuadrantsSyntaxError
 from qd.frontend import args as _args
 from qd.frontend import builder as _bm
-from qd.frontend.builder import Builder
+from qd.frontend.builder import Builder, BuildRecord
 from qd.frontend.context import FuncContext, file_stamp, source_of
 from qd.frontend.transformer import Transformer, fence
 
 
-def build_kernel_ir(kernel: Any, values: list, hidden: list | None = None) -> tuple[ir.KernelIR, list]:
+def build_kernel_ir(kernel: Any, values: list, hidden: list | None = None,
+                    sources: set | None = None) -> tuple[ir.KernelIR, list]:
     """Build the KernelIR of one instantiation of `kernel` (a `@qd.kernel`: its `fn`, `signature` and `_stamp`);
     returns it with the per-buffer field bindings. `hidden`,
-    when given, receives the builder's hidden args (`Builder.hidden_args`: `x.grad` of ndarray args)."""
+    when given, receives the builder's hidden args (`Builder.hidden_args`: `x.grad` of ndarray args); `sources`,
+    the files of the funcs and Python functions a pure (fastcache) kernel's build ran (`Builder.sources`)."""
     src = source_of(kernel.fn, kernel._stamp)
     fence(src, is_kernel=True)
     sig = kernel.signature
     b = Builder(kernel.fn.__name__)
-    b.graph = bool(getattr(kernel, "options", {}).get("graph", False))
+    options = getattr(kernel, "options", {})
+    b.graph = bool(options.get("graph", False))
+    b.pure = bool(options.get("fastcache") or options.get("pure") or getattr(kernel.fn, "is_pure", False))
     with b.active():
         ctx = FuncContext(src, is_kernel=True, entry_depth=0, fn=kernel.fn)
         ctx.return_type = sig.return_type
@@ -44,6 +48,11 @@ def build_kernel_ir(kernel: Any, values: list, hidden: list | None = None) -> tu
         k_ir = b.finish(src.loc(src.node))
     if hidden is not None:
         hidden.extend(b.hidden_args)
+    if sources is not None:
+        sources.update(b.sources)
+        if isinstance(sources, BuildRecord):
+            sources.captures.extend(b.captures)
+            sources.unstable = sources.unstable or b.unstable
     return k_ir, list(b.bound_objects)
 
 
@@ -88,6 +97,8 @@ class Func:
 def inline_func(func: Func, b: Builder, args: tuple, kwargs: dict) -> Any:
     src = source_of(func.fn, func._stamp)
     fence(src)
+    if b.pure:
+        b.sources.add(src.file)
     if b.func_depth > 64:
         raise QuadrantsSyntaxError(f"qd.func {func.fn.__name__} recursed more than 64 levels; recursion must end "
                                    "at compile time through qd.static conditions")

@@ -22,10 +22,12 @@ from qd import _logging, ir
 from qd.errors import QuadrantsCompilationError, QuadrantsSyntaxError
 from qd.frontend import args as _args
 from qd.frontend import builder as _bm
+from qd.frontend.builder import BuildRecord
+from qd.frontend import fastcache as _fastcache
 from qd.frontend import guards as _guards
 from qd.frontend.context import TOO_DEEP, file_stamp
 from qd.frontend.instance import Checkbits as _Checkbits
-from qd.frontend.instance import instantiate
+from qd.frontend.instance import KernelInstance, instantiate
 from qd.runtime import ad_tape as _tape
 from qd.runtime import launch as _launch
 from qd.runtime import program as _program
@@ -88,6 +90,8 @@ class Kernel:
         self._compiling: dict[tuple, threading.Lock] = {}
         self._compiling_lock = threading.Lock()
         self._stamp = file_stamp(fn)  # its file as it was defined (`qd.frontend.context.FuncSource`)
+        # what the fastcache did at the last compile (`fastcache=True` kernels: `qd/frontend/fastcache.py`)
+        self.src_ll_cache_observations = _fastcache.Observations()
         functools.update_wrapper(self, fn)
         _KERNELS.add(self)
 
@@ -259,7 +263,7 @@ class Kernel:
         return QuadrantsCompilationError(f"{where}kernel {self.fn.__name__}: {TOO_DEEP}")
 
     def _build(self, values: list, mode: str, nd_grads: tuple, key: tuple | None) -> tuple:
-        inst = instantiate(self, values, mode, nd_grads)
+        inst = self._from_fastcache(values, mode, nd_grads, key)
         self._last_ir = inst.source_ir
         ck = _launch.compile_kernel(inst)
         if inst.hidden:
@@ -267,6 +271,35 @@ class Kernel:
         if inst.guards:
             self._guards[key] = inst.guards
         return ck, list(inst.bindings)
+
+
+    @property
+    def _primal(self) -> Kernel:
+        """Quadrants' primal of a kernel (`kernel._primal.src_ll_cache_observations`): the kernel itself."""
+        return self
+
+    def _from_fastcache(self, values: list, mode: str, nd_grads: tuple, key: tuple | None) -> KernelInstance:
+        """The instance: from the fastcache where the kernel is marked for it and its entry is there
+        (`qd/frontend/fastcache.py`), otherwise built (frontend, AD, passes) and, for a marked kernel, stored."""
+        cfg = _bm.cfg()
+        if not _fastcache.wanted(self):
+            if cfg.print_non_pure:
+                print(f"[FASTCACHE] kernel {self.fn.__name__} is not marked fastcache=True")
+            return instantiate(self, values, mode, nd_grads)
+        obs = self.src_ll_cache_observations = _fastcache.Observations()
+        fc_key = _fastcache.make_key(self, values, key or (), mode, nd_grads, cfg) \
+            if _fastcache.active(cfg) and not cfg.print_ir else None
+        obs.cache_key_generated = fc_key is not None
+        if fc_key is not None:
+            inst = _fastcache.load(cfg, fc_key, values, obs, self.fn)
+            if inst is not None:
+                obs.cache_loaded = True
+                return inst
+        sources = BuildRecord()
+        inst = instantiate(self, values, mode, nd_grads, sources)
+        if fc_key is not None:
+            obs.cache_stored = _fastcache.store(cfg, fc_key, self, inst, values, sources)
+        return inst
 
 
 _USED_COPIES = (" (kernel.grad of {name} outside a qd.ad.Tape replays its last launch with the values that launch "
@@ -401,4 +434,13 @@ def kernel(fn: Callable | None = None, **options: Any) -> Any:
     return Kernel(fn, **options)
 
 
-__all__ = ["Kernel", "kernel"]
+def pure(k: Any) -> Any:
+    """`@qd.pure` above `@qd.kernel`: as `@qd.kernel(fastcache=True)` (deprecated in Quadrants for that spelling)."""
+    if isinstance(k, Kernel):
+        k.options = {**k.options, "pure": True}
+    else:
+        k.is_pure = True
+    return k
+
+
+__all__ = ["Kernel", "kernel", "pure"]

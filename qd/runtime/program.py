@@ -28,8 +28,6 @@ _reset_hooks: list[Callable[[], None]] = []
 _INIT_ONLY = {
     "_test_mode": False,          # returns the config instead of None; nothing else differs in qd
     "require_version": None,      # no effect: qd's version numbers are not Quadrants'
-    "print_non_pure": False,      # no effect
-    "src_ll_cache": True,         # no effect
 }
 
 
