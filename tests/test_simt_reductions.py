@@ -23,7 +23,9 @@ from qd.errors import QuadrantsArchError
 sg = qd.simt.subgroup
 blk = qd.simt.block
 
-DTYPES = [qd.i32, qd.u32, qd.i64, qd.f32, qd.f64]
+_SLOW = pytest.mark.slow  # (each case compiles kernels: ~2 s apiece on PoCL; the default suite keeps i32 and f32)
+DTYPES = [qd.i32, pytest.param(qd.u32, marks=_SLOW), pytest.param(qd.i64, marks=_SLOW), qd.f32,
+          pytest.param(qd.f64, marks=_SLOW)]
 NP_OPS: dict[str, Callable] = {"add": operator.add, "mul": operator.mul, "min": min, "max": max,
                                "and": operator.and_, "or": operator.or_, "xor": operator.xor}
 
@@ -171,8 +173,12 @@ def _identity(kind: str, dt) -> object:
     return info.max if kind == "min" else info.min
 
 
-SCAN_CASES = [(k, dt) for k in ("add", "mul", "min", "max") for dt in DTYPES] + \
-             [(k, dt) for k in ("and", "or", "xor") for dt in (qd.i32, qd.u32, qd.i64)]
+def _case(kind: str, dt) -> object:
+    return (kind, dt) if dt in (qd.i32, qd.f32) else pytest.param(kind, dt, marks=_SLOW)
+
+
+SCAN_CASES = [_case(k, dt) for k in ("add", "mul", "min", "max") for dt in (qd.i32, qd.u32, qd.i64, qd.f32, qd.f64)] + \
+             [_case(k, dt) for k in ("and", "or", "xor") for dt in (qd.i32, qd.u32, qd.i64)]
 
 
 @pytest.mark.parametrize("exclusive", [False, True], ids=["inclusive", "exclusive"])
@@ -227,7 +233,8 @@ def _head_pattern(n: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("kind", ["add", "min", "max"])
-@pytest.mark.parametrize("dt", [qd.i32, qd.f32, qd.i64, qd.f64], ids=str)
+@pytest.mark.parametrize("dt", [qd.i32, qd.f32, pytest.param(qd.i64, marks=_SLOW), pytest.param(qd.f64, marks=_SLOW)],
+                         ids=str)
 def test_segmented_reduce_tiled(gpu: int, kind: str, dt) -> None:
     """`segmented_reduce_<kind>_tiled` against the reference for every tile size
     (Quadrants' test_subgroup_segmented_reduce_{add,min,max}_tiled)."""
@@ -403,7 +410,7 @@ def _run_block(fn: Callable, src: np.ndarray, dt, block_dim: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("kind", ["add", "min", "max"])
-@pytest.mark.parametrize("dt", [qd.i32, qd.f32, qd.f64], ids=str)
+@pytest.mark.parametrize("dt", [qd.i32, qd.f32, pytest.param(qd.f64, marks=_SLOW)], ids=str)
 def test_block_reduce(gpu: int, kind: str, dt) -> None:
     """block.reduce_<kind> on thread 0 of each block and block.reduce_all_<kind> on every thread
     (Quadrants' test_block_reduce, test_block_reduce_all)."""
