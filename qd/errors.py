@@ -68,4 +68,5 @@ __all__ = [
     "QuadrantsCompilationError", "QuadrantsSyntaxError", "QuadrantsNameError", "QuadrantsIndexError",
     "QuadrantsTypeError", "QuadrantsRuntimeError", "QuadrantsAssertionError", "QuadrantsRuntimeTypeError",
     "QuadrantsTypeWarning", "QuadrantsWarning", "QuadrantsNotImplementedError", "HostIndexError", "QuadrantsOptionError",
+    "QuadrantsArchError",
 ]

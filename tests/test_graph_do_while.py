@@ -545,3 +545,17 @@ def test_failed_check_stops_the_loop(arch: object) -> None:
     with pytest.raises(AssertionError, match="x grew too large"):
         k(x, counter)
         qd.sync()
+
+
+def test_random_in_the_loop_is_refused(arch: object) -> None:
+    """qd reruns the loop's tasks with the same random stream: qd.random() there is refused, not repeated."""
+    @qd.kernel(graph=True)
+    def k(x: qd.types.ndarray(qd.f32, ndim=1), counter: qd.types.ndarray(qd.i32, ndim=0)):
+        while qd.graph.do_while(counter):
+            for i in range(x.shape[0]):
+                x[i] += qd.random()
+            for _ in range(1):
+                counter[()] = counter[()] - 1
+
+    with pytest.raises(qd.QuadrantsCompilationError, match="same random stream"):
+        k(np.zeros(4, np.float32), _i32(2))

@@ -52,6 +52,13 @@ class GraphMixin:
             self.visit_body(node.body)
         finally:
             blk = b.pop()
+        rand = next((s for s in ir.walk(blk) if isinstance(s, ir.RandomValue)), None)
+        if rand is not None:  # each iteration would draw the same numbers again: refused, not silently repeated
+            at = f" ({rand.loc.file}:{rand.loc.line})" if rand.loc is not None else ""
+            raise QuadrantsCompilationError(
+                f"qd.random() inside a qd.graph.do_while() loop{at}: qd runs the loop's tasks again with the same "
+                f"random stream, so every iteration would draw the same numbers; draw them in a kernel launched "
+                f"from a Python loop, or pass per-iteration noise in an ndarray")
         b.emit(ir.GraphDoWhile, cond=cond, body=blk)
 
     def _do_while_counter(self, call: ast.Call) -> int:
