@@ -706,3 +706,39 @@ def test_subgroup_size_pinned_where_it_varies(arch, monkeypatch):
         be.dev.close()
     assert made == [{"push_bytes": 8, "subgroup_size": size, "full_subgroups": True},
                     {"push_bytes": 8, "subgroup_size": size, "full_subgroups": False}, {"push_bytes": 8}]
+
+
+def test_deprecated_subgroup_names_warn_once(monkeypatch):
+    """`subgroup.barrier()`, `memory_barrier()` and `ballot_full_subgroup()` forward to their new names and warn
+    once per process, as Quadrants (its test_subgroup_*_deprecation_warn_once reset the same flags)."""
+    import warnings as _w
+
+    from qd.lang.simt import subgroup as sg
+
+    calls = []
+    monkeypatch.setattr(sg, "sync", lambda: calls.append("sync"))
+    monkeypatch.setattr(sg, "mem_fence", lambda: calls.append("fence"))
+    monkeypatch.setattr(sg, "ballot", lambda p: calls.append("ballot") or p)
+    for flag in ("_barrier_deprecation_warned", "_memory_barrier_deprecation_warned",
+                 "_ballot_full_subgroup_deprecation_warned"):
+        monkeypatch.setattr(sg, flag, False)
+    with _w.catch_warnings(record=True) as records:
+        _w.simplefilter("always", DeprecationWarning)
+        for _ in range(3):
+            sg.barrier()
+            sg.memory_barrier()
+            assert sg.ballot_full_subgroup(7) == 7
+    msgs = [str(r.message) for r in records if issubclass(r.category, DeprecationWarning)]
+    assert len(msgs) == 3 and "subgroup.sync()" in msgs[0] and "mem_fence()" in msgs[1] and "ballot()" in msgs[2]
+    assert calls == ["sync", "fence", "ballot"] * 3
+
+
+def test_data_type_size():
+    """`qd._lib.core.data_type_size` (Quadrants' tests size shared arrays with it)."""
+    import numpy as np
+
+    from qd._lib.core import data_type_size
+
+    for dt in (qd.i8, qd.u16, qd.f32, qd.i64, qd.f64):
+        assert data_type_size(dt) == np.dtype(dt.np_dtype).itemsize
+    assert data_type_size(qd.types.matrix(2, 3, qd.f32)) == 24

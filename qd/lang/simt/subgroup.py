@@ -38,17 +38,29 @@ def mem_fence() -> None:
     _s.emit("subgroup_fence", what="qd.simt.subgroup.mem_fence")
 
 
+# the deprecated names warn once per process, as in Quadrants (whose tests reset these flags)
+_barrier_deprecation_warned = False
+_memory_barrier_deprecation_warned = False
+_ballot_full_subgroup_deprecation_warned = False
+
+
+def _warn_once(flag: str, text: str) -> None:
+    if not globals()[flag]:
+        globals()[flag] = True
+        warnings.warn(text, DeprecationWarning, stacklevel=3)
+
+
 def barrier() -> None:
     """Deprecated name of `sync`."""
-    warnings.warn("qd.simt.subgroup.barrier() is deprecated; use qd.simt.subgroup.sync() instead.",
-                  DeprecationWarning, stacklevel=2)
+    _warn_once("_barrier_deprecation_warned",
+               "qd.simt.subgroup.barrier() is deprecated; use qd.simt.subgroup.sync() instead.")
     sync()
 
 
 def memory_barrier() -> None:
     """Deprecated name of `mem_fence`."""
-    warnings.warn("qd.simt.subgroup.memory_barrier() is deprecated; use qd.simt.subgroup.mem_fence() instead.",
-                  DeprecationWarning, stacklevel=2)
+    _warn_once("_memory_barrier_deprecation_warned",
+               "qd.simt.subgroup.memory_barrier() is deprecated; use qd.simt.subgroup.mem_fence() instead.")
     mem_fence()
 
 
@@ -100,8 +112,8 @@ def ballot(predicate: Any) -> Any:
 
 def ballot_full_subgroup(predicate: Any) -> Any:
     """Deprecated name of `ballot`."""
-    warnings.warn("qd.simt.subgroup.ballot_full_subgroup() is deprecated; use qd.simt.subgroup.ballot() instead.",
-                  DeprecationWarning, stacklevel=2)
+    _warn_once("_ballot_full_subgroup_deprecation_warned",
+               "qd.simt.subgroup.ballot_full_subgroup() is deprecated; use qd.simt.subgroup.ballot() instead.")
     return ballot(predicate)
 
 
