@@ -388,7 +388,7 @@ print("RESULT " + json.dumps(out), flush=True)
 
 
 def _capture_child(root: Path, scale: float, dt: str) -> dict:
-    (root / "consts.py").write_text(f"import os\nimport qd\nDT = getattr(qd, os.environ['QD_TEST_DT'])\n")
+    (root / "consts.py").write_text("import os\nimport qd\nDT = getattr(qd, os.environ['QD_TEST_DT'])\n")
     (root / "child.py").write_text(textwrap.dedent(_CAPTURE_CHILD.format()))
     repo = Path(__file__).resolve().parents[1]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(repo), str(root)]), QD_TEST_DT=dt,

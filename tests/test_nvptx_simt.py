@@ -31,7 +31,7 @@ def _instance(kernel, args, monkeypatch: pytest.MonkeyPatch):
         return ck
     monkeypatch.setattr(launch, "compile_kernel", recording)
     monkeypatch.setattr(_fs, "subgroup_size", lambda what: 32)
-    with pytest.raises(Exception) as err:  # noqa: B017  (the interpreter lowers no simt statement)
+    with pytest.raises(Exception) as err:  # (the interpreter lowers no simt statement)
         kernel(*args)
     assert found, f"the kernel compiled no instance: {err.value}"
     return found[0]

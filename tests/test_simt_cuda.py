@@ -21,8 +21,8 @@ def test_thread_ids_and_block_sizes(arch) -> None:
         @qd.kernel
         def ids(t: qd.types.ndarray(qd.i32, ndim=1), g: qd.types.ndarray(qd.i32, ndim=1),
                 lane: qd.types.ndarray(qd.i32, ndim=1)):
-            qd.loop_config(block_dim=bd)
-            for i in range(n):
+            qd.loop_config(block_dim=bd)  # noqa: B023  (compiled and run in this iteration)
+            for i in range(n):  # noqa: B023
                 t[i] = qd.simt.block.thread_idx()
                 g[i] = qd.simt.block.global_thread_idx()
                 lane[i] = qd.simt.subgroup.invocation_id()

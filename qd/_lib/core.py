@@ -3,7 +3,7 @@
 
 from typing import Any
 
-from qd.types.enums import AutodiffMode, DeviceCapability, Layout, SNodeGradType  # noqa: F401
+from qd.types.enums import AutodiffMode, DeviceCapability, Layout, SNodeGradType
 
 
 def data_type_size(dtype: Any) -> int:

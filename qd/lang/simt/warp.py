@@ -74,6 +74,20 @@ def sync(mask: Any) -> None:
     _warp("warp_sync", "sync", (_mask(mask),))
 
 
-__all__ = ["all_nonzero", "any_nonzero", "unique", "ballot", "shfl_sync_i32", "shfl_sync_f32", "shfl_up_i32",
-           "shfl_up_f32", "shfl_down_i32", "shfl_down_f32", "shfl_xor_i32", "match_any", "match_all", "active_mask",
-           "sync"]
+__all__ = [
+    "active_mask",
+    "all_nonzero",
+    "any_nonzero",
+    "ballot",
+    "match_all",
+    "match_any",
+    "shfl_down_f32",
+    "shfl_down_i32",
+    "shfl_sync_f32",
+    "shfl_sync_i32",
+    "shfl_up_f32",
+    "shfl_up_i32",
+    "shfl_xor_i32",
+    "sync",
+    "unique",
+]
