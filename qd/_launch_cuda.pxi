@@ -45,6 +45,7 @@ cdef class CudaRunner:
     cdef void** fns
     cdef unsigned* grids
     cdef unsigned* blocks
+    cdef unsigned* shmem          # per task: the dynamic shared memory its launch asks for
     # buffers
     cdef Py_ssize_t nbuf
     cdef int* bsrc               # S_FIELD, S_TEMP, or the parameter the buffer is
@@ -87,7 +88,8 @@ cdef class CudaRunner:
         self.active = False
 
     def __dealloc__(self):
-        free(self.fns); free(self.grids); free(self.blocks); free(self.bsrc); free(self.bwritten); free(self.baddr)
+        free(self.fns); free(self.grids); free(self.blocks); free(self.shmem)
+        free(self.bsrc); free(self.bwritten); free(self.baddr)
         free(self.bshape); free(self.tbytes); free(self.wkind); free(self.wa); free(self.wb); free(self.words)
         free(self.lkind); free(self.la); free(self.lb); free(self.lval); free(self.host); free(self.twin)
         free(self.events); free(self.recorded)
@@ -95,10 +97,10 @@ cdef class CudaRunner:
     def __init__(self, object rt, dict fnptrs, uint64_t stream, object check, object enter, list tasks,
                  list buffers, list words, Py_ssize_t ctx0, list leaves, object regrid, list ring, tuple status,
                  tuple timing, object on_error, object keep):
-        """`fnptrs`: driver function addresses by name; `tasks`: (function, block, grid); `buffers`: (source,
-        written, field owner or temp bytes); `words`: (kind, a, b) per slot word from `ctx0` on; `leaves`:
-        (0, launch arg, 0) / (1, buffer, axis) the grids read (`regrid` recomputes them); `ring`: (host pointer,
-        twin address, event) per slot; `status`: (host pointer, device address, words); `timing`: the
+        """`fnptrs`: driver function addresses by name; `tasks`: (function, block, grid, dynamic shared bytes);
+        `buffers`: (source, written, field owner or temp bytes); `words`: (kind, a, b) per slot word from `ctx0` on;
+        `leaves`: (0, launch arg, 0) / (1, buffer, axis) the grids read (`regrid` recomputes them); `ring`:
+        (host pointer, twin address, event) per slot; `status`: (host pointer, device address, words); `timing`: the
         program's (start, end) events."""
         cdef Py_ssize_t i
         self.rt, self.check, self.enter, self.regrid, self.on_error, self.keep = rt, check, enter, regrid, on_error, keep
@@ -113,8 +115,10 @@ cdef class CudaRunner:
         self.fns = <void**>calloc(self.ntasks + 1, sizeof(void*))
         self.grids = <unsigned*>calloc(self.ntasks + 1, sizeof(unsigned))
         self.blocks = <unsigned*>calloc(self.ntasks + 1, sizeof(unsigned))
-        for i, (fn, block, grid) in enumerate(tasks):
+        self.shmem = <unsigned*>calloc(self.ntasks + 1, sizeof(unsigned))
+        for i, (fn, block, grid, shared) in enumerate(tasks):
             self.fns[i], self.blocks[i], self.grids[i] = <void*><size_t>fn, block, max(1, grid)
+            self.shmem[i] = shared
         self.nbuf = len(buffers)
         self.bsrc = <int*>calloc(self.nbuf + 1, sizeof(int))
         self.bwritten = <int*>calloc(self.nbuf + 1, sizeof(int))
@@ -261,8 +265,8 @@ cdef class CudaRunner:
             launch = _next_id()
             for i in range(self.ntasks):
                 key = qd_rng_key(plan.seed, launch, i, 0)
-                self._call(self.cu_launch(self.fns[i], self.grids[i], 1, 1, self.blocks[i], 1, 1, 0, self.stream,
-                                          params, NULL), "cuLaunchKernel")
+                self._call(self.cu_launch(self.fns[i], self.grids[i], 1, 1, self.blocks[i], 1, 1, self.shmem[i],
+                                          self.stream, params, NULL), "cuLaunchKernel")
             if timing:
                 self._call(self.cu_record(self.ev_end, self.stream), "cuEventRecord")
             self.launches += 1

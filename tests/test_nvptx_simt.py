@@ -117,3 +117,36 @@ def test_shared_memory_limit() -> None:
     k = ir.KernelIR(name="big", args=(), buffers=(decl,), rets=(), checks=(), body=ir.Block(), tasks=(task,))
     with pytest.raises(QuadrantsCompilationError, match="53248 bytes"):
         nvptx_simt.check_shared_bytes(k)
+
+
+def test_large_shared_arrays_use_dynamic_shared_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shared arrays past CUDA's 48 KiB of static shared memory (Genesis sizes its tiles by the device's opt-in
+    maximum, `get_max_shared_memory_bytes`) go to the block's dynamic shared memory: one `.extern .shared` array,
+    each SharedArray at its own 16-byte-aligned offset, the launch asking for the bytes its task uses."""
+    from qd.jit import nvptx_simt
+
+    qd.init(arch=qd.interp, log_level="warn")
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(qd.f32, ndim=1)):
+        qd.loop_config(block_dim=128)
+        for i in range(x.shape[0]):
+            big = qd.simt.block.SharedArray((128, 130), qd.f32)  # 66560 bytes
+            small = qd.simt.block.SharedArray((3,), qd.i32)
+            t = qd.simt.block.thread_idx()
+            big[t, t] = x[i]
+            small[t % 3] = t
+            qd.simt.block.sync()
+            x[i] = big[127 - t, 127 - t] + small[0]
+
+    try:
+        ck = _instance(k, (np.zeros(256, np.float32),), monkeypatch)
+    finally:
+        qd.reset()
+    lay = nvptx_simt.layout(ck.ir)
+    assert lay is not None and sorted(lay.values()) == [0, 66560]
+    assert nvptx_simt.dynamic_bytes(ck.ir) == [66560 + 12]
+    ptx = nvptx.compile_ptx(ck.ir, False).ptx
+    assert re.search(r"\.extern \.shared \.align 16 \.b8 qd_dynamic_shared\[\]", ptx)
+    assert not re.search(r"\.shared \.align 16 \.b8 qd_shared\d+\[", ptx)
+    nvptx.ptxas(ptx)

@@ -255,3 +255,36 @@ def test_reverse_mode_refuses_simt(arch) -> None:
 def test_shared_array_needs_a_kernel(arch) -> None:
     with pytest.raises(qd.QuadrantsSyntaxError, match="only be called inside"):
         qd.simt.block.SharedArray((4,), qd.f32)
+
+
+def test_shared_arrays_past_48_kib(arch) -> None:
+    """Quadrants' test_large_shared_array in spirit: a block's shared arrays past the 48 KiB of static shared
+    memory (dynamic shared memory, the function opted in), as large as `get_max_shared_memory_bytes` allows (Genesis
+    sizes its tiles so); run three times: the first launch on the Python path, the later ones through the C
+    launcher of the launch plan."""
+    bd = 256
+    limit = qd.lang.impl.get_max_shared_memory_bytes(is_lowerbound_ok=True)
+    cols = min(limit // (4 * bd), 200) - 1  # f32 rows of `cols` per thread: past 48 KiB, under the device's limit
+    assert 4 * bd * cols > 48 * 1024
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(qd.f32, ndim=1), out: qd.types.ndarray(qd.f32, ndim=1)):
+        qd.loop_config(block_dim=bd)
+        for i in range(x.shape[0]):
+            sh = qd.simt.block.SharedArray((bd, cols), qd.f32)
+            t = qd.simt.block.thread_idx()
+            for c in range(cols):
+                sh[t, c] = x[i] + c
+            qd.simt.block.sync()
+            o = bd - 1 - t
+            acc = 0.0
+            for c in range(cols):
+                acc += sh[o, c]
+            out[i] = acc
+
+    x = np.arange(2 * bd, dtype=np.float32)
+    for _ in range(3):
+        out = np.zeros_like(x)
+        k(x, out)
+        partner = (np.arange(2 * bd) // bd) * bd + (bd - 1 - np.arange(2 * bd) % bd)
+        np.testing.assert_allclose(out, cols * x[partner] + cols * (cols - 1) / 2, rtol=1e-5)

@@ -40,6 +40,7 @@ ATTR_COMPUTE_CAPABILITY_MAJOR = 75
 ATTR_COMPUTE_CAPABILITY_MINOR = 76
 ATTR_MAX_THREADS_PER_MULTIPROCESSOR = 39
 ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97  # what a block may opt in to (above the 48 KiB default)
+FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8  # a function's dynamic shared memory ceiling (cuFuncSetAttribute)
 
 # name -> argument types (all return CUresult, an int)
 _PROTOS: dict[str, tuple] = {
@@ -65,6 +66,7 @@ _PROTOS: dict[str, tuple] = {
     "cuModuleLoadDataEx": (POINTER(c_void_p), c_char_p, c_uint, c_void_p, c_void_p),
     "cuModuleUnload": (c_void_p,),
     "cuModuleGetFunction": (POINTER(c_void_p), c_void_p, c_char_p),
+    "cuFuncSetAttribute": (c_void_p, c_int, c_int),
     "cuLaunchKernel": (c_void_p, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_void_p,
                        POINTER(c_void_p), c_void_p),
     "cuEventCreate": (POINTER(c_void_p), c_uint),
@@ -257,9 +259,15 @@ class Driver:
         check(self.lib.cuModuleGetFunction(byref(fn), mod, name.encode()), f"cuModuleGetFunction({name})")
         return fn
 
-    def launch(self, fn: Any, grid: int, block: int, params: Any) -> None:
+    def allow_dynamic_shared(self, fn: Any, nbytes: int) -> None:
+        """Lets `fn`'s launches ask for `nbytes` of dynamic shared memory (needed above 48 KiB)."""
         self.enter()
-        check(self.lib.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, self.stream, params, None), "cuLaunchKernel")
+        check(self.lib.cuFuncSetAttribute(fn, FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes), "cuFuncSetAttribute")
+
+    def launch(self, fn: Any, grid: int, block: int, params: Any, shared: int = 0) -> None:
+        self.enter()
+        check(self.lib.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, shared, self.stream, params, None),
+              "cuLaunchKernel")
 
     def event(self, timing: bool = False) -> Any:
         self.enter()

@@ -50,6 +50,7 @@ class CudaTask:
     local_size: int
     task: ir.Task
     reduces: bool = False
+    shared_bytes: int = 0  # dynamic shared memory a launch asks for (`qd.simt` arrays past 48 KiB)
 
 
 @dataclass
@@ -274,7 +275,7 @@ class CudaBackend(DeviceBackend):
     # ------------------------------------------------------------ code
     def compile(self, k: ir.KernelIR, fast_math: bool, print_words: int, cache_dir: str | None = None) -> Program:
         t0 = time.perf_counter()
-        nvptx_simt.check_shared_bytes(k)
+        nvptx_simt.check_shared_bytes(k, self.max_shared_memory_bytes())
         pk = nvptx.compile_ptx(k, fast_math, self.arch, cache_dir)
         try:
             module = self._module(pk.ptx, cache_dir)
@@ -286,7 +287,11 @@ class CudaBackend(DeviceBackend):
             module = self._module(pk.ptx, cache_dir)
         functions = [self.drv.function(module, sym) for _, sym in pk.tasks]
         ctx, rng_words = _context(k, print_words)
-        tasks = [CudaTask(t.kind, t.block_dim or LOCAL_SIZE, t, reduces=_reduces(t)) for t in k.tasks]
+        tasks = [CudaTask(t.kind, t.block_dim or LOCAL_SIZE, t, reduces=_reduces(t), shared_bytes=n)
+                 for t, n in zip(k.tasks, nvptx_simt.dynamic_bytes(k))]
+        for fn, t in zip(functions, tasks):
+            if t.shared_bytes > nvptx_simt.STATIC_SHARED_BYTES:  # past the default: the function opts in
+                self.drv.allow_dynamic_shared(fn, t.shared_bytes)
         sk = CudaKernel(tasks, ctx, pk.prints, pk.check_args, len(k.rets))
         return Program(sk, module, functions, rng_words, compile_ms=(time.perf_counter() - t0) * 1e3,
                        from_cache=pk.from_cache)
@@ -332,7 +337,7 @@ class CudaBackend(DeviceBackend):
                 continue
             key, p = params[n]
             key.value = _U64.unpack_from(mv, 8 * prog.rng_words[n])[0]
-            drv.launch(fn, max(1, g), t.local_size, p)
+            drv.launch(fn, max(1, g), t.local_size, p, t.shared_bytes)
         drv.record(prog.events[1])
         drv.dtoh(slot.host_ptr, twin, 8 * (HEADER_WORDS + sk.nrets))
         done = self._completion()
@@ -375,7 +380,7 @@ class CudaBackend(DeviceBackend):
         fnptrs = {name: ctypes.cast(getattr(drv.lib, name), ctypes.c_void_p).value
                   for name in ("cuLaunchKernel", "cuMemcpyHtoDAsync_v2", "cuEventRecord", "cuEventSynchronize",
                                "cuMemsetD8Async")}
-        tasks = [(fn.value, t.local_size, g) for fn, t, g in zip(prog.functions, sk.tasks, grids)]
+        tasks = [(fn.value, t.local_size, g, t.shared_bytes) for fn, t, g in zip(prog.functions, sk.tasks, grids)]
         return clib.CudaRunner(rt, fnptrs, drv.stream.value, check, drv.enter, tasks, bufs, words,
                                   sk.slot_words - len(sk.ctx), leaves, regrid, ring,
                                   (status.host_ptr, status.address, HEADER_WORDS + sk.nrets),

@@ -111,7 +111,8 @@ class FnLowering(CodegenBase):
     def base(self, buf: int) -> L.Value:
         decl = self.k.buffers[buf]
         if decl.kind == "shared":  # a block-shared array: the target's own (`Target.shared_base`)
-            return self.mg.target.shared_base(self.fn.module, buf, decl, mem_type(decl.dtype))
+            return self._entry(("buf", buf), lambda eb: self.mg.target.shared_base(
+                self.fn.module, self.k, buf, mem_type(decl.dtype)))
         ty = L.PointerType(addrspace=self.mg.target.global_addrspace)
         return self._entry(("buf", buf), lambda eb: eb.load(
             self.word(eb, self.field("bufs"), buf, PTR), typ=ty, align=8, name=f"buf{buf}"))

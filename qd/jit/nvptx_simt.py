@@ -19,7 +19,8 @@ I1, I32, I64 = L.IntType(1), L.IntType(32), L.IntType(64)
 F32, F64 = L.FloatType(), L.DoubleType()
 FULL = L.Constant(I32, -1)
 SHARED_ADDRSPACE = 3
-# static shared memory a CUDA block may have without the dynamic opt-in
+# static shared memory a CUDA block may have; beyond it a kernel's shared arrays go to dynamic shared memory, up to
+# the device's opt-in maximum (`cuFuncSetAttribute`)
 STATIC_SHARED_BYTES = 48 * 1024
 
 
@@ -36,37 +37,79 @@ def _sreg(b: L.IRBuilder, name: str) -> L.Value:
     return _call(b, f"llvm.nvvm.read.ptx.sreg.{name}", I32, [])
 
 
-def shared_base(module: L.Module, buf: int, decl: ir.BufferDecl, elem: L.Type) -> L.Value:
-    """The block-shared array of buffer `buf` (one `addrspace(3)` global of the module, each block its own)."""
+def _bytes(d: ir.BufferDecl) -> int:
+    n = d.dtype.itemsize
+    for x in d.shape + d.elem_shape:
+        n *= x
+    return n
+
+
+def _used(k: ir.KernelIR, t: ir.Task) -> set[int]:
+    return {s.buffer for s in ir.walk(t.body) if isinstance(s, ir.GlobalPtr) and k.buffers[s.buffer].kind == "shared"}
+
+
+def layout(k: ir.KernelIR) -> dict[int, int] | None:
+    """Where each shared buffer starts in the block's *dynamic* shared memory (16-byte aligned, buffer order), or
+    None where every task's arrays fit the 48 KiB of static shared memory (each array its own global). Kept on the
+    kernel object (found once per kernel, not per pointer)."""
+    if "_qd_shared_layout" in k.__dict__:
+        return k.__dict__["_qd_shared_layout"]
+    found = _layout(k)
+    object.__setattr__(k, "_qd_shared_layout", found)  # (a frozen dataclass; not a field: never compared)
+    return found
+
+
+def _layout(k: ir.KernelIR) -> dict[int, int] | None:
+    tasks = k.tasks or ()
+    if all(sum(_bytes(k.buffers[b]) for b in _used(k, t)) <= STATIC_SHARED_BYTES for t in tasks):
+        return None
+    out, at = {}, 0
+    for b, d in enumerate(k.buffers):
+        if d.kind == "shared":
+            out[b] = at
+            at = (at + _bytes(d) + 15) & ~15
+    return out
+
+
+def dynamic_bytes(k: ir.KernelIR) -> list[int]:
+    """Per task, the dynamic shared memory its launch asks for (0: static arrays only)."""
+    lay = layout(k)
+    if lay is None:
+        return [0] * len(k.tasks or ())
+    return [max((lay[b] + _bytes(k.buffers[b]) for b in _used(k, t)), default=0) for t in k.tasks]
+
+
+def shared_base(module: L.Module, k: ir.KernelIR, buf: int, elem: L.Type) -> L.Value:
+    """The block-shared array of buffer `buf`: an `addrspace(3)` global of the module (each block its own), or its
+    place in the block's dynamic shared memory (`layout`) when a task's arrays pass 48 KiB."""
+    decl = k.buffers[buf]
+    lay = layout(k)
+    ptr = L.PointerType(elem, addrspace=SHARED_ADDRSPACE)
+    if lay is not None:
+        g = module.globals.get("qd_dynamic_shared")
+        if g is None:
+            g = L.GlobalVariable(module, L.ArrayType(L.IntType(8), 0), "qd_dynamic_shared", addrspace=SHARED_ADDRSPACE)
+            g.linkage, g.align = "external", 16
+        return g.gep([L.Constant(I32, 0), L.Constant(I32, lay[buf])]).bitcast(ptr)
     name = f"qd_shared{buf}"
     g = module.globals.get(name)
     if g is None:
-        n = 1
-        for d in decl.shape + decl.elem_shape:
-            n *= d
-        arr = L.ArrayType(elem, n)
+        arr = L.ArrayType(elem, _bytes(decl) // decl.dtype.itemsize)
         g = L.GlobalVariable(module, arr, name, addrspace=SHARED_ADDRSPACE)
         g.linkage, g.initializer, g.align = "internal", L.Constant(arr, L.Undefined), 16
     zero = L.Constant(I32, 0)
     return g.gep([zero, zero])  # its first element: GEPs from it step by elements, as from a buffer's base
 
 
-def check_shared_bytes(k: ir.KernelIR) -> None:
-    """A task's shared arrays fit CUDA's static shared memory, else a QuadrantsCompilationError."""
+def check_shared_bytes(k: ir.KernelIR, limit: int = STATIC_SHARED_BYTES) -> None:
+    """Every task's shared arrays fit `limit` bytes (the device's opt-in maximum per block), else a
+    QuadrantsCompilationError."""
     for t in k.tasks or ():
-        used = {s.buffer for s in ir.walk(t.body) if isinstance(s, ir.GlobalPtr)
-                and k.buffers[s.buffer].kind == "shared"}
-        nbytes = 0
-        for b in used:
-            d = k.buffers[b]
-            n = d.dtype.itemsize
-            for x in d.shape + d.elem_shape:
-                n *= x
-            nbytes += n
-        if nbytes > STATIC_SHARED_BYTES:
+        nbytes = sum(_bytes(k.buffers[b]) for b in _used(k, t))
+        if nbytes > limit:
             raise QuadrantsCompilationError(
                 f"kernel {k.name}: its qd.simt.block.SharedArray's take {nbytes} bytes in one task, more than the "
-                f"{STATIC_SHARED_BYTES} bytes of static shared memory a CUDA block has; use smaller arrays")
+                f"{limit} bytes of shared memory a block of this CUDA device may have; use smaller arrays")
 
 
 def _shfl(b: L.IRBuilder, mode: str, mask: L.Value, v: L.Value, lane: L.Value) -> L.Value:

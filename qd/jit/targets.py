@@ -119,8 +119,8 @@ class Target:
 
         raise QuadrantsCompilationError(f"qd.simt operation {s.op!r} is not supported by the {self.name} target")
 
-    def shared_base(self, module: ir.Module, buf: int, decl: Any, elem: ir.Type) -> ir.Value:
-        """The base pointer of block-shared buffer `buf` (`qd.simt.block.SharedArray`)."""
+    def shared_base(self, module: ir.Module, k: Any, buf: int, elem: ir.Type) -> ir.Value:
+        """The base pointer of block-shared buffer `buf` of kernel `k` (`qd.simt.block.SharedArray`)."""
         from qd.errors import QuadrantsCompilationError
 
         raise QuadrantsCompilationError(f"qd.simt.block.SharedArray is not supported by the {self.name} target")
@@ -260,10 +260,10 @@ class NvptxTarget(Target):
 
         return nvptx_simt.lower(b, s, args)
 
-    def shared_base(self, module: ir.Module, buf: int, decl: Any, elem: ir.Type) -> ir.Value:
+    def shared_base(self, module: ir.Module, k: Any, buf: int, elem: ir.Type) -> ir.Value:
         from qd.jit import nvptx_simt
 
-        return nvptx_simt.shared_base(module, buf, decl, elem)
+        return nvptx_simt.shared_base(module, k, buf, elem)
 
     def add_entry_points(self, module: ir.Module, tasks: list) -> None:
         from qd.base.abi import CTX_FIELDS
