@@ -282,9 +282,11 @@ def test_shared_arrays_past_48_kib(arch) -> None:
                 acc += sh[o, c]
             out[i] = acc
 
-    x = np.arange(2 * bd, dtype=np.float32)
+    xs = np.arange(2 * bd, dtype=np.float32)
+    x, out = qd.ndarray(qd.f32, shape=(2 * bd,)), qd.ndarray(qd.f32, shape=(2 * bd,))
+    x.from_numpy(xs)
+    partner = (np.arange(2 * bd) // bd) * bd + (bd - 1 - np.arange(2 * bd) % bd)
     for _ in range(3):
-        out = np.zeros_like(x)
+        out.fill(0)
         k(x, out)
-        partner = (np.arange(2 * bd) // bd) * bd + (bd - 1 - np.arange(2 * bd) % bd)
-        np.testing.assert_allclose(out, cols * x[partner] + cols * (cols - 1) / 2, rtol=1e-5)
+        np.testing.assert_allclose(out.to_numpy(), cols * xs[partner] + cols * (cols - 1) / 2, rtol=1e-5)
