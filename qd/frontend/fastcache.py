@@ -237,6 +237,9 @@ def make_key(kernel: Any, values: list, key: tuple, mode: str, nd_grads: tuple, 
     from qd import __version__
 
     opts = [f"{o}={getattr(cfg, o, None)!s}" for o in _OPTIONS]
+    arch = getattr(cfg, "arch", None)
+    if getattr(arch, "is_gpu", False):  # `qd.simt.subgroup.group_size()` is the device's, baked into the IR
+        opts.append(f"subgroup={arch.subgroup_size()}")
     parts = [str(FORMAT), __version__, qd_digest(), _qualname(fn), code.co_filename, str(code.co_firstlineno), digest,
              canon({k: v for k, v in sorted(kernel.options.items()) if k == "graph"}), mode, repr(nd_grads), *opts,
              *params, *closure]
