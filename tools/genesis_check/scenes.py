@@ -80,7 +80,8 @@ def point_caches(cache_dir: str) -> None:
 
 # the box's start height; `--box-z-ulps N` raises it by N float32 steps: how far a trajectory moves for a change at
 # the scale of rounding, the yardstick a qd/Quadrants difference is read against
-BOX_Z = [1.0]
+BOX_Z = [1.0]  # the box scene's start height (`--box-z-ulps` raises it)
+FRANKA_BOX_Z = [0.5]  # the Franka scene's falling box (`--box-z-ulps` raises it too)
 
 
 def build_box(gs: Any, dt: float) -> tuple[Any, Callable[[int], None]]:
@@ -94,7 +95,7 @@ def build_franka(gs: Any, dt: float) -> tuple[Any, Callable[[int], None]]:
     scene = gs.Scene(sim_options=gs.options.SimOptions(dt=dt), show_viewer=False)
     scene.add_entity(gs.morphs.Plane())
     franka = scene.add_entity(gs.morphs.MJCF(file="xml/franka_emika_panda/panda.xml"))
-    scene.add_entity(gs.morphs.Box(size=(0.1, 0.1, 0.1), pos=(0.45, -0.45, 0.5), euler=(0.0, 15.0, 25.0)))
+    scene.add_entity(gs.morphs.Box(size=(0.1, 0.1, 0.1), pos=(0.45, -0.45, FRANKA_BOX_Z[0]), euler=(0.0, 15.0, 25.0)))
     state = {"gains_set": False}
 
     def control(step: int) -> None:
@@ -155,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=5, help="timed runs of --timed-steps steps (min and median kept)")
     p.add_argument("--dt", type=float, default=0.01)
     p.add_argument("--backend", default="cpu")
-    p.add_argument("--box-z-ulps", type=int, default=0, help="raise the box scene's start height by N float32 steps")
+    p.add_argument("--box-z-ulps", type=int, default=0,
+                   help="raise the falling box's start height by N float32 steps (both scenes)")
     a = p.parse_args(argv)
     if a.cache_dir:
         point_caches(a.cache_dir)
@@ -199,10 +201,10 @@ def run_scene(a: argparse.Namespace, clock: Clock, rows: list[dict[str, np.ndarr
                  "quadrants_version": ".".join(map(str, version)) if isinstance(version, tuple) else str(version),
                  "genesis_version": gs.__version__})
     clock.run("init", lambda: gs.init(backend=getattr(gs, a.backend), precision="32", logging_level="warning"))
-    z = np.float32(1.0)
+    z, fz = np.float32(1.0), np.float32(0.5)
     for _ in range(a.box_z_ulps):
-        z = np.nextafter(z, np.float32(2.0))
-    BOX_Z[0] = float(z)
+        z, fz = np.nextafter(z, np.float32(2.0)), np.nextafter(fz, np.float32(2.0))
+    BOX_Z[0], FRANKA_BOX_Z[0] = float(z), float(fz)
     scene, control = clock.run("scene", lambda: SCENES[a.scene](gs, a.dt))
     clock.run("build", scene.build)
     s = scene.sim.rigid_solver
