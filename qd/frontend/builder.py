@@ -110,7 +110,7 @@ class Builder:
         self.pure = False
         self.sources: set[str] = set()
         # what the pure kernel's code read from outside (`purity.capture_text`), and why it cannot be stored if so
-        self.captures: list[tuple] = []
+        self.captures: dict[tuple, str] = {}  # where a capture is read again -> the text of its value
         self.unstable: str | None = None
         self.static_depth = 0  # nesting of `qd.static(...)` arguments being evaluated (purity: warn only)
 

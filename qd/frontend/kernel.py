@@ -51,7 +51,7 @@ def build_kernel_ir(kernel: Any, values: list, hidden: list | None = None,
     if sources is not None:
         sources.update(b.sources)
         if isinstance(sources, BuildRecord):
-            sources.captures.extend(b.captures)
+            sources.captures.extend((*where, text) for where, text in b.captures.items())
             sources.unstable = sources.unstable or b.unstable
     return k_ir, list(b.bound_objects)
 

@@ -103,12 +103,15 @@ def _code_text(fn: Any, depth: int) -> str | None:
 
 
 def _record(t: Any, where: tuple, value: Any) -> None:
-    """Records a capture (`where`: how to read it again, see `revalidate`) or marks the build unstable."""
+    """Records a capture (`where`: how to read it again, see `revalidate`) or marks the build unstable; once per
+    place (a kernel reads `qd` or `gs.qd_float` hundreds of times)."""
+    if where in t.b.captures:
+        return
     text = capture_text(value)
     if text is None:
         t.b.unstable = t.b.unstable or f"{where[-1]} ({type(value).__name__})"
         return
-    t.b.captures.append((*where, text))
+    t.b.captures[where] = text
 
 
 def _scope(t: Any, name: str) -> tuple | None:

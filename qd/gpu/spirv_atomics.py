@@ -146,17 +146,26 @@ class Atomics:
         ity = self.ty(T.u64 if dt.bits == 64 else T.u32)
         t = self.ty(dt)
         scope, sem = self._scope()
-        ptr = self.pointer(addr, ity)
-        seen_var = self.fn.local(self.m.pointer(StorageClass.Function, ity))
+
+        def on_bits(bits: int) -> int:
+            old = bits if dt.is_int else self.op(S.Bitcast, bits, t=t)
+            out.append(old)
+            new = update(old)
+            return new if dt.is_int else self.op(S.Bitcast, new, t=ity)
+        out: list[int] = []
+        self.cas_words(self.pointer(addr, ity), ity, scope, sem, on_bits)
+        return out[0]
+
+    def cas_words(self, ptr: int, wt: int, scope: int, sem: int, update) -> int:
+        """The compare-and-swap loop on the word at `ptr` (type `wt`, atomics of `scope`/`sem`; buffer or workgroup
+        memory): `update(old word) -> new word`, emitted once in the loop body. Returns the old word."""
+        seen_var = self.fn.local(self.m.pointer(StorageClass.Function, wt))
         done_var = self.fn.local(self.m.pointer(StorageClass.Function, self.bool_t()))
-        self.op(S.Store, seen_var, self.op(S.AtomicLoad, ptr, scope, sem, t=ity))
+        self.op(S.Store, seen_var, self.op(S.AtomicLoad, ptr, scope, sem, t=wt))
         header, cont, merge = self.open_loop()
         self.tick()  # a driver's loop limit counts these iterations too
-        bits = self.op(S.Load, seen_var, t=ity)
-        old = bits if dt.is_int else self.op(S.Bitcast, bits, t=t)
-        new = update(old)
-        nbits = new if dt.is_int else self.op(S.Bitcast, new, t=ity)
-        seen = self.op(S.AtomicCompareExchange, ptr, scope, sem, sem, nbits, bits, t=ity)
+        bits = self.op(S.Load, seen_var, t=wt)
+        seen = self.op(S.AtomicCompareExchange, ptr, scope, sem, sem, update(bits), bits, t=wt)
         self.op(S.Store, seen_var, seen)
         self.op(S.Store, done_var, self.op(S.IEqual, seen, bits, t=self.bool_t()))
         self.branch(cont)
@@ -164,7 +173,7 @@ class Atomics:
         self.op(S.BranchConditional, self.op(S.Load, done_var, t=self.bool_t()), merge, header)
         self.done = True
         self.label(merge)
-        return old
+        return bits
 
     def start_reductions(self) -> list[_Reduction]:
         prologue = set(self.task.prologue.stmts)

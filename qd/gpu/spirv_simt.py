@@ -160,23 +160,8 @@ class SimtOps:
 
     def wg_cas_loop(self, p: WgPtr, update: Callable[[int], int]) -> int:
         """A compare-and-swap loop on the word of `p`; `update(old word) -> new word`. Returns the old word."""
-        wt = self.ty(p.word)
         scope, sem = self.wg_scope()
-        seen_var = self.fn.local(self.m.pointer(StorageClass.Function, wt))
-        done_var = self.fn.local(self.m.pointer(StorageClass.Function, self.bool_t()))
-        self.op(S.Store, seen_var, self.op(S.AtomicLoad, p.ptr, scope, sem, t=wt))
-        header, cont, merge = self.open_loop()
-        self.tick()
-        bits = self.op(S.Load, seen_var, t=wt)
-        seen = self.op(S.AtomicCompareExchange, p.ptr, scope, sem, sem, update(bits), bits, t=wt)
-        self.op(S.Store, seen_var, seen)
-        self.op(S.Store, done_var, self.op(S.IEqual, seen, bits, t=self.bool_t()))
-        self.branch(cont)
-        self.label(cont)
-        self.op(S.BranchConditional, self.op(S.Load, done_var, t=self.bool_t()), merge, header)
-        self.done = True
-        self.label(merge)
-        return bits
+        return self.cas_words(p.ptr, self.ty(p.word), scope, sem, update)
 
     # ------------------------------------------------------------ thread-group operations
     def s_Simt(self, s: ir.Simt) -> None:

@@ -39,36 +39,16 @@ from qd.types import dtypes
 Op = Callable[[Any, Any], Any]
 
 
-def _op_add(a: Any, b: Any) -> Any:
-    return _e.binary("add", a, b)
+def _binary(name: str) -> Op:
+    """The combining function of op `name` (`qd/frontend/expr.py`'s binary op of that name)."""
+    def combine(a: Any, b: Any) -> Any:
+        return _e.binary(name, a, b)
+    combine.__name__ = f"_op_{name}"
+    return combine
 
 
-def _op_mul(a: Any, b: Any) -> Any:
-    return _e.binary("mul", a, b)
-
-
-def _op_min(a: Any, b: Any) -> Any:
-    return _e.binary("min", a, b)
-
-
-def _op_max(a: Any, b: Any) -> Any:
-    return _e.binary("max", a, b)
-
-
-def _op_and(a: Any, b: Any) -> Any:
-    return _e.binary("and", a, b)
-
-
-def _op_or(a: Any, b: Any) -> Any:
-    return _e.binary("or", a, b)
-
-
-def _op_xor(a: Any, b: Any) -> Any:
-    return _e.binary("xor", a, b)
-
-
-_OPS: dict[str, Op] = {"add": _op_add, "mul": _op_mul, "min": _op_min, "max": _op_max, "and": _op_and,
-                       "or": _op_or, "xor": _op_xor}
+_OPS: dict[str, Op] = {name: _binary(name) for name in ("add", "mul", "min", "max", "and", "or", "xor")}
+_op_add, _op_min, _op_max, _op_and, _op_or = (_OPS[k] for k in ("add", "min", "max", "and", "or"))
 
 
 # ---------------------------------------------------------------- helpers
