@@ -98,7 +98,7 @@ fake_venv() {  # fake_venv NAME PATHS: $VENVS/NAME/bin/python = this machine's p
   touch "/tmp/gvenvs/$1/.complete"
 }
 
-run() {  # run SCENE...: unpack, then both sides on cuda (this shell has gpu_machine.sh's set-up: qd built)
+unpack() {  # the parts into /tmp/gdev/{site,qsite}; the fallback wheels the machine lacks into site
   if [[ ! -d /tmp/gdev/site ]]; then
     cat /tmp/gdev/part.* | xz -d | tar -C /tmp/gdev -xf - || exit 1
     local have w name
@@ -109,6 +109,10 @@ run() {  # run SCENE...: unpack, then both sides on cuda (this shell has gpu_mac
         --target /tmp/gdev/site "$w"
     done
   fi
+}
+
+run() {  # run SCENE...: unpack, then both sides on cuda (this shell has gpu_machine.sh's set-up: qd built)
+  unpack
   # the quadrants side must not see qd's tree (gpu_machine.sh puts it on PYTHONPATH): run.sh unsets it
   fake_venv quadrants /tmp/gdev/qsite:/tmp/gdev/site
   fake_venv qd "/tmp/gdev/site:/tmp/site"
@@ -122,6 +126,7 @@ case $cmd in
   pack) pack ;;
   split) split_parts ;;
   part) part "$@" ;;
+  unpack) unpack ;;
   run) run "$@" ;;
   *) sed -n '2,10p' "$0"; exit 2 ;;
 esac
