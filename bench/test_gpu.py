@@ -73,3 +73,43 @@ def test_w3_reverse_dynamic_loop(benchmark, gpu, log_n, part):
 def test_launch_overhead(benchmark, gpu):
     us = W.launch(qd, _timer(benchmark))
     record(f"launch of a one-ndarray kernel ({gpu})", "qd", us / 1e3)  # recorded in ms, shown in µs
+
+
+def _struct_kernel(tmp: Any, n: int) -> Any:
+    """A kernel reading every member of a dataclass of `n` ndarrays (Genesis passes its solver state so: hundreds
+    of arrays a launch), from a generated module (qd reads a kernel's source from its file)."""
+    import importlib.util
+
+    src = ["import dataclasses", "import qd", "", "@dataclasses.dataclass", "class S:"]
+    src += [f"    a{i}: qd.types.ndarray()" for i in range(n)]
+    src += ["", "@qd.kernel", "def k(s: S, out: qd.types.ndarray()):", "    for i in range(out.shape[0]):",
+            "        acc = 0.0"]
+    src += [f"        acc += s.a{i}[i, 0]" for i in range(n)] + ["        out[i] = acc", ""]
+    path = tmp / f"launch_struct_{n}.py"
+    path.write_text("\n".join(src))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_launch_struct_of_200_arrays(benchmark, gpu, tmp_path):
+    """The Python launch path of the GPU tiers (Vulkan and OpenCL always; CUDA without its C launcher) with a
+    dataclass of 200 ndarrays: the binding's context words are kept between launches that bind the same arrays."""
+    import numpy as np
+
+    n = 200
+    mod = _struct_kernel(tmp_path, n)
+    s = mod.S(*[qd.ndarray(qd.f32, (4, 2)) for _ in range(n)])
+    for i in range(n):
+        getattr(s, f"a{i}").fill(float(i))
+    out = qd.ndarray(qd.f32, (4,))
+    mod.k(s, out)
+    np.testing.assert_allclose(out.to_numpy(), n * (n - 1) / 2)
+
+    def hundred() -> None:
+        for _ in range(100):
+            mod.k(s, out)
+        qd.sync()
+    benchmark.pedantic(hundred, rounds=5, warmup_rounds=1)
+    record(f"launch, dataclass of 200 ndarrays ({gpu}), us", "qd", benchmark.stats.stats.median * 1e4)

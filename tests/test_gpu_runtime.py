@@ -6,6 +6,7 @@ SPIR-V emitter works around. Results are checked against numpy or the interprete
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import textwrap
@@ -628,3 +629,41 @@ def test_buffers_freed_behind_runner_launches_once_each() -> None:
     rt.sync()
     assert sorted(be.freed) == ["a", "b", "c"] and len(be.waited) == len(set(be.waited)) == 3
     assert not rt.dead_after and not rt.runners
+
+
+@dataclasses.dataclass
+class _Pair:
+    a: qd.types.ndarray(qd.f32, 1)
+    b: qd.types.ndarray(qd.f32, 1)
+
+
+def test_context_words_follow_a_changed_binding(arch: Any) -> None:
+    """The context words of a binding are kept between launches that bind the same buffers (`_ctx_values`): a
+    launch with another array of another length, a host write, or another scalar must still be seen."""
+
+    @qd.kernel
+    def total(p: _Pair, scale: qd.f32, out: qd.types.ndarray(qd.f32, 1)):
+        for i in range(1):
+            acc = 0.0
+            for j in range(p.a.shape[0]):
+                acc += p.a[j]
+            for j in range(p.b.shape[0]):
+                acc += 10.0 * p.b[j]
+            out[0] = acc * scale
+
+    def arr(values: list[float]) -> Any:
+        x = qd.ndarray(qd.f32, len(values))
+        x.from_numpy(np.array(values, np.float32))
+        return x
+
+    out = qd.ndarray(qd.f32, 1)
+    a, b = arr([1, 2]), arr([3])
+    expect = []
+    calls = [(_Pair(a, b), 1.0), (_Pair(a, b), 2.0), (_Pair(arr([5, 6, 7]), b), 1.0), (_Pair(a, arr([4, 4])), 1.0)]
+    for p, scale in calls:
+        total(p, scale, out)
+        expect.append((p.a.to_numpy().sum() + 10 * p.b.to_numpy().sum()) * scale)
+        assert out.to_numpy()[0] == pytest.approx(expect[-1]), (len(expect), out.to_numpy(), expect)
+    a[1] = 20.0  # a host write between two launches of the same binding
+    total(_Pair(a, b), 1.0, out)
+    assert out.to_numpy()[0] == pytest.approx(1 + 20 + 30)

@@ -77,6 +77,15 @@ class _State:
         self.sources = [(b, d, b in ck.written, _FROM_FIELD if d.kind == "field" else _FROM_ARG if d.kind == "ndarray"
                          else _UNBOUND if d.kind == "shared" else _FROM_NONE) for b, d in enumerate(ck.ir.buffers)]
         self.runner: Any = None  # the C launcher (`runner`): None before it is asked for, False where there is none
+        # the context words by what they depend on (`_ctx_values`): the binding's (buffer addresses and shapes,
+        # kept between launches that bind the same buffers) and each launch's own (arguments, random key, slot)
+        self.ctx_bufs = [(i, a) for i, (kind, a, _) in enumerate(self.ctx) if kind == _BUF]
+        self.ctx_shapes = [(i, a, b) for i, (kind, a, b) in enumerate(self.ctx) if kind == _SHAPE]
+        self.ctx_per_launch = [(i, kind, a) for i, (kind, a, _) in enumerate(self.ctx)
+                               if kind in (_ARG, _PRINT, _RNG, _SELF)]
+        self.ctx_template = [a & _M64 if kind == _CONST else 0 for kind, a, _ in self.ctx]
+        self.ctx_key: Any = None  # the binding the cached words were made for
+        self.ctx_cached: list[int] = []
         ck.tier_stats = self.stats  # `kernel.stats` of this instance (qd/frontend/kernel.py)
 
     def stats(self) -> dict:
@@ -158,8 +167,12 @@ def _launch_locked(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], args: Se
             lb.shapes[b] = tuple(decl.shape) + tuple(decl.elem_shape)
             continue
         if owner is not None and hasattr(owner, "_mirror"):  # a field or qd ndarray: its device copy
-            lb.bufs[b] = rt.mirror_of(owner).buf
-            lb.shapes[b] = owner._arr.shape
+            m = owner._mirror
+            arr = owner._arr
+            if m is None or m.host_dirty or owner.escaped or m.rt is not rt or m.nbytes != arr.nbytes:
+                m = rt.mirror_of(owner)  # (made, or brought up to date)
+            lb.bufs[b] = m.buf
+            lb.shapes[b] = arr.shape
         elif isinstance(owner, DeviceArray):  # another library's device array: used in place
             lb.bufs[b] = owner
             lb.shapes[b] = owner.shape
@@ -352,24 +365,28 @@ _CTX_KINDS = {"buf": _BUF, "shape": _SHAPE, "arg": _ARG, "print": _PRINT, "rng":
 
 def _ctx_values(st: _State, k: ir.KernelIR, lb: _Binding, args: Sequence[Any], printbuf: Any, seed: int,
                 launch_id: int, slot: Any) -> list[int]:
-    """The launch's context words (the kernel's `ctx` keys, decoded once into `st.ctx`), as u64 ints."""
-    out = []
-    for kind, a, b in st.ctx:
-        if kind == _BUF:
-            out.append(lb.bufs[a].address)
-        elif kind == _SHAPE:
-            shape = lb.shapes[a]
-            out.append(int(shape[b]) & _M64 if b < len(shape) else 0)
-        elif kind == _ARG:
-            out.append(register_bits(k.args[a].dtype, args[a]) & _M64)
-        elif kind == _PRINT:
-            out.append(printbuf.address)
+    """The launch's context words (the kernel's `ctx` keys, decoded once into `st.ctx`), as u64 ints. The words
+    of the binding (addresses, shapes) are made again only when a launch binds other buffers or shapes than the
+    last one: a kernel over hundreds of arrays (Genesis' solver state) binds the same ones at every step."""
+    bufs, shapes = lb.bufs, lb.shapes
+    key = (tuple([bufs[a] for _, a in st.ctx_bufs]), tuple([shapes[a] for _, a, _ in st.ctx_shapes]))
+    if key != st.ctx_key:  # (buffers compare by identity: a kept key keeps them alive, so no address is reused)
+        out = list(st.ctx_template)
+        for (i, _), buf in zip(st.ctx_bufs, key[0]):
+            out[i] = buf.address
+        for (i, _, d), shape in zip(st.ctx_shapes, key[1]):
+            out[i] = int(shape[d]) & _M64 if d < len(shape) else 0
+        st.ctx_key, st.ctx_cached = key, out
+    out = list(st.ctx_cached)
+    for i, kind, a in st.ctx_per_launch:
+        if kind == _ARG:
+            out[i] = register_bits(k.args[a].dtype, args[a]) & _M64
         elif kind == _RNG:
-            out.append(rng_base(seed, launch_id, a))
+            out[i] = rng_base(seed, launch_id, a)
         elif kind == _SELF:
-            out.append(slot.twin_address + 8 * a)
-        else:
-            out.append(a & _M64)
+            out[i] = slot.twin_address + 8 * a
+        else:  # _PRINT
+            out[i] = printbuf.address
     return out
 
 
