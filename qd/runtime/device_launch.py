@@ -369,11 +369,12 @@ def _ctx_values(st: _State, k: ir.KernelIR, lb: _Binding, args: Sequence[Any], p
     of the binding (addresses, shapes) are made again only when a launch binds other buffers or shapes than the
     last one: a kernel over hundreds of arrays (Genesis' solver state) binds the same ones at every step."""
     bufs, shapes = lb.bufs, lb.shapes
-    key = (tuple([bufs[a] for _, a in st.ctx_bufs]), tuple([shapes[a] for _, a, _ in st.ctx_shapes]))
-    if key != st.ctx_key:  # (buffers compare by identity: a kept key keeps them alive, so no address is reused)
+    # (the addresses themselves, not the buffers: a kept key holds no memory alive)
+    key = (tuple([bufs[a].address for _, a in st.ctx_bufs]), tuple([shapes[a] for _, a, _ in st.ctx_shapes]))
+    if key != st.ctx_key:
         out = list(st.ctx_template)
-        for (i, _), buf in zip(st.ctx_bufs, key[0]):
-            out[i] = buf.address
+        for (i, _), address in zip(st.ctx_bufs, key[0]):
+            out[i] = address
         for (i, _, d), shape in zip(st.ctx_shapes, key[1]):
             out[i] = int(shape[d]) & _M64 if d < len(shape) else 0
         st.ctx_key, st.ctx_cached = key, out
