@@ -3,6 +3,9 @@
 
     python dump_kernels.py qd|quadrants OUT.npz NSTEPS     (GSCENE=franka|box, GBACKEND=cuda|cpu; default franka, cuda)
 
+GCACHE names the cache folder (default /tmp/gdump-SIDE); GSNAPSHOT=1 reads the state through `scenes.snapshot` (Genesis'
+getters, zero-copy views on CUDA) after `scene.build()` and after each step, as `scenes.py` does when it records.
+
 Only the arrays that changed since the previous snapshot are stored. It needs a kernel class whose `__call__` it
 wraps (qd's `qd.runtime.kernel.Kernel`, Quadrants' `quadrants.lang.kernel.Kernel`); no host read happens between
 `scene.build()` and the first step except the snapshots' own.
@@ -16,7 +19,8 @@ import numpy as np  # noqa: E402
 import scenes  # noqa: E402
 
 side, out, nsteps = sys.argv[1], sys.argv[2], int(sys.argv[3])
-scenes.point_caches(f"/tmp/gdump-{side}")
+scenes.point_caches(os.environ.get("GCACHE", f"/tmp/gdump-{side}"))
+GETTERS = os.environ.get("GSNAPSHOT") == "1"
 import genesis as gs
 gs.init(backend=getattr(gs, os.environ.get("GBACKEND", "cuda")), precision="32", logging_level="warning")
 scene, control = scenes.SCENES[os.environ.get("GSCENE", "franka")](gs, 0.01)
@@ -30,10 +34,7 @@ def arrays():
             return
         seen.add(id(o))
         if hasattr(o, "to_numpy") and hasattr(o, "shape"):
-            try:
-                found[path] = o
-            except Exception:
-                pass
+            found[path] = o
             return
         d = getattr(o, "__dict__", None)
         if d is None and hasattr(o, "__dataclass_fields__"):
@@ -80,11 +81,17 @@ def hooked(self, *a, **k):
         active[0] = True
     return r
 cls.__call__ = hooked
+if GETTERS:
+    scenes.snapshot(scene)
 snap("000_before")
 active[0] = True
 for i in range(nsteps):
     control(i)
     scene.step()
+    if GETTERS:
+        active[0] = False
+        scenes.snapshot(scene)
+        active[0] = True
 active[0] = False
 np.savez_compressed(out, **dump)
 print("calls", calls, flush=True)
