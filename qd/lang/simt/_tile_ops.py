@@ -85,36 +85,27 @@ def column(value: Any, n: int, dtype: Any) -> list:
 
 # ---------------------------------------------------------------- methods
 
-def make_load(n: int, dtype: Any) -> Any:
+def make_access(n: int, dtype: Any, store: bool) -> Any:
+    """The tile's `_load` (`store=False`: the row of this lane from `arr`, cast to `dtype`) or `_store` (the row
+    into `arr`), clipped to the array and to rows `[r0, r1)`, columns `[c0, c1)`."""
     @func
-    def _load(self, arr: template(), has_batch: template(), batch, r0, r1, c0, c1):  # type: ignore[valid-type]
+    def _access(self, arr: template(), has_batch: template(), batch, r0, r1, c0, c1):  # type: ignore[valid-type]
         axis = static(1 if has_batch else 0)
         i = r0 + row(n)
         if i < min(r1, arr.shape[axis]):
             stop = min(c1, arr.shape[axis + 1])
             for j in static(range(n)):
                 if c0 + j < stop:
-                    if static(has_batch):
+                    if static(store):
+                        if static(has_batch):
+                            arr[batch, i, c0 + j] = self.r[j]
+                        else:
+                            arr[i, c0 + j] = self.r[j]
+                    elif static(has_batch):
                         self.r[j] = cast(arr[batch, i, c0 + j], dtype)
                     else:
                         self.r[j] = cast(arr[i, c0 + j], dtype)
-    return _load
-
-
-def make_store(n: int, dtype: Any) -> Any:
-    @func
-    def _store(self, arr: template(), has_batch: template(), batch, r0, r1, c0, c1):  # type: ignore[valid-type]
-        axis = static(1 if has_batch else 0)
-        i = r0 + row(n)
-        if i < min(r1, arr.shape[axis]):
-            stop = min(c1, arr.shape[axis + 1])
-            for j in static(range(n)):
-                if c0 + j < stop:
-                    if static(has_batch):
-                        arr[batch, i, c0 + j] = self.r[j]
-                    else:
-                        arr[i, c0 + j] = self.r[j]
-    return _store
+    return _access
 
 
 @func

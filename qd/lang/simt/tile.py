@@ -122,8 +122,8 @@ def _make(n: int, dtype: Any) -> Any:
     class Tile:
         r: row_type  # type: ignore[valid-type]
 
-        _load = ops.make_load(n, dtype)
-        _store = ops.make_store(n, dtype)
+        _load = ops.make_access(n, dtype, store=False)
+        _store = ops.make_access(n, dtype, store=True)
         eye_ = ops.make_eye(n, dtype)
         _ger_sub = ops.make_ger_sub(n, dtype)
         cholesky_ = ops.make_cholesky(n, dtype)
