@@ -497,6 +497,7 @@ def test_without_adstack_every_non_static_inner_range_raises(arch: object) -> No
         k.grad()
 
 
+@pytest.mark.archs("interp", "cpu", "cuda")  # (where to_torch(copy=False) shares the data)
 def test_shared_torch_view_makes_the_sizer_reread_every_launch(arch: object) -> None:
     torch = pytest.importorskip("torch", reason="torch is not installed")
     del torch

@@ -206,6 +206,45 @@ def test_from_numpy_uploads_at_once_and_a_first_fill_transfers_nothing(arch: Any
     np.testing.assert_array_equal(x.to_numpy(), np.full(4096, 11, np.float32))
 
 
+@pytest.mark.parametrize("layout", [None, (1, 0)], ids=["canonical", "layout10"])
+def test_host_copies_asked_without_copy_never_hide_kernel_writes(arch: Any, layout: Any) -> None:
+    """On a GPU arch the device copy is the data, so a CPU view of the host storage cannot follow it. copy=False
+    refuses (as Quadrants does); copy=None copies, and the kernels' writes after it are neither lost nor
+    overwritten by the host copy (the first form of Genesis' CUDA departure: a CPU view of a field under a layout
+    made every launch upload the stale host copy over what the previous kernel wrote)."""
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    a = qd.tensor(qd.f32, shape=(3, 5), layout=layout)
+    b = qd.tensor(qd.f32, shape=(3, 5))
+
+    @qd.kernel
+    def write(a: qd.Tensor):
+        for i, j in qd.ndrange(3, 5):
+            a[i, j] = i * 10.0 + j
+
+    @qd.kernel
+    def read(a: qd.Tensor, b: qd.Tensor):
+        for i, j in qd.ndrange(3, 5):
+            b[i, j] = 2.0 * a[i, j]
+
+    with pytest.raises(ValueError, match="device memory"):
+        a.to_numpy(copy=False)
+    if arch.name != "cuda":  # (qd.cuda shares the device copy instead: tests/test_torch_interop.py)
+        with pytest.raises(ValueError, match="device memory"):
+            a.to_torch(copy=False)
+    with pytest.raises(ValueError, match="device memory"):
+        a.to_torch(device="cpu", copy=False)
+    snap = a.to_numpy(copy=None)
+    tsnap = a.to_torch(device="cpu", copy=None)
+    snap[...] = 7.0  # a copy: neither write reaches the data
+    tsnap.fill_(7.0)
+    want = np.add.outer(np.arange(3) * 10.0, np.arange(5)).astype(np.float32)
+    write(a)
+    read(a, b)
+    np.testing.assert_array_equal(a.to_numpy(), want)
+    np.testing.assert_array_equal(b.to_numpy(), 2 * want)
+    np.testing.assert_array_equal(snap, np.full((3, 5), 7.0, np.float32))
+
+
 def test_raw_numpy_arguments_are_copied_back_only_when_written(arch: Any) -> None:
     @qd.kernel
     def k(a: qd.types.ndarray(qd.f64, 1), b: qd.types.ndarray(qd.i32, 1)):

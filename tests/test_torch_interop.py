@@ -315,6 +315,43 @@ def test_to_torch_without_copy_shares_the_device_copy(arch: Arch) -> None:
     assert x.to_torch().data_ptr() != t.data_ptr()  # copy=True (the default) copies
 
 
+@pytest.mark.archs("cuda")
+def test_to_torch_without_copy_under_a_layout(arch: Arch) -> None:
+    """A tensor stored under a layout, shared with torch on qd.cuda: torch sees the canonical shape with the
+    permuted strides over the device copy itself. Genesis' pattern: a torch write zeroes part of it, a kernel
+    writes it, the next kernel reads it; nothing is lost and nothing stale comes back (a CPU view here once made
+    every launch upload the stale host copy over the previous kernel's writes)."""
+    _cuda_tensors()
+    from qd.runtime import device
+
+    a = qd.tensor(qd.f32, shape=(6, 4), layout=(1, 0))
+    b = qd.tensor(qd.f32, shape=(6, 4))
+    a.from_numpy(np.full((6, 4), 5.0, np.float32))
+
+    @qd.kernel
+    def write(a: qd.Tensor):
+        for i, j in qd.ndrange(6, 4):
+            a[i, j] += i * 10.0 + j
+
+    @qd.kernel
+    def read(a: qd.Tensor, b: qd.Tensor):
+        for i, j in qd.ndrange(6, 4):
+            b[i, j] = 2.0 * a[i, j]
+
+    t = a.to_torch(copy=False)
+    assert t.is_cuda and tuple(t.shape) == (6, 4) and t.stride() == (1, 6)
+    assert t.data_ptr() == device.current().mirror_of(a._impl).buf.address
+    t[:, 1:3] = 0.0  # torch writes the device copy
+    want = np.full((6, 4), 5.0, np.float32)
+    want[:, 1:3] = 0.0
+    want += np.add.outer(np.arange(6) * 10.0, np.arange(4)).astype(np.float32)
+    write(a)
+    read(a, b)
+    np.testing.assert_array_equal(a.to_numpy(), want)
+    np.testing.assert_array_equal(b.to_numpy(), 2 * want)
+    torch.testing.assert_close(t.cpu(), torch.from_numpy(want))
+
+
 def test_to_torch_device_without_copy_on_a_cpu_arch(qd_program: Arch) -> None:
     """The data is in CPU memory: a tensor on another device needs a copy (copy=False refuses; None copies)."""
     x = qd.ndarray(qd.f32, (4,))

@@ -160,16 +160,16 @@ class Tensor:
         self._impl[key] = value
 
     def to_numpy(self, dtype: Any = None, *, copy: bool | None = True) -> np.ndarray:
-        """A copy (`copy=True`), or with `copy=False` / `None` a canonical view sharing the storage."""
+        """A copy (`copy=True`), or with `copy=False` a canonical view sharing the storage (CPU tiers only; `None`:
+        shared where it can be, else a copy)."""
         return self._impl.to_numpy(dtype=dtype, copy=copy)
 
     def from_numpy(self, arr: Any) -> None:
         self._impl.from_numpy(arr)
 
     def to_torch(self, device: Any = None, *, copy: bool | None = True) -> Any:
-        if copy is None:
-            copy = device is not None and str(device) != "cpu"
-        return self._impl.to_torch(device=device, copy=bool(copy))
+        """A copy (`copy=True`), or a tensor sharing the data (`False`; `None`: shared where it can be)."""
+        return self._impl.to_torch(device=device, copy=copy)
 
     def from_torch(self, t: Any) -> None:
         self._impl.from_torch(t)

@@ -386,7 +386,8 @@ class HostData:
         `to_numpy(dtype=None, *, copy=True)` for scalar fields and ndarrays, `to_numpy(keep_dims=False,
         dtype=None, *, copy=True)` for vector/matrix fields, where an n x 1 element is returned as (n,)
         unless `keep_dims` (and keep_dims gives a vector field's elements as (n, 1)). `copy=False` returns
-        a view sharing this storage (no dtype conversion then); `copy=None` shares it where it can."""
+        a view sharing this storage (no dtype conversion then; on the CPU tiers only, where the host storage is
+        the data); `copy=None` shares it where it can."""
         self._materialize(True)
         if args:
             if self._elem_positional_keep_dims():
@@ -404,7 +405,9 @@ class HostData:
                 view = view.reshape(tuple(self.shape) + (es[0], 1))
         out_dtype = view.dtype if dtype is None else _numpy_dtype(dtype)
         copy = self._aos_copy(copy)
-        if copy is not True and out_dtype == view.dtype:
+        if copy is False:
+            self._refuse_host_sharing("to_numpy")
+        if copy is not True and out_dtype == view.dtype and self._host_is_the_data():
             self.escaped = True  # shared outside qd: writes through it bypass the generation counter
             return view
         if copy is False:
@@ -420,6 +423,24 @@ class HostData:
             raise ValueError("Zero-copy not available: this member of an AoS struct field is interleaved with "
                              "the other members; use copy=True")
         return True
+
+    @staticmethod
+    def _host_is_the_data() -> bool:
+        """Whether the host storage is the data (the CPU tiers), so a numpy array or CPU tensor may share it. On a
+        GPU arch the device copy is: a kernel's writes land there while a shared host view would go stale, and the
+        host view's writes would be uploaded over them (Quadrants refuses zero-copy numpy off the CPU too)."""
+        from qd.runtime import device
+
+        return device.current() is None
+
+    def _refuse_host_sharing(self, what: str) -> None:
+        """`copy=False` asked for a view of host storage where the host storage is not the data."""
+        if not self._host_is_the_data():
+            from qd.base import config
+
+            arch = config.current().arch.name
+            raise ValueError(f"{what}(copy=False): on arch={arch} the data lives in device memory, which a CPU "
+                             f"array cannot share (use copy=None, which copies where it must, or copy=True)")
 
     def _elem_positional_keep_dims(self) -> bool:
         """Whether this is a vector/matrix field (whose to_numpy takes keep_dims first)."""
@@ -449,9 +470,11 @@ class HostData:
         self.from_numpy(t.detach().to("cpu").contiguous().numpy())
 
     def to_torch(self, device: Any = None, copy: bool = True) -> Any:
-        """A torch tensor of the data on `device` (default: CPU): a copy, or with `copy=False` a CPU tensor
-        sharing this storage. Writes through a shared tensor bypass the generation counter, so caches
-        keyed on it (adstack sizes) re-read this buffer at every launch from then on."""
+        """A torch tensor of the data on `device` (default: CPU): a copy, or with `copy=False` a tensor sharing
+        the data: on the CPU tiers a CPU tensor over the host storage, on qd.cuda a CUDA tensor over the device
+        copy (`device` None or CUDA); elsewhere copy=False raises and copy=None copies. Writes through a shared
+        tensor bypass the generation counter, so caches keyed on it (adstack sizes) re-read this buffer at every
+        launch from then on."""
         self._materialize(True)
         torch = import_torch()
         copy = self._aos_copy(copy)
@@ -459,7 +482,10 @@ class HostData:
             shared = self._shared_torch(torch, device)
             if shared is not None:
                 return shared
-            if device is None or torch.device(device).type == "cpu":
+            cpu_asked = device is None or torch.device(device).type == "cpu"
+            if cpu_asked and copy is False:
+                self._refuse_host_sharing("to_torch")
+            if cpu_asked and self._host_is_the_data():
                 self.escaped = True
                 return torch.from_numpy(self._host_view())
             if copy is False:
@@ -476,15 +502,15 @@ class HostData:
 
         rt = _device.current()
         where = rt.backend.torch_cuda_device if rt is not None else None
-        if where is None or self._layout is not None or self._arr is None:
+        if where is None or self._arr is None:
             return None
         if device is not None and torch.device(device).type != "cuda":
             return None
         m = rt.mirror_of(self)
         m.share(self._arr)
         self.device_shared = True
-        view = self._host_view(sync=False)
-        return torch.as_tensor(_DeviceView(m, view.shape, view.dtype), device=torch.device("cuda", where))
+        view = self._host_view(sync=False)  # canonical axes over the physical storage (strided under a layout)
+        return torch.as_tensor(_DeviceView(m, view), device=torch.device("cuda", where))
 
     # ---------------------------------------------------------------- printing
 
@@ -504,11 +530,13 @@ class _DeviceView:
     """A device copy as a CUDA array interface (what torch wraps without a copy); the tensor keeps it, and
     through it the mirror and its memory, alive."""
 
-    def __init__(self, mirror: Any, shape: tuple, dtype: np.dtype) -> None:
+    def __init__(self, mirror: Any, view: np.ndarray) -> None:
+        """`view`: the host storage's canonical view, whose shape and byte strides the device copy shares."""
         self.mirror = mirror
-        self.__cuda_array_interface__ = {"shape": tuple(int(n) for n in shape), "typestr": dtype.str,
-                                         "data": (int(mirror.buf.address), False), "version": 3, "strides": None,
-                                         "stream": None}
+        strides = None if view.flags.c_contiguous else tuple(int(s) for s in view.strides)
+        self.__cuda_array_interface__ = {"shape": tuple(int(n) for n in view.shape), "typestr": view.dtype.str,
+                                         "data": (int(mirror.buf.address), False), "version": 3,
+                                         "strides": strides, "stream": None}
 
 
 def _numpy_dtype(dtype: Any) -> np.dtype:
