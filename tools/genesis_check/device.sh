@@ -10,6 +10,7 @@
 #   # then one call per scene and side (carry [".gl", ".whl"]; a cold Quadrants build of one scene takes ~2 min):
 #   for m in _interp _sizer _launch; do python3 -m cython -3 qd/$m.pyx -o qd/$m.c; done
 #   bash bench/gpu_machine.sh sh 'SIDES="qd quadrants" bash tools/genesis_check/device.sh run box'   # -> $OUT/run
+#   (the run folder itself, with the kernel caches, stays in /tmp/grun for later calls)
 #
 # .gl/ must hold, besides libvulkan1, the debs of libgl1 libglx0 libglvnd0 libopengl0 libegl1: Genesis imports
 # pygel3d, whose library links libGL, and pyglet (headless, through EGL).
@@ -117,8 +118,13 @@ run() {  # run SCENE...: unpack, then both sides on cuda (this shell has gpu_mac
   fake_venv quadrants /tmp/gdev/qsite:/tmp/gdev/site
   fake_venv qd "/tmp/gdev/site:/tmp/site"
   export NUMBA_CACHE_DIR=/tmp/numba PYGLET_HEADLESS=1
-  GENESIS_VENVS=/tmp/gvenvs GENESIS_RUN_DIR="$OUT/run" GENESIS_BACKEND=cuda GENESIS_STEPS="${GENESIS_STEPS:-200}" \
+  # the run folder stays on the machine (its kernel caches serve later calls); what comes back is copied to $OUT
+  local dir=/tmp/grun rc
+  GENESIS_VENVS=/tmp/gvenvs GENESIS_RUN_DIR="$dir" GENESIS_BACKEND=cuda GENESIS_STEPS="${GENESIS_STEPS:-200}" \
     GENESIS_TIMEOUT="${GENESIS_TIMEOUT:-400}" bash "$HERE/run.sh" "$@"
+  rc=$?
+  mkdir -p "$OUT/run" && cp "$dir"/*.npz "$dir"/*.log "$dir"/*.txt "$OUT/run/" 2>/dev/null
+  return $rc
 }
 
 cmd=${1:-}; shift || true
