@@ -51,6 +51,11 @@ def test_counter(arch: object) -> None:
         graph_loop(x, counter)
         assert counter.to_numpy() == 0
         np.testing.assert_array_equal(x.to_numpy(), np.full(64, iters, np.int32))
+    for more in (3, 1, 4):  # the same arrays again (the armed launch plan): the counter is read afresh each time
+        counter.from_numpy(np.array(more, dtype=np.int32))
+        graph_loop(x, counter)
+        iters += more
+        np.testing.assert_array_equal(x.to_numpy(), np.full(64, iters, np.int32))
     prog = impl.get_runtime().prog
     assert prog.get_graph_cache_size() == 0 and not prog.get_graph_cache_used_on_last_call()
     assert prog.get_graph_total_builds() == 0

@@ -260,11 +260,12 @@ class _Stopped(Exception):
 def runner(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], params: list[int]) -> Any:
     """The C launcher (`qd._launch.CudaRunner`) of instance `ck` for its launch plan under the live config, or
     None where its launches need this module's path: a backend without one (Vulkan), `debug`, adstacks,
-    counting kernels, prints, return values, and buffers other than fields, ndarray parameters and temporaries.
+    counting kernels, prints, return values, `qd.graph.do_while` loops (their counters are read between runs of
+    tasks), and buffers other than fields, ndarray parameters and temporaries.
     `params`: the plan's parameter of each launch argument. Made once per program (`_State.runner`)."""
     cfg = config.current()
     make = rt.backend.runner
-    if make is None or cfg.debug or ck.adstack is not None or ck.counts is not None or ck.ir.rets:
+    if make is None or cfg.debug or ck.adstack is not None or ck.counts is not None or ck.ir.rets or ck.ir.task_loops:
         return None
     with rt.lock:  # (the instance's device state is made and changed under the runtime's lock)
         st = _state(rt, ck)

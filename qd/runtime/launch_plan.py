@@ -106,8 +106,8 @@ def _build(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any],
     gpu = device_rt is not None
     k = ck.ir
     structs = _struct_spec(sig)
-    if k.task_loops:  # `qd.graph.do_while` loops: the launch reads their counters between runs of tasks (Python path)
-        return None
+    if k.task_loops and not gpu:  # `qd.graph.do_while` loops: the CPU launch reads their counters between runs of
+        return None               # tasks (Python path); on a device `device_launch` does, after the plan's checks
     if ck.counts is not None or structs is False or \
             (ck.adstack is not None and (ck.adstack.counter is not None or gpu)):
         return None
