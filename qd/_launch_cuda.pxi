@@ -7,6 +7,8 @@ ctypedef int (*cu_htod_t)(uint64_t dst, const void* src, size_t n, void* stream)
 ctypedef int (*cu_record_t)(void* ev, void* stream) noexcept nogil
 ctypedef int (*cu_event_t)(void* ev) noexcept nogil
 ctypedef int (*cu_memset8_t)(uint64_t dst, unsigned char v, size_t n, void* stream) noexcept nogil
+ctypedef int (*cu_stream_sync_t)(void* stream) noexcept nogil
+ctypedef int (*cu_dtoh_t)(void* dst, uint64_t src, size_t n) noexcept nogil
 
 DEF TIMING_EVERY = 32  # a launch in this many records the program's timing events (`kernel.stats["device_ms"]`)
 
@@ -25,7 +27,11 @@ cdef class CudaRunner:
 
     Its kernels record a failure into status words of their own in mapped pinned memory: the runtime reads
     them at `qd.sync()` (`collect`, through the runtime's list of runners with launches since), and a launch
-    seeing a failure recorded goes through the Python path, which syncs and raises it."""
+    seeing a failure recorded goes through the Python path, which syncs and raises it.
+
+    A kernel with `qd.graph.do_while` loops (`KernelIR.task_loops`) runs its tasks in the order `ir.task_order`
+    gives: after a loop's last task the stream is waited for and the loop's counter read from the device; a failure
+    recorded by then ends the launch there (raised at the next sync, as any other)."""
 
     cdef object rt
     cdef object check            # (code, what) -> raises CudaError
@@ -38,6 +44,8 @@ cdef class CudaRunner:
     cdef cu_record_t cu_record
     cdef cu_event_t cu_event_sync
     cdef cu_memset8_t cu_memset8
+    cdef cu_stream_sync_t cu_stream_sync
+    cdef cu_dtoh_t cu_dtoh
     cdef void* stream
     cdef unsigned long thread
     # tasks
@@ -46,6 +54,14 @@ cdef class CudaRunner:
     cdef unsigned* grids
     cdef unsigned* blocks
     cdef unsigned* shmem          # per task: the dynamic shared memory its launch asks for
+    # `qd.graph.do_while` loops: per loop its first task, counter buffer and counter bytes; per task the loops
+    # ending there (innermost first: `ends[end_at[i]:end_at[i + 1]]`)
+    cdef Py_ssize_t nloops
+    cdef int* loop_first
+    cdef int* loop_cond
+    cdef int* loop_nbytes
+    cdef int* end_at
+    cdef int* ends
     # buffers
     cdef Py_ssize_t nbuf
     cdef int* bsrc               # S_FIELD, S_TEMP, or the parameter the buffer is
@@ -93,15 +109,17 @@ cdef class CudaRunner:
         free(self.bshape); free(self.tbytes); free(self.wkind); free(self.wa); free(self.wb); free(self.words)
         free(self.lkind); free(self.la); free(self.lb); free(self.lval); free(self.host); free(self.twin)
         free(self.events); free(self.recorded)
+        free(self.loop_first); free(self.loop_cond); free(self.loop_nbytes); free(self.end_at); free(self.ends)
 
     def __init__(self, object rt, dict fnptrs, uint64_t stream, object check, object enter, list tasks,
                  list buffers, list words, Py_ssize_t ctx0, list leaves, object regrid, list ring, tuple status,
-                 tuple timing, object on_error, object keep):
+                 tuple timing, object on_error, object keep, list loops=None):
         """`fnptrs`: driver function addresses by name; `tasks`: (function, block, grid, dynamic shared bytes);
         `buffers`: (source, written, field owner or temp bytes); `words`: (kind, a, b) per slot word from `ctx0` on;
         `leaves`: (0, launch arg, 0) / (1, buffer, axis) the grids read (`regrid` recomputes them); `ring`:
         (host pointer, twin address, event) per slot; `status`: (host pointer, device address, words); `timing`: the
-        program's (start, end) events."""
+        program's (start, end) events; `loops`: (first task, end task, counter buffer, counter bytes) per
+        `qd.graph.do_while` loop, outer loops first."""
         cdef Py_ssize_t i
         self.rt, self.check, self.enter, self.regrid, self.on_error, self.keep = rt, check, enter, regrid, on_error, keep
         self.cu_launch = <cu_launch_t><size_t>fnptrs["cuLaunchKernel"]
@@ -109,6 +127,8 @@ cdef class CudaRunner:
         self.cu_record = <cu_record_t><size_t>fnptrs["cuEventRecord"]
         self.cu_event_sync = <cu_event_t><size_t>fnptrs["cuEventSynchronize"]
         self.cu_memset8 = <cu_memset8_t><size_t>fnptrs["cuMemsetD8Async"]
+        self.cu_stream_sync = <cu_stream_sync_t><size_t>fnptrs["cuStreamSynchronize"]
+        self.cu_dtoh = <cu_dtoh_t><size_t>fnptrs["cuMemcpyDtoH_v2"]
         self.stream = <void*><size_t>stream
         self.thread = 0
         self.ntasks = len(tasks)
@@ -119,6 +139,7 @@ cdef class CudaRunner:
         for i, (fn, block, grid, shared) in enumerate(tasks):
             self.fns[i], self.blocks[i], self.grids[i] = <void*><size_t>fn, block, max(1, grid)
             self.shmem[i] = shared
+        self._set_loops(loops or [])
         self.nbuf = len(buffers)
         self.bsrc = <int*>calloc(self.nbuf + 1, sizeof(int))
         self.bwritten = <int*>calloc(self.nbuf + 1, sizeof(int))
@@ -159,6 +180,42 @@ cdef class CudaRunner:
         self.status = <int64_t*><size_t>status[0]
         self.status_dev, self.nstatus = status[1], status[2]
         self.ev_start, self.ev_end = <void*><size_t>timing[0], <void*><size_t>timing[1]
+
+    cdef void _set_loops(self, list loops):
+        cdef Py_ssize_t i, j, n = 0
+        self.nloops = len(loops)
+        self.loop_first = <int*>calloc(self.nloops + 1, sizeof(int))
+        self.loop_cond = <int*>calloc(self.nloops + 1, sizeof(int))
+        self.loop_nbytes = <int*>calloc(self.nloops + 1, sizeof(int))
+        self.end_at = <int*>calloc(self.ntasks + 2, sizeof(int))
+        self.ends = <int*>calloc(self.nloops + 1, sizeof(int))
+        for j, (first, end, cond, nbytes) in enumerate(loops):
+            self.loop_first[j], self.loop_cond[j], self.loop_nbytes[j] = first, cond, min(8, nbytes)
+        for i in range(self.ntasks):  # at a shared last task the innermost loop (listed after its outer one) first
+            self.end_at[i] = n
+            for j in reversed(range(self.nloops)):
+                first, end = loops[j][0], loops[j][1]
+                if end > first and end - 1 == i:
+                    self.ends[n] = j
+                    n += 1
+        self.end_at[self.ntasks] = n
+
+    cdef int _after(self, Py_ssize_t i) except -2:
+        """The task after task `i`: a loop's first task while its counter is nonzero, else i + 1; -1 when a task
+        recorded a failure (the launch stops there)."""
+        cdef Py_ssize_t k
+        cdef int lp
+        cdef uint64_t v
+        for k in range(self.end_at[i], self.end_at[i + 1]):
+            lp = self.ends[k]
+            self._call(self.cu_stream_sync(self.stream), "cuStreamSynchronize")
+            if self.status[STATUS_FLAG] != 0:
+                return -1
+            v = 0
+            self._call(self.cu_dtoh(&v, self.baddr[self.loop_cond[lp]], self.loop_nbytes[lp]), "cuMemcpyDtoH")
+            if v != 0:
+                return self.loop_first[lp]
+        return <int>(i + 1)
 
     cdef inline bint _call(self, int rc, str what) except False:
         if rc != 0:
@@ -263,10 +320,12 @@ cdef class CudaRunner:
             if timing:
                 self._call(self.cu_record(self.ev_start, self.stream), "cuEventRecord")
             launch = _next_id()
-            for i in range(self.ntasks):
+            i = 0
+            while 0 <= i < self.ntasks:
                 key = qd_rng_key(plan.seed, launch, i, 0)
                 self._call(self.cu_launch(self.fns[i], self.grids[i], 1, 1, self.blocks[i], 1, 1, self.shmem[i],
                                           self.stream, params, NULL), "cuLaunchKernel")
+                i = self._after(i) if self.nloops else i + 1
             if timing:
                 self._call(self.cu_record(self.ev_end, self.stream), "cuEventRecord")
             self.launches += 1

@@ -194,3 +194,54 @@ def test_compilers_are_warmed_only_where_kernels_will_be_compiled(tmp_path, monk
     assert _warm_up_wanted(cfg)
     monkeypatch.setenv("QD_CUDA_WARM_UP", "0")
     assert not _warm_up_wanted(SimpleNamespace(offline_cache=False, offline_cache_file_path=str(tmp_path)))
+
+
+def test_do_while_loops_go_through_the_runner(arch):
+    """`qd.graph.do_while` kernels (Genesis' constraint solve) launch from the runner, which reads each loop's
+    counter between runs of its tasks: nested loops whose last tasks coincide, a loop over a field, and counts
+    that change between launches, all against the closed form."""
+
+    @qd.kernel(graph=True)
+    def nested(x: qd.types.ndarray(qd.i32, 1), outer: qd.types.ndarray(qd.i32, 0),
+               inner: qd.types.ndarray(qd.i32, 0), n_inner: qd.i32):
+        while qd.graph.do_while(outer):
+            for _ in range(1):
+                inner[()] = n_inner
+            while qd.graph.do_while(inner):
+                for i in range(x.shape[0]):
+                    x[i] = x[i] + 1
+                for _ in range(1):
+                    inner[()] = inner[()] - 1
+            for _ in range(1):
+                outer[()] = outer[()] - 1
+
+    x = qd.ndarray(qd.i32, (300,))
+    outer, inner = qd.ndarray(qd.i32, ()), qd.ndarray(qd.i32, ())
+    total = 0
+    for n_outer, n_inner in ((2, 3), (1, 1), (4, 5), (3, 2), (1, 7)):
+        outer.from_numpy(np.array(n_outer, np.int32))
+        nested(x, outer, inner, n_inner)
+        total += n_outer * n_inner
+        np.testing.assert_array_equal(x.to_numpy(), np.full(300, total, np.int32))
+        assert outer.to_numpy() == 0 and inner.to_numpy() == 0
+    assert _run_launches(nested) >= 3
+
+    acc = qd.field(qd.f32, shape=8)
+
+    @qd.kernel(graph=True)
+    def halve(counter: qd.types.ndarray(qd.i32, 0), v: qd.f32):
+        while qd.graph.do_while(counter):
+            for i in range(8):
+                acc[i] = acc[i] * 0.5 + v
+            for _ in range(1):
+                counter[()] = counter[()] - 1
+
+    counter = qd.ndarray(qd.i32, ())
+    want = np.zeros(8, np.float32)
+    for n in (3, 1, 6, 2):
+        counter[()] = n
+        halve(counter, 1.0)
+        for _ in range(n):
+            want = want * np.float32(0.5) + np.float32(1.0)
+        np.testing.assert_allclose(acc.to_numpy(), want, rtol=1e-6)
+    assert _run_launches(halve) >= 2

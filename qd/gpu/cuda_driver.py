@@ -61,6 +61,7 @@ _PROTOS: dict[str, tuple] = {
     "cuMemHostGetDevicePointer_v2": (POINTER(c_uint64), c_void_p, c_uint),
     "cuMemcpyHtoDAsync_v2": (c_uint64, c_void_p, c_size_t, c_void_p),
     "cuMemcpyDtoHAsync_v2": (c_void_p, c_uint64, c_size_t, c_void_p),
+    "cuMemcpyDtoH_v2": (c_void_p, c_uint64, c_size_t),
     "cuMemsetD8Async": (c_uint64, ctypes.c_ubyte, c_size_t, c_void_p),
     "cuMemsetD32Async": (c_uint64, c_uint, c_size_t, c_void_p),
     "cuModuleLoadDataEx": (POINTER(c_void_p), c_char_p, c_uint, c_void_p, c_void_p),

@@ -346,7 +346,7 @@ class CudaBackend(DeviceBackend):
         return done
 
     def runner(self, prog: Program, grids: list, buffers: list, words: list, leaves: list, regrid: Any,
-               on_error: Any, rt: Any, clib: Any) -> Any:
+               on_error: Any, rt: Any, clib: Any, loops: list) -> Any:
         """The C launcher of a program (`qd._launch.CudaRunner`; `qd/runtime/device_launch.py`'s `runner` says
         what `grids`, `buffers`, `words` and `leaves` hold; `clib`: the runtime's `qd._launch`, whose `CudaRunner`
         it makes): its ring of slots (pinned host memory, a device twin and an event each), its status words in
@@ -379,12 +379,12 @@ class CudaBackend(DeviceBackend):
             prog.events = (drv.event(timing=True), drv.event(timing=True))
         fnptrs = {name: ctypes.cast(getattr(drv.lib, name), ctypes.c_void_p).value
                   for name in ("cuLaunchKernel", "cuMemcpyHtoDAsync_v2", "cuEventRecord", "cuEventSynchronize",
-                               "cuMemsetD8Async")}
+                               "cuMemsetD8Async", "cuStreamSynchronize", "cuMemcpyDtoH_v2")}
         tasks = [(fn.value, t.local_size, g, t.shared_bytes) for fn, t, g in zip(prog.functions, sk.tasks, grids)]
         return clib.CudaRunner(rt, fnptrs, drv.stream.value, check, drv.enter, tasks, bufs, words,
                                   sk.slot_words - len(sk.ctx), leaves, regrid, ring,
                                   (status.host_ptr, status.address, HEADER_WORDS + sk.nrets),
-                                  (prog.events[0].value, prog.events[1].value), on_error, keep)
+                                  (prog.events[0].value, prog.events[1].value), on_error, keep, loops)
 
     def _marker(self, stream: int) -> Any:
         """A pooled event recorded on `stream` (another library's) now. It goes back to the pool at once: the

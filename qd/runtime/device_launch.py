@@ -260,12 +260,12 @@ class _Stopped(Exception):
 def runner(rt: DeviceRuntime, ck: Any, bindings: Sequence[Any], params: list[int]) -> Any:
     """The C launcher (`qd._launch.CudaRunner`) of instance `ck` for its launch plan under the live config, or
     None where its launches need this module's path: a backend without one (Vulkan), `debug`, adstacks,
-    counting kernels, prints, return values, `qd.graph.do_while` loops (their counters are read between runs of
-    tasks), and buffers other than fields, ndarray parameters and temporaries.
+    counting kernels, prints, return values, and buffers other than fields, ndarray parameters and temporaries.
+    (`qd.graph.do_while` loops are the launcher's too: it reads their counters between runs of tasks.)
     `params`: the plan's parameter of each launch argument. Made once per program (`_State.runner`)."""
     cfg = config.current()
     make = rt.backend.runner
-    if make is None or cfg.debug or ck.adstack is not None or ck.counts is not None or ck.ir.rets or ck.ir.task_loops:
+    if make is None or cfg.debug or ck.adstack is not None or ck.counts is not None or ck.ir.rets:
         return None
     with rt.lock:  # (the instance's device state is made and changed under the runtime's lock)
         st = _state(rt, ck)
@@ -312,7 +312,10 @@ def _make_runner(rt: DeviceRuntime, st: _State, ck: Any, bindings: Sequence[Any]
 
     def on_error(status: np.ndarray) -> BaseException:
         return check_error(ck.ir, sk.check_args, status)
-    return make(st.prog, grids, buffers, words, leaves, regrid, on_error, rt, _clib)
+    loops = [(lp.first, lp.end, lp.cond, ck.ir.buffers[lp.cond].dtype.itemsize) for lp in ck.ir.task_loops]
+    if loops and len(sk.tasks) != len(ck.ir.tasks):  # (the loops index the IR's tasks; `_enqueue_runs` refuses)
+        return None
+    return make(st.prog, grids, buffers, words, leaves, regrid, on_error, rt, _clib, loops)
 
 
 class _Binding:

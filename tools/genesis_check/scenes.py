@@ -1,6 +1,7 @@
 """The two headless scenes of the Genesis check (issue 29), run inside either venv of setup.sh.
 
     python scenes.py box    OUT.npz [--cache-dir DIR] [--steps 200] [--timed-steps 100] [--backend cpu]
+                            [--profile STATS]
     python scenes.py franka OUT.npz ...
 
 `box`: a plane and a 0.2 m box dropped from 1 m with euler (10, 20, 30) degrees, dt = 0.01.
@@ -156,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=5, help="timed runs of --timed-steps steps (min and median kept)")
     p.add_argument("--dt", type=float, default=0.01)
     p.add_argument("--backend", default="cpu")
+    p.add_argument("--profile", help="after the timed runs, one more under cProfile (not timed): its stats here")
     p.add_argument("--box-z-ulps", type=int, default=0,
                    help="raise the falling box's start height by N float32 steps (both scenes)")
     a = p.parse_args(argv)
@@ -244,6 +246,13 @@ def run_scene(a: argparse.Namespace, clock: Clock, rows: list[dict[str, np.ndarr
     for kind, v in runs.items():
         clock.times[f"time_timed_{kind}"] = float(np.min(v))
         clock.times[f"time_timed_median_{kind}"] = float(np.median(v))
+    if a.profile:  # the steady state alone (the first steps load and compile kernels)
+        import cProfile
+
+        scene.reset()
+        with cProfile.Profile() as prof:
+            timed()
+        prof.dump_stats(a.profile)
     replay = snapshot(scene)
     ref = rows[min(a.timed_steps, len(rows) - 1)]
     meta.pop("_step", None)
