@@ -252,3 +252,103 @@ def test_the_warm_up_kernel_compiles(fast_math):
 
     native = cpu.warm_up(fast_math)
     assert native.quick and [t.kind for t in native.tasks] == ["range"] and native.tasks[0].fn
+
+
+# ------------------------------------------------------------------ compile workers (`qd/jit/compile_worker.py`)
+
+
+def _ready_worker(compile_worker):
+    """A started worker (`take` starts one in the background and answers None until it is ready)."""
+    import time
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        w = compile_worker.take()
+        if w is not None:
+            return w
+        time.sleep(0.02)
+    raise AssertionError("no compile worker started within 30 s")
+
+
+@pytest.fixture
+def _workers(monkeypatch):
+    """Compile workers on, and the module's state put back after (a test may turn them off)."""
+    from qd.jit import compile_worker
+
+    monkeypatch.setenv("QD_COMPILE_WORKERS", "1")
+    monkeypatch.setattr(compile_worker, "_off", False)
+    monkeypatch.setattr(compile_worker, "START_AFTER", 0)
+    yield compile_worker
+    compile_worker._close_all()
+    compile_worker._off = False
+
+
+@pytest.mark.parametrize("fast_math", [False, True])
+def test_a_compile_worker_makes_the_object_this_process_makes(_workers, fast_math):
+    """The worker's object code for a module is byte for byte what this process makes of it (the same pipeline
+    and target), so where a compile ran never changes what a kernel computes."""
+    import llvmlite.binding as llvm
+
+    from qd.ir_parse import parse_kernel
+    from qd.jit import cpu
+    from qd.jit.llvm import build_module
+
+    k = parse_kernel(cpu._WARM_UP_KERNEL)
+    _, target = cpu._machine()
+    text = str(build_module(k, target, fast_math).module)
+    here = cpu.object_code(llvm.parse_assembly(text), fast_math)
+    w = _ready_worker(_workers)
+    assert w.compile_object(text, fast_math) == here
+    assert _workers.take() is w  # (idle again after its compile)
+    with pytest.raises(_workers.ParseError, match="expected"):
+        w.compile_object("define void @f( {", fast_math)
+    assert _workers.take() is w and w.compile_object(text, fast_math) == here  # (it goes on after a bad module)
+
+
+def test_kernels_compiled_by_a_worker_and_a_dead_worker(tmp_path, _workers, capfd):
+    """A compile through a worker gives the interpreter's results; a worker that dies turns the workers off with
+    one warning, and compiles go on in this process."""
+    _workers._idle.append(_ready_worker(_workers))  # started, and idle for the compile below
+    _init(tmp_path, jit="eager", fast_math=False)
+
+    @qd.kernel
+    def wave(x: qd.types.ndarray(qd.f32, 1), y: qd.types.ndarray(qd.f32, 1)):
+        for i in range(x.shape[0]):
+            y[i] = qd.sin(x[i]) * qd.exp(-x[i] * 0.1) + i
+
+    x = np.linspace(-3, 3, 257).astype(np.float32)
+    y = np.zeros_like(x)
+    wave(x, y)
+    assert len(_workers._all) == 1 and len(_workers._idle) == 1 and wave.stats["last_tier"] == "cpu"
+    qd.init(arch=qd.interp, log_level="warn")
+    want = np.zeros_like(x)
+    wave(x, want)
+    np.testing.assert_allclose(y, want, rtol=0, atol=4e-6)
+
+    _workers._all[0].proc.kill()
+    _workers._all[0].proc.wait()
+    _init(tmp_path, jit="eager", fast_math=False, offline_cache=False)
+    y2 = np.zeros_like(x)
+    wave(x, y2)
+    np.testing.assert_array_equal(y2, y)
+    assert _workers._off and "compile worker stopped" in capfd.readouterr().err
+
+
+def test_compile_workers_start_only_for_programs_of_many_kernels(_workers, monkeypatch):
+    """The first compiles of a program run in-process without starting a worker (one of a few kernels never pays
+    for its start-up); from the `START_AFTER`-th on, a worker starts in the background."""
+    monkeypatch.setattr(_workers, "START_AFTER", 3)
+    monkeypatch.setattr(_workers, "_asked", 0)
+    assert _workers.take() is None and _workers.take() is None
+    assert _workers._starting == 0 and not _workers._all
+    assert _ready_worker(_workers) is not None
+
+
+def test_compile_workers_setting_is_checked(monkeypatch):
+    from qd.jit import compile_worker
+
+    monkeypatch.setenv("QD_COMPILE_WORKERS", "many")
+    with pytest.raises(ValueError, match="QD_COMPILE_WORKERS='many'"):
+        compile_worker.count()
+    monkeypatch.setenv("QD_COMPILE_WORKERS", "0")
+    assert compile_worker.count() == 0 and not compile_worker.enabled() and compile_worker.take() is None

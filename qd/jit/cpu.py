@@ -1,6 +1,7 @@
 """The CPU tier: compiles a kernel instance's LLVM module to native code and keeps it loaded.
 
-LLVM work is serialised by one lock (llvmlite shares one LLVM context); the generated functions are
+LLVM work is serialised by one lock (llvmlite shares one LLVM context), so the O3 compiles of background
+compiles go to compile workers, other processes (`qd.jit.compile_worker`), where there are; the generated functions are
 called by the Cython driver (`qd._interp.Launch.run_native_*`) through C function pointers, nogil.
 Object code is cached on disk (`qd/codegen/cache.py`), so a warm process loads machine code without
 running LLVM's optimiser or code generator.
@@ -131,15 +132,48 @@ def _optimise(mod: Any, tm: Any, level: int = 3) -> None:
     pb.getModulePassManager().run(mod, pb)
 
 
-def _engine_for(obj: bytes | None, mod: Any, tm: Any, opt: int | None = None) -> Any:
+def object_code(mod: Any, fast_math: bool, quick: bool = False) -> bytes:
+    """Parsed, verified `mod` optimised and lowered to this machine's object code: O3, or with `quick` the O1
+    pipeline and machine code at O0 (`compile_native`). What a compile worker runs (`qd.jit.compile_worker`)."""
+    tm, target = _machine()
+    with _lock:
+        _optimise(mod, tm, 1 if quick else 3)
+        mod = vecmath.lower(mod) if fast_math else mod
+        return (target.target_machine(0) if quick else tm).emit_object(mod)
+
+
+def _from_worker(k: ir.KernelIR, target: CpuTarget, fast_math: bool) -> tuple[bytes | None, Any]:
+    """(object code, `BuiltModule`) of `k` from an idle compile worker; (None, None) where there is none. As
+    `_parsed`, a module whose SIMD-lane bodies do not parse or verify is built again with scalar bodies."""
+    from qd.jit import compile_worker
+    from qd.jit.llvm import build_module
+
+    worker = compile_worker.take()
+    if worker is None:
+        return None, None
+    built = build_module(k, target, fast_math)
+    try:
+        return worker.compile_object(str(built.module), fast_math), built
+    except compile_worker.ParseError as e:
+        if not any(s.lanes > 1 for s in built.tasks):
+            raise RuntimeError(str(e)) from None
+    worker = compile_worker.take()
+    if worker is None:
+        return None, None
+    built = build_module(k, target, fast_math, lanes_ok=False)
+    try:
+        return worker.compile_object(str(built.module), fast_math), built
+    except compile_worker.ParseError as e:
+        raise RuntimeError(str(e)) from None
+
+
+def _engine_for(obj: bytes) -> Any:
+    """An execution engine holding object code `obj`, loaded and linked."""
     # llvmlite's create_mcjit_compiler takes ownership of the target machine and frees it with the
-    # engine: each engine gets its own machine, or freeing one engine would free the shared `tm`.
-    tm = _machine()[1].new_target_machine(opt)
-    if obj is not None:
-        ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
-        ee.add_object_file(llvm.ObjectFileRef.from_data(obj))
-    else:
-        ee = llvm.create_mcjit_compiler(mod, tm)
+    # engine: each engine gets its own machine, or freeing one engine would free the shared one.
+    tm = _machine()[1].new_target_machine(None)
+    ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+    ee.add_object_file(llvm.ObjectFileRef.from_data(obj))
     ee.finalize_object()
     return ee
 
@@ -176,7 +210,7 @@ def _load_cached(obj: bytes, meta: Any, k: ir.KernelIR) -> tuple[Any, list, list
     if why is not None:
         raise ValueError(f"cached object refused: {why}")
     with _lock:
-        ee = _engine_for(obj, None, _machine()[0])
+        ee = _engine_for(obj)
         if not all(ee.get_function_address(n) for n in names):
             raise ValueError("cached object refused: a task's symbol does not resolve")
     return ee, list(symbols), prints, check_args
@@ -190,7 +224,7 @@ def compile_native(k: ir.KernelIR, fast_math: bool, use_cache: bool = True,
     compile time of O3. Quick code is cached under its own key: a later process loads it (still `quick`, so
     tiering compiles the O3 code in the background) until the O3 code is in the cache."""
     t0 = time.perf_counter()
-    tm, target = _machine()
+    _, target = _machine()
     key = cache.key_for(k, f"{target_key()}|{generator_digest()}", fast_math) if use_cache else None
     hit = cache.load_with(cache_dir, key, lambda obj, meta: _load_cached(obj, meta, k), True) if key else None
     quick_key = f"{key}-quick" if key and quick else None
@@ -198,26 +232,24 @@ def compile_native(k: ir.KernelIR, fast_math: bool, use_cache: bool = True,
     if hit is None and quick_key:  # the quick code a process before this one made (no O3 code yet)
         hit = cache.load_with(cache_dir, quick_key, lambda obj, meta: _load_cached(obj, meta, k), True)
         from_quick = hit is not None
+    # a miss of the O3 code: LLVM's work in a compile worker, outside this process's llvmlite lock
+    worker_obj, built = _from_worker(k, target, fast_math) if hit is None and not quick else (None, None)
     with _lock:
         if hit is not None:
             ee, symbols, prints, check_args = hit
             quick = from_quick
-        elif quick:
-            mod, (_, symbols, prints, check_args) = _parsed(k, target, fast_math)
-            _optimise(mod, tm, 1)
-            mod = vecmath.lower(mod) if fast_math else mod
-            obj = target.target_machine(0).emit_object(mod)  # machine code at O0
-            ee = _engine_for(obj, None, tm)
-            if quick_key:  # kept for the next process
-                cache.store(cache_dir, quick_key, obj, (symbols, prints, check_args))
-        else:
-            mod, (_, symbols, prints, check_args) = _parsed(k, target, fast_math)
-            _optimise(mod, tm)
-            mod = vecmath.lower(mod) if fast_math else mod
-            obj = tm.emit_object(mod) if key else None
-            ee = _engine_for(obj, mod, tm) if obj is not None else _engine_for(None, mod, tm)
+        elif worker_obj is not None:
+            _, symbols, prints, check_args = built
+            ee = _engine_for(worker_obj)
             if key:
-                cache.store(cache_dir, key, obj, (symbols, prints, check_args))
+                cache.store(cache_dir, key, worker_obj, (symbols, prints, check_args))
+        else:  # (in this process: no workers, or a quick compile, whose first launch is waiting for it)
+            mod, (_, symbols, prints, check_args) = _parsed(k, target, fast_math)
+            obj = object_code(mod, fast_math, quick)
+            ee = _engine_for(obj)
+            store_key = quick_key if quick else key  # (quick code is kept for the next process too)
+            if store_key:
+                cache.store(cache_dir, store_key, obj, (symbols, prints, check_args))
         tasks = [NativeTask(s.kind, ee.get_function_address(s.fn),
                             ee.get_function_address(s.prologue) if s.prologue else 0,
                             2 if s.heavy else 4096, getattr(s, "lanes", 1)) for s in symbols]

@@ -1,6 +1,7 @@
 """Tiering (DESIGN §7): which tier runs a launch of a kernel instance on `qd.cpu`.
 
-`jit="auto"`: the first launch starts a background compile (one compiler thread, LLVM is serialised)
+`jit="auto"`: the first launch starts a background compile (compiler threads, one per compile worker process,
+`qd.jit.compile_worker`: LLVM is serialised within a process)
 and runs in the interpreter; every later launch runs the native code, waiting for it where it is not ready
 yet (a switch that hung on the compiler's timing made two runs of one program differ where the tiers round
 differently: `fast_math`, transcendentals within their ulps; Genesis' box scene did). A first launch whose
@@ -47,7 +48,12 @@ def _pool() -> cf.ThreadPoolExecutor:
     global _executor
     with _executor_lock:
         if _executor is None:
-            _executor = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="qd-compiler")
+            from qd.jit import compile_worker
+
+            # one thread per compile worker (LLVM's work is theirs); one where there are none (LLVM in-process is
+            # serialised anyway)
+            threads = max(1, compile_worker.count())
+            _executor = cf.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="qd-compiler")
         return _executor
 
 
