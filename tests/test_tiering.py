@@ -4,6 +4,7 @@ QD_JIT override, and the disk cache (hits, and corrupt entries that must be rebu
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -352,3 +353,24 @@ def test_compile_workers_setting_is_checked(monkeypatch):
         compile_worker.count()
     monkeypatch.setenv("QD_COMPILE_WORKERS", "0")
     assert compile_worker.count() == 0 and not compile_worker.enabled() and compile_worker.take() is None
+
+
+def test_perf_map_names_the_jit_code(tmp_path, monkeypatch):
+    """`QD_PERF_MAP=1`: each loaded function is listed in /tmp/perf-PID.map (where Linux perf reads JIT symbols)
+    at the address the launch calls, with its size from the object's symbol table."""
+    monkeypatch.setenv("QD_PERF_MAP", "1")
+    path = f"/tmp/perf-{os.getpid()}.map"
+    before = Path(path).read_text() if os.path.exists(path) else ""
+    _init(tmp_path, jit="eager", offline_cache=False)
+
+    @qd.kernel
+    def perf_mapped(x: qd.types.ndarray(qd.f32, 1)):
+        for i in x:
+            x[i] = x[i] * 2.0
+
+    perf_mapped(np.ones(8, np.float32))
+    lines = Path(path).read_text()[len(before):].splitlines()
+    entries = {name: (int(a, 16), int(n, 16)) for a, n, name in (ln.split() for ln in lines)}
+    task = perf_mapped._last_ck.tier.native.tasks[0]
+    body = [v for name, v in entries.items() if name.startswith("qd_perf_mapped_") and name.endswith("_body0")]
+    assert body and body[0][0] == task.fn and body[0][1] > 0

@@ -175,7 +175,21 @@ def _engine_for(obj: bytes) -> Any:
     ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
     ee.add_object_file(llvm.ObjectFileRef.from_data(obj))
     ee.finalize_object()
+    if os.environ.get("QD_PERF_MAP", "") not in ("", "0"):
+        _perf_map(ee, obj)
     return ee
+
+
+def _perf_map(ee: Any, obj: bytes) -> None:
+    """`QD_PERF_MAP=1`: the functions of `obj`, loaded by `ee`, are appended to /tmp/perf-PID.map, where Linux
+    `perf report` finds the names of JIT code (a task's symbol names its kernel: `qd_<kernel>_<digest>_...`)."""
+    lines = []
+    for name, size in objcheck.function_sizes(obj).items():
+        address = ee.get_function_address(name)
+        if address and size:
+            lines.append(f"{address:x} {size:x} {name}\n")
+    with open(f"/tmp/perf-{os.getpid()}.map", "a") as f:
+        f.writelines(lines)
 
 
 def _parsed(k: ir.KernelIR, target: CpuTarget, fast_math: bool) -> tuple[Any, Any]:

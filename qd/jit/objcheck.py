@@ -21,7 +21,7 @@ _ELF_MAGIC = b"\x7fELF"
 _MACHINES = {"x86_64": 62, "amd64": 62, "aarch64": 183, "arm64": 183, "ppc64le": 21, "riscv64": 243}
 _SHT_SYMTAB, _SHT_STRTAB, _SHT_RELA, _SHT_NOBITS, _SHT_REL = 2, 3, 4, 8, 9
 _SHN_LORESERVE, _SHN_ABS, _SHN_COMMON = 0xFF00, 0xFFF1, 0xFFF2
-_STT_SECTION, _STT_FILE = 3, 4
+_STT_FUNC, _STT_SECTION, _STT_FILE = 2, 3, 4
 _SYMBOL_TYPES = frozenset({0, 1, 2, _STT_SECTION, _STT_FILE})  # no common, TLS or indirect symbols in qd's code
 _BINDINGS = frozenset({0, 1, 2})  # local, global, weak
 # the x86-64 relocation types LLVM's RuntimeDyldELF resolves (others reach `llvm_unreachable`), by the bytes
@@ -80,8 +80,9 @@ def _sections_problem(data: bytes, secs: list[tuple[int, ...]]) -> str | None:
     return None
 
 
-def _symbols(data: bytes, secs: list[tuple[int, ...]], table: int) -> tuple[list[tuple[str, int, int, int]], str | None]:
-    """The (name, section, value, type) of symbol table `table`, or a reason it is wrong."""
+def _symbols(data: bytes, secs: list[tuple[int, ...]], table: int) -> tuple[list[tuple[str, int, int, int, int]],
+                                                                           str | None]:
+    """The (name, section, value, type, size) of symbol table `table`, or a reason it is wrong."""
     _, _, off, size, link, _, _ = secs[table]
     _, _, str_off, str_size, _, _, _ = secs[link]
     out = []
@@ -100,7 +101,7 @@ def _symbols(data: bytes, secs: list[tuple[int, ...]], table: int) -> tuple[list
         elif shndx and shndx not in (_SHN_ABS, _SHN_COMMON):
             return [], f"symbol {k} has the reserved section index {shndx:#x}"
         end = data.find(b"\0", str_off + st_name, str_off + str_size)
-        out.append((data[str_off + st_name:end].decode("latin-1"), shndx, value, st_info & 0xF))
+        out.append((data[str_off + st_name:end].decode("latin-1"), shndx, value, st_info & 0xF, st_size))
     return out, None
 
 
@@ -119,7 +120,7 @@ def _relocations_problem(data: bytes, secs: list[tuple[int, ...]], i: int, syms:
         width = _X86_64_RELOCS[rtype] if x86_64 else 1
         if r_offset > target_size or target_size - r_offset < width:
             return f"relocation {k} of section {i} patches outside its section"
-        _, shndx, _, stype = syms[sym]
+        _, shndx, _, stype, _ = syms[sym]
         if stype == _STT_FILE:
             return f"relocation {k} of section {i} names a file symbol"
         if typ == _SHT_RELA:
@@ -155,9 +156,21 @@ def problem(data: bytes, symbols: list[str]) -> str | None:
             why = _relocations_problem(data, secs, i, syms)
             if why is not None:
                 return why
-    defined = {name for name, shndx, _, _ in syms if shndx}
+    defined = {name for name, shndx, *_ in syms if shndx}
     missing = [s for s in symbols if s not in defined]
     return f"the symbols {missing} are not defined" if missing else None
 
 
-__all__ = ["problem"]
+def function_sizes(data: bytes) -> dict[str, int]:
+    """The byte size of each function an ELF object defines (empty for another format or a malformed object)."""
+    if data[:4] != _ELF_MAGIC:
+        return {}
+    secs, why = _section_table(data)
+    tables = [i for i, s in enumerate(secs) if s[1] == _SHT_SYMTAB] if why is None else []
+    if len(tables) != 1:
+        return {}
+    syms, why = _symbols(data, secs, tables[0])
+    return {} if why else {name: size for name, shndx, _, kind, size in syms if shndx and kind == _STT_FUNC}
+
+
+__all__ = ["function_sizes", "problem"]

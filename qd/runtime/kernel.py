@@ -19,6 +19,7 @@ from typing import Any
 
 from qd import _launch as _clib
 from qd import _logging, ir
+from qd.base import gcpause
 from qd.errors import QuadrantsCompilationError, QuadrantsSyntaxError
 from qd.frontend import args as _args
 from qd.frontend import builder as _bm
@@ -253,7 +254,8 @@ class Kernel:
         _pyq.materialize()  # before every compile, as Quadrants (`qd/runtime/pyquadrants.py`)
         _logging.trace(f"Materializing kernel {self.fn.__name__} in {mode or 'primal'} mode...")
         try:
-            return self._build(values, mode, nd_grads, key)
+            with gcpause.paused():  # (full collections of a large program's heap, triggered by the build's objects)
+                return self._build(values, mode, nd_grads, key)
         except RecursionError:  # in a pass or a code generator (the frontend positions its own)
             raise self._too_deep() from None
 
