@@ -15,7 +15,8 @@ decided the same way again, which the plan checks itself at every call:
   Python int/float/bool that converts to its parameter's dtype (an int in the 64-bit range of the
   parameter's signedness: `qd.frontend.args._scalar`), an ndarray argument
   is a qd Ndarray with the same dtype, element shape and layout (one that passed before: the same storage and
-  layout), or a C-contiguous, native-order numpy array of the dtype and dimensions of the instance (writeable
+  layout; the one the plan is bound to: nothing read while no storage or layout changed anywhere, `storage_changed`),
+  or a C-contiguous, native-order numpy array of the dtype and dimensions of the instance (writeable
   where the kernel writes it); a dataclass argument is exactly its parameter's class, and its leaves are such
   arguments (`with_structs`); `qd.Tensor` wrappers are taken off first (`with_wrappers`).
 
@@ -34,7 +35,7 @@ from cpython.dict cimport PyDict_GetItem
 from cpython.long cimport (PyLong_AsLongLongAndOverflow, PyLong_AsUnsignedLongLong, PyLong_FromLongLong,
                          PyLong_FromUnsignedLongLong)
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_FromDouble
-from cpython.list cimport PyList_GET_SIZE
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.object cimport PyObject
 from cpython.pythread cimport PyThread_get_thread_ident
 cimport numpy as cnp
@@ -80,7 +81,15 @@ def size_class_of(tuple shape):
 
 
 cdef uint64_t _epoch = 1
+cdef uint64_t _storage_epoch = 1
 cdef uint64_t _launch_id = 0
+
+
+def storage_changed():
+    """A field's or ndarray's storage or layout was replaced (`HostData._arr` / `_layout` are set): plans check the
+    ndarrays they bound again before trusting them (`Plan.nd_bound`)."""
+    global _storage_epoch
+    _storage_epoch += 1
 
 
 def bump_epoch():
@@ -219,6 +228,10 @@ cdef class Plan:
                                  # argument walked (every dataclass on its paths frozen), or None
     cdef list nd_seen            # per parameter: (qd ndarray, its storage, its layout) of the last that passed every
                                  # check, or None
+    cdef list nd_bound           # per parameter: the qd ndarray the plan's launch state is bound to, valid while no
+                                 # storage or layout changed anywhere since `bound_epoch` (then nothing is read from
+                                 # it: Genesis passes ~450 a launch); or None
+    cdef uint64_t bound_epoch    # `_storage_epoch` when every ndarray parameter was last checked and bound
     cdef public object runner    # a GPU tier's launch in C (`CudaRunner`), tried before `device_run`; or None
     cdef public object members_unchanged  # (args) -> bool: the fields/ndarrays reached through templates are the
                                           # instance's (`qd/frontend/guards.py`); None: no such members
@@ -289,6 +302,8 @@ cdef class Plan:
         self.device_run = device_run
         self.runner = None
         self.nd_seen = [None] * self.nparams
+        self.nd_bound = [None] * self.nparams
+        self.bound_epoch = 0
         self.members_unchanged = None
         self.ad_hook = None
         self.struct_spec = None
@@ -407,6 +422,8 @@ cdef class Plan:
         if self.struct_spec is not None:  # what was checked under the old options is checked again
             self.struct_kept = [None] * self.nuser
         self.nd_seen = [None] * self.nparams
+        self.nd_bound = [None] * self.nparams
+        self.bound_epoch = 0
 
     cdef inline bint _bind(self, Py_ssize_t b, object arr):
         """Points buffer `b` at numpy array `arr` (its data and extents)."""
@@ -503,6 +520,9 @@ cdef class Plan:
         cdef Py_ssize_t i, n = self.nparams
         cdef int kind, rc = 0
         cdef object v, e, a
+        cdef uint64_t storage0 = _storage_epoch  # (a storage another thread replaces meanwhile: checked next time)
+        cdef bint bound = self.bound_epoch == storage0  # no storage changed since every ndarray was checked and bound
+        cdef list nd_bound = self.nd_bound
         for i in range(n):
             v = args[i]
             kind = self.pkind[i]
@@ -510,14 +530,20 @@ cdef class Plan:
                 if not scalar_bits(v, self.pcode[i], &self.argwords[self.pslot[i]]):
                     return MISS
             elif kind == P_NDARRAY:
+                if bound and <PyObject*>v == PyList_GET_ITEM(nd_bound, i) and \
+                        (not self.pwritten[i] or cnp.PyArray_ISWRITEABLE(<cnp.ndarray>v._arr)):
+                    continue  # the ndarray bound last time, with the storage and layout it had then
                 a = self._ndarray(i, v)
                 if a is None or (self.device_run is None and not self._bind(self.pslot[i], a)):
+                    nd_bound[i] = None
                     return MISS
+                nd_bound[i] = v if isinstance(v, self.nd_base) else None
             else:
                 e = self.pexpect[i]
                 if v is not e and not (type(v) is type(e) and (type(e) is int or type(e) is float or type(e) is bool
                                                                 or type(e) is str) and v == e):
                     return MISS
+        self.bound_epoch = storage0  # (every ndarray parameter is checked and bound now)
         if self.members_unchanged is not None and not self.members_unchanged(args):
             return MISS
         if self.device_run is not None:

@@ -647,3 +647,36 @@ def test_field_and_ndarray_backed_tensor_leaves_bind_their_own_buffers(arch):
     np.testing.assert_array_equal(a.to_numpy(), 2 * np.arange(n, dtype=np.float32))
     np.testing.assert_array_equal(out.to_numpy(), 2 * np.arange(n, dtype=np.float32) + 1)
     assert _planned(twice) >= 1
+
+
+def test_a_replaced_storage_is_bound_again_after_the_plan_trusted_its_binding():
+    """The plan binds a dataclass's ndarrays once and trusts the binding while no storage or layout changed
+    anywhere (`qd._launch.storage_changed`, told by `HostData._arr` / `_layout`): a storage replaced in place and a
+    leaf swapped in a mutable dataclass are both seen."""
+    n = 8
+    a, b, out = qd.ndarray(qd.f32, (n,)), qd.ndarray(qd.f32, (n,)), qd.ndarray(qd.f32, (n,))
+    a.from_numpy(np.arange(n, dtype=np.float32))
+    b.from_numpy(np.full(n, 10, np.float32))
+
+    @dataclasses.dataclass
+    class Pair:
+        src: qd.types.ndarray(qd.f32, 1)
+        dst: qd.types.ndarray(qd.f32, 1)
+
+    @qd.kernel
+    def copy2(p: Pair):
+        for i in range(p.src.shape[0]):
+            p.dst[i] = 2 * p.src[i]
+
+    p = Pair(a, out)
+    for _ in range(3):
+        copy2(p)
+    assert _planned(copy2) == 2
+    np.testing.assert_array_equal(out.to_numpy(), 2 * np.arange(n, dtype=np.float32))
+    a._arr = np.full(n, 5, np.float32)  # the storage replaced (as a relayout or a reset does)
+    copy2(p)
+    np.testing.assert_array_equal(out.to_numpy(), np.full(n, 10, np.float32))
+    p.src = b  # a leaf swapped
+    copy2(p)
+    np.testing.assert_array_equal(out.to_numpy(), np.full(n, 20, np.float32))
+    assert _planned(copy2) >= 3

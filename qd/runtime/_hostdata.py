@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from qd._launch import storage_changed as _storage_changed
 from qd.errors import HostIndexError, QuadrantsIndexError, QuadrantsRuntimeError, QuadrantsRuntimeTypeError
 from qd.runtime import pyquadrants as _pyq
 from qd.types import hooks
@@ -108,10 +109,31 @@ class HostData:
     generation: int
     escaped: bool = False  # storage shared outside qd (`to_torch(copy=False)`): writes may bypass `_bump`
     device_shared: bool = False  # the device copy shared outside qd (`to_torch(copy=False)` on qd.cuda): the same
-    _arr: np.ndarray | None
-    _layout: tuple[int, ...] | None = None  # canonical axis per physical nesting level; None: canonical order
+    _arr_: np.ndarray | None = None  # (`_arr`)
+    _layout_: tuple[int, ...] | None = None  # (`_layout`)
     _mirror: Any = None  # the device copy on a GPU arch (`qd/runtime/device.py`): synced lazily through `arr`
     _bulk_materializes = False  # fields: every bulk host operation materializes first (`qd/runtime/pyquadrants.py`)
+
+    # The storage and its layout are set through these, which tell the launch plans (`qd._launch.storage_changed`):
+    # a plan binds an ndarray once and trusts the binding until some storage or layout changes.
+    @property
+    def _arr(self) -> np.ndarray | None:
+        return self._arr_
+
+    @_arr.setter
+    def _arr(self, a: np.ndarray | None) -> None:
+        self._arr_ = a
+        _storage_changed()
+
+    @property
+    def _layout(self) -> tuple[int, ...] | None:
+        """The canonical axis per physical nesting level; None: canonical order."""
+        return self._layout_
+
+    @_layout.setter
+    def _layout(self, lay: tuple[int, ...] | None) -> None:
+        self._layout_ = lay
+        _storage_changed()
 
     def _materialize(self, bulk: bool) -> None:
         """Materialize before a host operation where Quadrants does (`qd/runtime/pyquadrants.py`): before every
