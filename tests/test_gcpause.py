@@ -77,3 +77,19 @@ def test_nested_and_concurrent_pauses_end_with_the_last_and_keep_a_disabled_coll
     with gcpause.paused():
         pass
     assert not gc.isenabled()
+
+
+def test_the_collector_is_off_while_native_code_is_compiled(monkeypatch):
+    from qd.jit import cpu, tiering
+    from qd.ir_parse import parse_kernel
+
+    seen = []
+    real = cpu.compile_native
+
+    def recording(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cpu, "compile_native", recording)
+    native = tiering._compile(parse_kernel(cpu._WARM_UP_KERNEL), quick=True, options=(False, False, None))
+    assert seen == [False] and gc.isenabled() and native.tasks

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from qd import ir
-from qd.base import config
+from qd.base import config, gcpause
 
 # Interpreting above this many predicted bytecode instructions costs more than compiling (~50 ms).
 WAIT_FOR_COMPILER_WORK = 4_000_000
@@ -93,7 +93,8 @@ def _compile(k: ir.KernelIR, quick: bool = False, options: tuple | None = None) 
     from qd.jit.cpu import compile_native
 
     fast_math, use_cache, cache_dir = options or _options()
-    return compile_native(k, fast_math, use_cache=use_cache, cache_dir=cache_dir, quick=quick)
+    with gcpause.paused():  # (module building allocates as the frontend does: `qd/base/gcpause.py`)
+        return compile_native(k, fast_math, use_cache=use_cache, cache_dir=cache_dir, quick=quick)
 
 
 def _quick(st: TierState, k: ir.KernelIR) -> None:
