@@ -9,10 +9,10 @@ then loads as it loads a cached object.
 
 `QD_COMPILE_WORKERS` says how many (default: one per core, at most four; none on one core; `0`: none). A compile
 never waits for a worker: with none idle it runs in-process, and from the program's eighth compile on a worker is
-started in the background for the compiles after it (so a small program pays nothing for the start-up). Measured on 2 cores: 12 independent kernels
-of ~0.3 s compile each, 3.6 s in-process, 2.3 s with two workers; one worker alone gains nothing there. A worker that
-cannot start, or dies, turns the workers off for the process with one warning: compiles go on in-process. Workers
-end with the program (they exit when their pipe closes).
+started in the background for the compiles after it (so a small program pays nothing for the start-up). Measured
+on 2 cores: 12 independent kernels of ~0.3 s compile each, 3.3-3.6 s in-process, 2.3-2.9 s with two workers; one
+worker alone gains nothing there. A worker that cannot start, or dies, turns the workers off for the process with
+one warning: compiles go on in-process. Workers end with the program (they exit when their pipe closes).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class Worker:
     def compile_object(self, text: str, fast_math: bool, quick: bool = False) -> bytes | None:
         """The object code of LLVM IR `text`, or None where the worker died (workers are then off: the caller
         compiles in-process). Raises `ParseError` where the IR does not parse or verify, RuntimeError where LLVM
-        failed. The worker goes back to the idle ones either way."""
+        failed. A live worker goes back to the idle ones either way."""
         try:
             _send(self.proc.stdin, (text, fast_math, quick))
             status, payload = _recv(self.proc.stdout)

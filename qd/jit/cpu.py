@@ -1,8 +1,8 @@
 """The CPU tier: compiles a kernel instance's LLVM module to native code and keeps it loaded.
 
 LLVM work is serialised by one lock (llvmlite shares one LLVM context), so the O3 compiles of background
-compiles go to compile workers, other processes (`qd.jit.compile_worker`), where there are; the generated functions are
-called by the Cython driver (`qd._interp.Launch.run_native_*`) through C function pointers, nogil.
+compiles go to compile workers, other processes (`qd.jit.compile_worker`), where there are; the generated
+functions are called by the Cython driver (`qd._interp.Launch.run_native_*`) through C function pointers, nogil.
 Object code is cached on disk (`qd/codegen/cache.py`), so a warm process loads machine code without
 running LLVM's optimiser or code generator.
 """
@@ -148,23 +148,17 @@ def _from_worker(k: ir.KernelIR, target: CpuTarget, fast_math: bool) -> tuple[by
     from qd.jit import compile_worker
     from qd.jit.llvm import build_module
 
-    worker = compile_worker.take()
-    if worker is None:
-        return None, None
-    built = build_module(k, target, fast_math)
-    try:
-        return worker.compile_object(str(built.module), fast_math), built
-    except compile_worker.ParseError as e:
-        if not any(s.lanes > 1 for s in built.tasks):
-            raise RuntimeError(str(e)) from None
-    worker = compile_worker.take()
-    if worker is None:
-        return None, None
-    built = build_module(k, target, fast_math, lanes_ok=False)
-    try:
-        return worker.compile_object(str(built.module), fast_math), built
-    except compile_worker.ParseError as e:
-        raise RuntimeError(str(e)) from None
+    for lanes_ok in (True, False):
+        worker = compile_worker.take()
+        if worker is None:
+            return None, None
+        built = build_module(k, target, fast_math, lanes_ok=lanes_ok)
+        try:
+            return worker.compile_object(str(built.module), fast_math), built
+        except compile_worker.ParseError as e:
+            if not lanes_ok or not any(s.lanes > 1 for s in built.tasks):
+                raise RuntimeError(str(e)) from None
+    raise AssertionError("unreachable")
 
 
 def _engine_for(obj: bytes) -> Any:
