@@ -10,8 +10,8 @@ then loads as it loads a cached object.
 `QD_COMPILE_WORKERS` says how many (default: one per core, at most four; none on one core; `0`: none). A compile
 never waits for a worker: with none idle it runs in-process, and from the program's eighth compile on a worker is
 started in the background for the compiles after it (so a small program pays nothing for the start-up). Measured
-on 2 cores: 12 independent kernels of ~0.3 s compile each, 3.3-3.6 s in-process, 2.3-2.9 s with two workers; one
-worker alone gains nothing there. A worker that cannot start, or dies, turns the workers off for the process with
+on 2 cores, 24 independent kernels of ~0.3 s compile each: 7.3 s in-process, 5.4 s with the default two workers
+(started from the eighth compile); one worker alone gains nothing there. A worker that cannot start, or dies, turns the workers off for the process with
 one warning: compiles go on in-process. Workers end with the program (they exit when their pipe closes).
 """
 
