@@ -232,6 +232,7 @@ cdef class Plan:
                                  # storage or layout changed anywhere since `bound_epoch` (then nothing is read from
                                  # it: Genesis passes ~450 a launch); or None
     cdef uint64_t bound_epoch    # `_storage_epoch` when every ndarray parameter was last checked and bound
+    cdef uint64_t fields_epoch   # `_storage_epoch` when every field buffer was last checked and bound
     cdef public object runner    # a GPU tier's launch in C (`CudaRunner`), tried before `device_run`; or None
     cdef public object members_unchanged  # (args) -> bool: the fields/ndarrays reached through templates are the
                                           # instance's (`qd/frontend/guards.py`); None: no such members
@@ -303,7 +304,7 @@ cdef class Plan:
         self.runner = None
         self.nd_seen = [None] * self.nparams
         self.nd_bound = [None] * self.nparams
-        self.bound_epoch = 0
+        self.bound_epoch = self.fields_epoch = 0
         self.members_unchanged = None
         self.ad_hook = None
         self.struct_spec = None
@@ -423,7 +424,7 @@ cdef class Plan:
             self.struct_kept = [None] * self.nuser
         self.nd_seen = [None] * self.nparams
         self.nd_bound = [None] * self.nparams
-        self.bound_epoch = 0
+        self.bound_epoch = self.fields_epoch = 0
 
     cdef inline bint _bind(self, Py_ssize_t b, object arr):
         """Points buffer `b` at numpy array `arr` (its data and extents)."""
@@ -522,6 +523,7 @@ cdef class Plan:
         cdef object v, e, a
         cdef uint64_t storage0 = _storage_epoch  # (a storage another thread replaces meanwhile: checked next time)
         cdef bint bound = self.bound_epoch == storage0  # no storage changed since every ndarray was checked and bound
+        cdef bint fields_bound
         cdef list nd_bound = self.nd_bound
         for i in range(n):
             v = args[i]
@@ -551,9 +553,10 @@ cdef class Plan:
                 self.launches += 1
                 return None
             return self._device(args)
+        fields_bound = self.fields_epoch == storage0  # (as the ndarrays: bound, and no storage changed since)
         for i in range(self.nbuf):
             kind = self.bkind[i]
-            if kind == B_FIELD:
+            if kind == B_FIELD and not fields_bound:
                 v = self.bobj[i]
                 a = v._arr
                 if v._mirror is not None or not cnp.PyArray_CheckExact(a) or not self._bind(i, a):
@@ -562,6 +565,7 @@ cdef class Plan:
                 a = self.bobj[i]
                 memset(cnp.PyArray_DATA(<cnp.ndarray>a), 0, cnp.PyArray_NBYTES(<cnp.ndarray>a))
                 self._bind(i, a)
+        self.fields_epoch = storage0
         if self.ad_hook is not None and not self._adstack(args):
             return MISS
         self.st.reset(self.seed, _next_id(), self.nthreads)

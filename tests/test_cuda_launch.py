@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import qd
+from tests.test_graph_do_while import nested_two
 
 pytestmark = pytest.mark.archs("cuda")
 
@@ -198,22 +199,10 @@ def test_compilers_are_warmed_only_where_kernels_will_be_compiled(tmp_path, monk
 
 def test_do_while_loops_go_through_the_runner(arch):
     """`qd.graph.do_while` kernels (Genesis' constraint solve) launch from the runner, which reads each loop's
-    counter between runs of its tasks: nested loops whose last tasks coincide, a loop over a field, and counts
+    counter between runs of its tasks: nested loops (Quadrants' two-level kernel), a loop over a field, and counts
     that change between launches, all against the closed form."""
 
-    @qd.kernel(graph=True)
-    def nested(x: qd.types.ndarray(qd.i32, 1), outer: qd.types.ndarray(qd.i32, 0),
-               inner: qd.types.ndarray(qd.i32, 0), n_inner: qd.i32):
-        while qd.graph.do_while(outer):
-            for _ in range(1):
-                inner[()] = n_inner
-            while qd.graph.do_while(inner):
-                for i in range(x.shape[0]):
-                    x[i] = x[i] + 1
-                for _ in range(1):
-                    inner[()] = inner[()] - 1
-            for _ in range(1):
-                outer[()] = outer[()] - 1
+    nested = nested_two()
 
     x = qd.ndarray(qd.i32, (300,))
     outer, inner = qd.ndarray(qd.i32, ()), qd.ndarray(qd.i32, ())

@@ -210,8 +210,8 @@ def test_data_oriented_members(arch: object) -> None:
     assert sim.counter.to_numpy() == 0
 
 
-def test_nested_two_and_three_levels(arch: object) -> None:
-    """Quadrants: test_graph_do_while_nested_two_levels and test_graph_do_while_nested_three_levels."""
+def nested_two() -> object:
+    """Quadrants' two-level kernel: `x` gains outer x n_inner."""
     @qd.kernel(graph=True)
     def two(x: qd.types.ndarray(qd.i32, ndim=1), outer: qd.types.ndarray(qd.i32, ndim=0),
             inner: qd.types.ndarray(qd.i32, ndim=0), n_inner: qd.i32):
@@ -226,6 +226,12 @@ def test_nested_two_and_three_levels(arch: object) -> None:
             for _ in range(1):
                 outer[()] = outer[()] - 1
 
+    return two
+
+
+def test_nested_two_and_three_levels(arch: object) -> None:
+    """Quadrants: test_graph_do_while_nested_two_levels and test_graph_do_while_nested_three_levels."""
+    two = nested_two()
     for n_outer, n_inner in ((3, 4), (5, 2)):
         x, outer, inner = _zeros(32), _i32(n_outer), _i32(0)
         two(x, outer, inner, n_inner)

@@ -680,3 +680,23 @@ def test_a_replaced_storage_is_bound_again_after_the_plan_trusted_its_binding():
     copy2(p)
     np.testing.assert_array_equal(out.to_numpy(), np.full(n, 20, np.float32))
     assert _planned(copy2) >= 3
+
+
+def test_a_replaced_field_storage_is_bound_again():
+    """The field buffers a plan binds are trusted as its ndarrays are, and bound again once a storage changed."""
+    f = qd.field(qd.f32, shape=4)
+    f.fill(1.0)
+    out = qd.ndarray(qd.f32, (4,))
+
+    @qd.kernel
+    def read(out: qd.types.ndarray(qd.f32, 1)):
+        for i in range(4):
+            out[i] = f[i] * 3
+
+    for _ in range(3):
+        read(out)
+    assert _planned(read) == 2
+    np.testing.assert_array_equal(out.to_numpy(), np.full(4, 3, np.float32))
+    f._arr = np.full(4, 2, np.float32)  # the storage replaced
+    read(out)
+    np.testing.assert_array_equal(out.to_numpy(), np.full(4, 6, np.float32))

@@ -300,16 +300,18 @@ def test_a_compile_worker_makes_the_object_this_process_makes(_workers, fast_mat
     here = cpu.object_code(llvm.parse_assembly(text), fast_math)
     w = _ready_worker(_workers)
     assert w.compile_object(text, fast_math) == here
-    assert _workers.take() is w  # (idle again after its compile)
+    _workers.give_back(w)
+    assert _workers.take() is w  # (idle again once given back)
     with pytest.raises(_workers.ParseError, match="expected"):
         w.compile_object("define void @f( {", fast_math)
+    _workers.give_back(w)
     assert _workers.take() is w and w.compile_object(text, fast_math) == here  # (it goes on after a bad module)
 
 
 def test_kernels_compiled_by_a_worker_and_a_dead_worker(tmp_path, _workers, capfd):
     """A compile through a worker gives the interpreter's results; a worker that dies turns the workers off with
     one warning, and compiles go on in this process."""
-    _workers._idle.append(_ready_worker(_workers))  # started, and idle for the compile below
+    _workers.give_back(_ready_worker(_workers))  # started, and idle for the compile below
     _init(tmp_path, jit="eager", fast_math=False)
 
     @qd.kernel
@@ -374,3 +376,22 @@ def test_perf_map_names_the_jit_code(tmp_path, monkeypatch):
     task = perf_mapped._last_ck.tier.native.tasks[0]
     body = [v for name, v in entries.items() if name.startswith("qd_perf_mapped_") and name.endswith("_body0")]
     assert body and body[0][0] == task.fn and body[0][1] > 0
+
+
+def test_a_failed_module_build_gives_the_worker_back(_workers, monkeypatch):
+    """A code generator failure between taking a worker and using it raises as in-process, and the worker is
+    idle again (else each such failure would lose one for the rest of the program)."""
+    from qd.ir_parse import parse_kernel
+    from qd.jit import cpu, llvm
+
+    w = _ready_worker(_workers)
+    _workers.give_back(w)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a code generator bug")
+
+    monkeypatch.setattr(llvm, "build_module", broken)
+    _, target = cpu._machine()
+    with pytest.raises(RuntimeError, match="code generator bug"):
+        cpu._from_worker(parse_kernel(cpu._WARM_UP_KERNEL), target, False)
+    assert _workers._idle == [w]

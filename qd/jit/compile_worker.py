@@ -66,7 +66,7 @@ def count() -> int:
 
 
 class Worker:
-    """One worker process; `compile_object` while the caller holds it (from `take`)."""
+    """One worker process; `compile_object` while the caller holds it (from `take` until `give_back`)."""
 
     def __init__(self) -> None:
         env = dict(os.environ)
@@ -78,7 +78,7 @@ class Worker:
     def compile_object(self, text: str, fast_math: bool, quick: bool = False) -> bytes | None:
         """The object code of LLVM IR `text`, or None where the worker died (workers are then off: the caller
         compiles in-process). Raises `ParseError` where the IR does not parse or verify, RuntimeError where LLVM
-        failed. A live worker goes back to the idle ones either way."""
+        failed. The caller gives the worker back (`give_back`) when it is done with it."""
         try:
             _send(self.proc.stdin, (text, fast_math, quick))
             status, payload = _recv(self.proc.stdout)
@@ -89,8 +89,6 @@ class Worker:
             self.proc.kill()
             _turn_off(f"a compile worker stopped ({e!r}; exit code {self.proc.wait()})")
             return None
-        with _lock:
-            _idle.append(self)
         if status == "parse":
             raise ParseError(payload)
         if status != "ok":
@@ -133,6 +131,13 @@ def take() -> Worker | None:
         _starting += 1
     threading.Thread(target=_start_one, name="qd-compile-worker-start", daemon=True).start()
     return None
+
+
+def give_back(w: Worker) -> None:
+    """`w`, taken with `take`, is idle again (a worker that died is not)."""
+    with _lock:
+        if w in _all and w not in _idle:
+            _idle.append(w)
 
 
 def _start_one() -> None:

@@ -148,17 +148,21 @@ def _from_worker(k: ir.KernelIR, target: CpuTarget, fast_math: bool) -> tuple[by
     from qd.jit import compile_worker
     from qd.jit.llvm import build_module
 
-    for lanes_ok in (True, False):
-        worker = compile_worker.take()
-        if worker is None:
-            return None, None
-        built = build_module(k, target, fast_math, lanes_ok=lanes_ok)
-        try:
-            return worker.compile_object(str(built.module), fast_math), built
-        except compile_worker.ParseError as e:
-            if not lanes_ok or not any(s.lanes > 1 for s in built.tasks):
-                raise RuntimeError(str(e)) from None
-    raise AssertionError("unreachable")
+    worker = compile_worker.take()
+    if worker is None:
+        return None, None
+    try:  # (the worker goes back to the idle ones however this ends, unless it died)
+        lanes_ok = True
+        while True:
+            built = build_module(k, target, fast_math, lanes_ok=lanes_ok)
+            try:
+                return worker.compile_object(str(built.module), fast_math), built
+            except compile_worker.ParseError as e:
+                if not lanes_ok or not any(s.lanes > 1 for s in built.tasks):
+                    raise RuntimeError(str(e)) from None
+            lanes_ok = False
+    finally:
+        compile_worker.give_back(worker)
 
 
 def _engine_for(obj: bytes) -> Any:

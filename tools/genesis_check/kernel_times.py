@@ -24,7 +24,7 @@ def _kernel_class() -> tuple[type, Any]:
     """The Kernel class whose `__call__` every launch goes through, and the sync function of the running side."""
     import quadrants
 
-    if getattr(quadrants, "__file__", "").find("quadrants_compat") >= 0 or hasattr(quadrants, "_qd_shim"):
+    if "quadrants_compat" in (quadrants.__file__ or ""):  # (the compat shim: qd runs it)
         from qd.runtime.kernel import Kernel
     else:
         from quadrants.lang.kernel_impl import Kernel
