@@ -99,6 +99,7 @@ def test_every_launch_after_the_first_runs_native_code_however_slow_the_compiler
 
 def test_large_launch_waits_for_the_compiler(tmp_path, monkeypatch):
     monkeypatch.setattr(tiering, "WAIT_FOR_COMPILER_WORK", 10)
+    monkeypatch.setattr(tiering, "WAIT_PER_STATEMENT", 0)
     _init(tmp_path, jit="auto")
     k = _saxpy()
     x, y = np.ones(1000, np.float32), np.zeros(1000, np.float32)
@@ -110,6 +111,7 @@ def test_a_long_loop_with_constant_bounds_waits_for_the_compiler(tmp_path, monke
     """A constant `qd.ndrange` reads no array whose size would predict its work: its trip count does (one of 2^31
     cells ran 84 s in the interpreter)."""
     monkeypatch.setattr(tiering, "WAIT_FOR_COMPILER_WORK", 1000)
+    monkeypatch.setattr(tiering, "WAIT_PER_STATEMENT", 0)
     _init(tmp_path, jit="auto")
     out = qd.field(qd.i32, shape=())
 
@@ -122,6 +124,66 @@ def test_a_long_loop_with_constant_bounds_waits_for_the_compiler(tmp_path, monke
     diagonal()
     assert diagonal.stats["launches"] == {"interp": 0, "cpu": 1}
     assert out[None] == 300
+
+
+def _first_launch_tier(kernel, *args) -> str:
+    kernel(*args)
+    launches = kernel.stats["launches"]
+    assert sum(launches.values()) == 1
+    return "interp" if launches["interp"] else "cpu"
+
+
+def test_a_first_launch_predicts_its_work_from_its_loops_not_from_its_arrays(tmp_path):
+    """A kernel bound to a large array whose loop runs a count read from memory (Genesis' serial solver kernels,
+    each bound to a 1.2M-element array) interprets its first launch while it compiles (it waited ~26 s of a
+    Franka build); a loop whose bound is known before the launch, from an extent or a scalar argument, counts
+    its trips."""
+    _init(tmp_path, jit="auto")
+    big = 1 << 22
+    x = np.ones(big, np.float32)
+    n = qd.field(qd.i32, shape=())
+    n[None] = 5
+
+    @qd.kernel
+    def by_count(x: qd.types.ndarray(qd.f32, 1)) -> qd.f32:
+        s = 0.0
+        qd.loop_config(serialize=True)
+        for i in range(n[None]):
+            s += x[i]
+        return s
+
+    @qd.kernel
+    def by_extent(x: qd.types.ndarray(qd.f32, 1)) -> qd.f32:
+        s = 0.0
+        qd.loop_config(serialize=True)
+        for i in range(x.shape[0]):
+            s += x[i]
+        return s
+
+    @qd.kernel
+    def by_argument(x: qd.types.ndarray(qd.f32, 1), m: qd.i32) -> qd.f32:
+        s = 0.0
+        qd.loop_config(serialize=True)
+        for i in range(m // 2 + 1):
+            s += x[i]
+        return s
+
+    assert _first_launch_tier(by_count, x) == "interp" and by_count(x) == 5
+    assert _first_launch_tier(by_extent, x) == "cpu"
+    assert _first_launch_tier(by_argument, x, big - 2) == "cpu"
+    assert by_argument(x, 8) == 5
+
+
+def test_a_large_kernel_interprets_more_work_than_a_small_one_before_it_waits(tmp_path, monkeypatch):
+    """A kernel's compile time grows with its statements: its first launch waits only for work beyond
+    `WAIT_FOR_COMPILER_WORK` plus `WAIT_PER_STATEMENT` per statement."""
+    monkeypatch.setattr(tiering, "WAIT_FOR_COMPILER_WORK", 0)
+    monkeypatch.setattr(tiering, "WAIT_PER_STATEMENT", 1 << 20)
+    _init(tmp_path, jit="auto")
+    x = np.ones(1 << 10, np.float32)
+    assert _first_launch_tier(_saxpy(), x, np.zeros_like(x), 1.0) == "interp"
+    monkeypatch.setattr(tiering, "WAIT_PER_STATEMENT", 64)
+    assert _first_launch_tier(_saxpy(), x, np.zeros_like(x), 1.0) == "cpu"
 
 
 def test_qd_jit_environment_variable_overrides_init(tmp_path, monkeypatch):
@@ -190,6 +252,7 @@ def test_a_waiting_first_launch_compiles_quickly_then_switches_to_optimised_code
     compiler the optimised code, and later launches switch to it; results are bit-identical throughout
     (fast_math=False), and a new program prefers the optimised code from the disk cache."""
     monkeypatch.setattr(tiering, "WAIT_FOR_COMPILER_WORK", 10)
+    monkeypatch.setattr(tiering, "WAIT_PER_STATEMENT", 0)
     _init(tmp_path, jit="auto", fast_math=False)
     k = _saxpy()
     x = np.random.default_rng(1).random(1000, dtype=np.float32)
@@ -218,6 +281,7 @@ def test_quick_code_is_cached_for_the_next_program_until_the_optimised_code_is(t
     """A program whose only launch ran quick code leaves it in the disk cache: the next program's first launch
     loads it (still quick: the optimised code is compiled from its next launch on, then cached and preferred)."""
     monkeypatch.setattr(tiering, "WAIT_FOR_COMPILER_WORK", 10)
+    monkeypatch.setattr(tiering, "WAIT_PER_STATEMENT", 0)
     x = np.random.default_rng(2).random(1000, dtype=np.float32)
     want = np.float32(0.5) * x
     results = []
@@ -238,6 +302,7 @@ def test_quick_code_is_cached_for_the_next_program_until_the_optimised_code_is(t
 
 def test_a_very_large_first_launch_waits_for_optimised_code(tmp_path, monkeypatch):
     monkeypatch.setattr(tiering, "WAIT_FOR_COMPILER_WORK", 10)
+    monkeypatch.setattr(tiering, "WAIT_PER_STATEMENT", 0)
     monkeypatch.setattr(tiering, "QUICK_WORK_LIMIT", 100)
     _init(tmp_path, jit="auto")
     k = _saxpy()

@@ -30,11 +30,18 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+import numpy as np
+
 from qd import ir
 from qd.base import config, gcpause
+from qd.ops import Op
 
-# Interpreting above this many predicted bytecode instructions costs more than compiling (~50 ms).
+# A first launch predicted to run more bytecode instructions than this, plus `WAIT_PER_STATEMENT` per statement of
+# the kernel, waits for native code: interpreting it would cost more than compiling. A small kernel compiles in
+# ~50 ms; a kernel's compile time grows with its size (on 2 cores, ~0.1 ms a statement quick and 0.25 ms at O3,
+# where lowering it to bytecode takes ~0.05 ms), and the interpreter runs an instruction in a few ns.
 WAIT_FOR_COMPILER_WORK = 4_000_000
+WAIT_PER_STATEMENT = 4_000
 # Up to this much predicted work a waiting first launch runs quick code (compiled in about half the time); above
 # it, the slower quick code would cost more than the compile time saved: the launch waits for the O3 code.
 QUICK_WORK_LIMIT = 1 << 28
@@ -67,8 +74,8 @@ class TierState:
                                                   "compile_ms": None, "from_cache": None})
     plan: Any = None  # the instance's compiled launch plan (`qd/_launch.pyx`): its launches are native ones
     planned: int = 0  # the plan's launch count when the Python path last launched
-    size: int | None = None  # `_predicted_work`'s instructions per element
-    trips: int = 0  # the largest trip count of a range task with constant bounds
+    size: int | None = None  # the kernel's statements (`_predicted_work`)
+    work: int | None = None  # its predicted instructions, where they do not depend on the launch's arguments
 
     @property
     def stats(self) -> dict:
@@ -121,15 +128,73 @@ def _record(st: TierState, tier: str) -> None:
         c["from_cache"] = st.native.from_cache
 
 
-def _predicted_work(st: TierState, k: ir.KernelIR, arrays: Sequence[Any]) -> int:
-    """Elements bound (or the iterations of a loop with constant bounds, such as a constant `qd.ndrange`, where
-    more) × the kernel's IR statements, in the interpreter's instructions (about 2 per 3 statements); from the
-    IR, so that a launch that goes native never lowers the bytecode."""
-    if st.size is None:
-        st.size = sum(1 for t in k.tasks for b in (t.prologue, t.body) for _ in ir.walk(b)) * 2 // 3
-        st.trips = max((t.end.value - t.begin.value for t in k.tasks if t.kind == "range"
-                        and isinstance(t.begin, ir.Const) and isinstance(t.end, ir.Const)), default=0)
-    return max(max((getattr(a, "size", 0) for a in arrays), default=0), st.trips) * st.size
+_INT_OPS = {Op.ADD: lambda a, b: a + b, Op.SUB: lambda a, b: a - b, Op.MUL: lambda a, b: a * b,
+            Op.FLOORDIV: lambda a, b: a // b if b else None, Op.MIN: min, Op.MAX: max}
+
+
+class _LaunchValues:
+    """The integers a launch knows before it runs: constants, ndarray extents, integer scalar arguments, and
+    `+ - * // min max` and integer casts of those (`used`: whether an extent or an argument was read)."""
+
+    def __init__(self, arrays: Sequence[Any], args: Sequence[Any]) -> None:
+        self.arrays, self.args, self.used = arrays, args, False
+
+    def of(self, v: ir.Value | None) -> int | None:
+        """`v`'s value, or None where it is read from memory or computed by the kernel."""
+        if isinstance(v, ir.Const):
+            return int(v.value) if isinstance(v.value, int) else None
+        if isinstance(v, ir.ExternalShape):
+            self.used = True
+            shape = getattr(self.arrays[v.buffer], "shape", ()) if v.buffer < len(self.arrays) else ()
+            return int(shape[v.axis]) if v.axis < len(shape) else None
+        if isinstance(v, ir.ArgLoad):
+            self.used = True
+            a = self.args[v.index] if v.index < len(self.args) else None
+            return int(a) if isinstance(a, (int, np.integer)) and not isinstance(a, bool) else None
+        if isinstance(v, ir.OpStmt) and not v.dtype.is_float:
+            if v.op is Op.CAST and len(v.args) == 1 and not v.args[0].dtype.is_float:
+                return self.of(v.args[0])
+            fn = _INT_OPS.get(v.op)
+            if fn is not None and len(v.args) == 2:
+                a, b = self.of(v.args[0]), self.of(v.args[1])
+                return fn(a, b) if a is not None and b is not None else None
+        return None
+
+    def trips(self, begin: ir.Value | None, end: ir.Value | None) -> int:
+        """A loop's trip count; 1 where a bound is unknown before the launch (read from memory: counted once)."""
+        lo, hi = self.of(begin), self.of(end)
+        return max(hi - lo, 0) if lo is not None and hi is not None else 1
+
+
+def _predicted_work(st: TierState, k: ir.KernelIR, arrays: Sequence[Any], args: Sequence[Any]) -> int:
+    """The bytecode instructions (about 2 per 3 statements) the interpreter would run for this launch: every
+    statement once per trip of the loops around it, range tasks included, where a loop's bounds are known before
+    the launch (constants, extents, scalar arguments; `_LaunchValues`); a loop whose bounds are read from memory
+    counts once (Genesis' solver loops over counts in fields: its first launches interpret). From the IR, so
+    that a launch that goes native never lowers the bytecode."""
+    if st.work is not None:
+        return st.work
+    values = _LaunchValues(arrays, args)
+    size = work = 0
+    for t in k.tasks:
+        stack = [(t.prologue, 1), (t.body, values.trips(t.begin, t.end) if t.kind == "range" else 1)]
+        while stack:  # (explicit: an `elif` chain nests as deep as it is long)
+            block, times = stack.pop()
+            size += len(block.stmts)
+            work += times * len(block.stmts)
+            for s in block.stmts:
+                inner = times * values.trips(s.begin, s.end) if isinstance(s, ir.RangeFor) else times
+                stack.extend((b, inner) for b in s.blocks())
+    st.size = size
+    work = work * 2 // 3
+    if not values.used:
+        st.work = work
+    return work
+
+
+def _waits(st: TierState, work: int) -> bool:
+    """Whether a first launch of predicted `work` waits for native code (`WAIT_FOR_COMPILER_WORK`)."""
+    return work > WAIT_FOR_COMPILER_WORK + WAIT_PER_STATEMENT * (st.size or 0)
 
 
 def _finish(st: TierState, fut: cf.Future) -> Any:
@@ -167,8 +232,9 @@ def eager(st: TierState, k: ir.KernelIR, launch: bool = False) -> Any:
         return st.native
 
 
-def native_for(st: TierState, k: ir.KernelIR, arrays: Sequence[Any]) -> Any:
-    """The NativeKernel to run this launch of `k` (its tier state `st`) with, or None for the interpreter."""
+def native_for(st: TierState, k: ir.KernelIR, arrays: Sequence[Any], args: Sequence[Any] = ()) -> Any:
+    """The NativeKernel to run this launch of `k` (its tier state `st`; its buffers' `arrays`, its arguments
+    `args`) with, or None for the interpreter."""
     cfg = config.current()
     mode = str(cfg.jit)
     wait = None
@@ -180,9 +246,9 @@ def native_for(st: TierState, k: ir.KernelIR, arrays: Sequence[Any]) -> Any:
             st.native = _compile(k)  # (the other threads launching it wait for this one's code)
         elif st.native is None or st.native.quick:
             first = not any(st.counts["launches"].values())
-            work = _predicted_work(st, k, arrays)
+            work = _predicted_work(st, k, arrays, args)
             quick_now = first and st.native is None and st.future is None \
-                and WAIT_FOR_COMPILER_WORK < work <= QUICK_WORK_LIMIT
+                and _waits(st, work) and work <= QUICK_WORK_LIMIT
             if quick_now:
                 _quick(st, k)  # this launch waits for native code: the quick kind (or the cached one)
             # the optimised code is compiled in the background, from the next launch on after a quick compile (the
@@ -192,7 +258,7 @@ def native_for(st: TierState, k: ir.KernelIR, arrays: Sequence[Any]) -> Any:
             # every launch after the first runs the optimised code, waiting for it: the tiers may round differently
             # (fast_math; transcendentals within their ulps), so which one runs a launch must not hang on the
             # compiler's timing, or two runs of one program differ
-            if st.future is not None and (not first or (st.native is None and work > WAIT_FOR_COMPILER_WORK)):
+            if st.future is not None and (not first or (st.native is None and _waits(st, work))):
                 wait = st.future
         if wait is None:
             _record(st, "cpu" if st.native is not None else "interp")

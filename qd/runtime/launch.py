@@ -238,7 +238,7 @@ class HostTier:
     def plan(self, ck: CompiledKernel, sig: Any, values: list, bindings: Sequence[Any], guards: tuple) -> Any:
         return None
 
-    def native(self, ck: CompiledKernel, arrays: Sequence[Any]) -> Any:
+    def native(self, ck: CompiledKernel, arrays: Sequence[Any], args: Sequence[Any]) -> Any:
         tiering.interpreted(ck.tier or tier_state(ck))
         return None
 
@@ -261,7 +261,7 @@ class NativeTier(HostTier):
     def plan(self, ck: CompiledKernel, sig: Any, values: list, bindings: Sequence[Any], guards: tuple) -> Any:
         return _launch_plan.arm_host(ck, sig, values, bindings, guards)
 
-    def native(self, ck: CompiledKernel, arrays: Sequence[Any]) -> Any:
+    def native(self, ck: CompiledKernel, arrays: Sequence[Any], args: Sequence[Any]) -> Any:
         return tiering.eager(ck.tier or tier_state(ck), ck.ir, launch=True)
 
 
@@ -280,8 +280,8 @@ class TieredTier(HostTier):
     def plan(self, ck: CompiledKernel, sig: Any, values: list, bindings: Sequence[Any], guards: tuple) -> Any:
         return self.then.plan(ck, sig, values, bindings, guards)
 
-    def native(self, ck: CompiledKernel, arrays: Sequence[Any]) -> Any:
-        return tiering.native_for(ck.tier or tier_state(ck), ck.ir, arrays)
+    def native(self, ck: CompiledKernel, arrays: Sequence[Any], args: Sequence[Any]) -> Any:
+        return tiering.native_for(ck.tier or tier_state(ck), ck.ir, arrays, args)
 
 
 INTERP = InterpTier()
@@ -314,14 +314,14 @@ def launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any]) -> 
 
 
 def _host_launch(ck: CompiledKernel, bindings: Sequence[Any], args: Sequence[Any],
-                 native_of: Callable[[CompiledKernel, Sequence[Any]], Any]) -> Any:
+                 native_of: Callable[[CompiledKernel, Sequence[Any], Sequence[Any]], Any]) -> Any:
     """A launch on a host tier: the interpreter, or the native code `native_of` gives once the buffers are
     bound (same memory, same results)."""
     cfg = config.current()
     sc = _take(ck)
     try:
         nthreads, owners, arrays = prepare(ck, bindings, args, sc.heap)
-        native = native_of(ck, arrays)
+        native = native_of(ck, arrays, args)
         if native is None:
             sc.use_interp(ck)
         st = sc.launch
