@@ -452,3 +452,47 @@ def test_field_kernel_f16_u8_matches_interpreter() -> None:
     _run_native(ck, b, [1.5])
     np.testing.assert_array_equal(f.to_numpy().view(np.uint16), f1.view(np.uint16))
     np.testing.assert_array_equal(g.to_numpy(), g1)
+
+
+_SLP_MODULE = """
+define void @add4(ptr noalias %a, ptr noalias %b) {
+  %a1 = getelementptr float, ptr %a, i64 1
+  %a2 = getelementptr float, ptr %a, i64 2
+  %a3 = getelementptr float, ptr %a, i64 3
+  %b1 = getelementptr float, ptr %b, i64 1
+  %b2 = getelementptr float, ptr %b, i64 2
+  %b3 = getelementptr float, ptr %b, i64 3
+  %x0 = load float, ptr %a
+  %x1 = load float, ptr %a1
+  %x2 = load float, ptr %a2
+  %x3 = load float, ptr %a3
+  %y0 = load float, ptr %b
+  %y1 = load float, ptr %b1
+  %y2 = load float, ptr %b2
+  %y3 = load float, ptr %b3
+  %s0 = fadd float %x0, %y0
+  %s1 = fadd float %x1, %y1
+  %s2 = fadd float %x2, %y2
+  %s3 = fadd float %x3, %y3
+  store float %s0, ptr %a
+  store float %s1, ptr %a1
+  store float %s2, ptr %a2
+  store float %s3, ptr %a3
+  ret void
+}
+"""
+
+
+def test_the_slp_vectorizer_runs_below_the_size_limit_only():
+    """Four adjacent scalar adds become one vector add with the SLP vectorizer, and stay scalar without it; a
+    module's IR text above `SLP_MAX_IR_CHARS` goes without it (its time grows faster than the module)."""
+    from qd.jit import cpu
+
+    tm, _ = cpu._machine()
+    out = {}
+    for slp in (True, False):
+        mod = llvm.parse_assembly(_SLP_MODULE)
+        cpu._optimise(mod, tm, 3, slp)
+        out[slp] = str(mod)
+    assert "<4 x float>" in out[True] and "<4 x float>" not in out[False]
+    assert cpu.slp_for(_SLP_MODULE) and not cpu.slp_for("x" * (cpu.SLP_MAX_IR_CHARS + 1))

@@ -206,6 +206,6 @@ def _compile(llvm: Any, cpu: Any, text: str, fast_math: bool, quick: bool) -> tu
     except RuntimeError as e:
         return "parse", str(e)
     try:
-        return "ok", cpu.object_code(mod, fast_math, quick)
+        return "ok", cpu.object_code(mod, fast_math, quick, cpu.slp_for(text))
     except Exception as e:  # noqa: BLE001  reported to the program, which raises it where it compiled
         return "error", repr(e)

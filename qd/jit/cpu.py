@@ -120,24 +120,37 @@ def target_key() -> str:
     return "|".join((target.triple, target.cpu_name, target.features, ".".join(map(str, llvm.llvm_version_info))))
 
 
-def _optimise(mod: Any, tm: Any, level: int = 3) -> None:
+# Above this much LLVM IR text a module is optimised without the SLP vectorizer, whose time grows faster than the
+# module: Genesis' collision kernel (one 5 MB function, 86k qd statements) spent 6.5 s of its 11.4 s O3 pipeline
+# there, and its Franka scene steps no slower without it; its next largest kernel (1 MB) 0.5 s of 1.0.
+SLP_MAX_IR_CHARS = 2_000_000
+
+
+def slp_for(text: str) -> bool:
+    """Whether a module of LLVM IR `text` gets the SLP vectorizer (`SLP_MAX_IR_CHARS`)."""
+    return len(text) <= SLP_MAX_IR_CHARS
+
+
+def _optimise(mod: Any, tm: Any, level: int = 3, slp: bool = True) -> None:
     """LLVM's O`level` pipeline over `mod`; the loop vectorizer at every level (at O1 it costs about 3 ms of a
-    saxpy's compile and halves its run time; reductions run 4x faster), the SLP vectorizer from O2. Below O2 the
-    loops are neither unrolled nor interleaved: 2.5 ms of a saxpy's 7.7 ms pipeline, with the same run time."""
+    saxpy's compile and halves its run time; reductions run 4x faster), the SLP vectorizer from O2 where `slp`.
+    Below O2 the loops are neither unrolled nor interleaved: 2.5 ms of a saxpy's 7.7 ms pipeline, with the same
+    run time."""
     pto = llvm.create_pipeline_tuning_options(speed_level=level)
     pto.loop_vectorization = True
-    pto.slp_vectorization = level >= 2
+    pto.slp_vectorization = level >= 2 and slp
     pto.loop_unrolling = pto.loop_interleaving = level >= 2
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
 
 
-def object_code(mod: Any, fast_math: bool, quick: bool = False) -> bytes:
-    """Parsed, verified `mod` optimised and lowered to this machine's object code: O3, or with `quick` the O1
-    pipeline and machine code at O0 (`compile_native`). What a compile worker runs (`qd.jit.compile_worker`)."""
+def object_code(mod: Any, fast_math: bool, quick: bool = False, slp: bool = True) -> bytes:
+    """Parsed, verified `mod` optimised and lowered to this machine's object code: O3 (the SLP vectorizer where
+    `slp`: `slp_for`), or with `quick` the O1 pipeline and machine code at O0 (`compile_native`). What a compile
+    worker runs (`qd.jit.compile_worker`)."""
     tm, target = _machine()
     with _lock:
-        _optimise(mod, tm, 1 if quick else 3)
+        _optimise(mod, tm, 1 if quick else 3, slp)
         mod = vecmath.lower(mod) if fast_math else mod
         return (target.target_machine(0) if quick else tm).emit_object(mod)
 
@@ -190,23 +203,25 @@ def _perf_map(ee: Any, obj: bytes) -> None:
         f.writelines(lines)
 
 
-def _parsed(k: ir.KernelIR, target: CpuTarget, fast_math: bool) -> tuple[Any, Any]:
-    """(LLVM's parsed and verified module, `BuiltModule`) of `k`; a module whose bodies in SIMD lanes do not
-    parse or verify (a lowering bug) is built again with scalar bodies, so such a bug costs speed, never a
-    kernel."""
+def _parsed(k: ir.KernelIR, target: CpuTarget, fast_math: bool) -> tuple[Any, Any, bool]:
+    """(LLVM's parsed and verified module, `BuiltModule`, whether it gets the SLP vectorizer) of `k`; a module
+    whose bodies in SIMD lanes do not parse or verify (a lowering bug) is built again with scalar bodies, so such a
+    bug costs speed, never a kernel."""
     from qd.jit.llvm import build_module
 
     built = build_module(k, target, fast_math)
+    text = str(built.module)
     try:
-        mod = llvm.parse_assembly(str(built.module))
+        mod = llvm.parse_assembly(text)
         mod.verify()
     except RuntimeError:
         if not any(s.lanes > 1 for s in built.tasks):
             raise
         built = build_module(k, target, fast_math, lanes_ok=False)
-        mod = llvm.parse_assembly(str(built.module))
+        text = str(built.module)
+        mod = llvm.parse_assembly(text)
         mod.verify()
-    return mod, built
+    return mod, built, slp_for(text)
 
 
 def _load_cached(obj: bytes, meta: Any, k: ir.KernelIR) -> tuple[Any, list, list, list] | None:
@@ -256,8 +271,8 @@ def compile_native(k: ir.KernelIR, fast_math: bool, use_cache: bool = True,
             if key:
                 cache.store(cache_dir, key, worker_obj, (symbols, prints, check_args))
         else:  # (in this process: no workers, or a quick compile, whose first launch is waiting for it)
-            mod, (_, symbols, prints, check_args) = _parsed(k, target, fast_math)
-            obj = object_code(mod, fast_math, quick)
+            mod, (_, symbols, prints, check_args), slp = _parsed(k, target, fast_math)
+            obj = object_code(mod, fast_math, quick, slp)
             ee = _engine_for(obj)
             store_key = quick_key if quick else key  # (quick code is kept for the next process too)
             if store_key:
