@@ -127,6 +127,47 @@ run() {  # run SCENE...: unpack, then both sides on cuda (this shell has gpu_mac
   return $rc
 }
 
+probe() {  # probe SCENE: qd alone on cuda: a cold run (under py-spy where .gdevtools/py-spy was carried), then warm
+  # runs profiled (scenes.py --profile) after 10 and after 200 recorded steps -> $OUT/probe
+  unpack
+  local py=(env "PYTHONPATH=/tmp/gdev/site:/tmp/site:$ROOT/tools/quadrants_compat/shim:$ROOT" python3)
+  local out="$OUT/probe" cache=/tmp/gprobe-cache scene=$1 spy=()
+  export NUMBA_CACHE_DIR=/tmp/numba PYGLET_HEADLESS=1
+  mkdir -p "$out" && rm -rf "$cache"
+  [[ -x "$ROOT/.gdevtools/py-spy" ]] && spy=("$ROOT/.gdevtools/py-spy" record -s -f raw -r 40 -o "$out/cold.spy" --)
+  (cd /tmp && timeout 400 "${spy[@]}" "${py[@]}" "$HERE/scenes.py" "$scene" "$out/cold.npz" --cache-dir "$cache" \
+     --backend cuda --steps 20 --repeats 3 > "$out/cold.log" 2>&1)
+  if [[ ${#spy[@]} -gt 0 ]] && ! grep -q '^{"out"' "$out/cold.log"; then  # (py-spy refused: no ptrace there)
+    rm -rf "$cache"
+    (cd /tmp && timeout 400 "${py[@]}" "$HERE/scenes.py" "$scene" "$out/cold.npz" --cache-dir "$cache" \
+       --backend cuda --steps 20 --repeats 3 > "$out/cold.log" 2>&1)
+  fi
+  local n
+  for n in 10 200; do
+    (cd /tmp && timeout 300 "${py[@]}" "$HERE/scenes.py" "$scene" "$out/warm$n.npz" --cache-dir "$cache" \
+       --backend cuda --steps $n --repeats 5 --profile "$out/warm$n.prof" > "$out/warm$n.log" 2>&1)
+  done
+  grep -h '^{"out"' "$out"/*.log | cut -c1-2000
+}
+
+ktimes() {  # ktimes SCENE: per-kernel times of the timed steps (kernel_times.py) on cuda, qd then Quadrants, cold
+  # caches -> $OUT/ktimes/{qd,quadrants}.json and the comparison
+  unpack
+  local out="$OUT/ktimes" scene=$1 side
+  export NUMBA_CACHE_DIR=/tmp/numba PYGLET_HEADLESS=1
+  mkdir -p "$out"
+  for side in qd quadrants; do
+    local path="/tmp/gdev/site:/tmp/site:$ROOT/tools/quadrants_compat/shim:$ROOT"
+    [[ $side == quadrants ]] && path=/tmp/gdev/qsite:/tmp/gdev/site
+    rm -rf "/tmp/kt-$side"
+    (cd /tmp && timeout 420 env -u PYTHONPATH "PYTHONPATH=$path" python3 "$HERE/kernel_times.py" "$out/$side.json" \
+       "$scene" "$out/$side.npz" --cache-dir "/tmp/kt-$side" --backend cuda --steps 20 --repeats 5 \
+       > "$out/$side.log" 2>&1)
+    grep -h '^{"out"' "$out/$side.log" | grep -o '"time_[a-z1_]*wall": [0-9.]*' | tr '\n' ' '; echo " ($side)"
+  done
+  python3 "$HERE/kernel_times.py" --compare "$out/quadrants.json" "$out/qd.json" | tee "$out/compare.txt"
+}
+
 cmd=${1:-}; shift || true
 case $cmd in
   pack) pack ;;
@@ -134,5 +175,7 @@ case $cmd in
   part) part "$@" ;;
   unpack) unpack ;;
   run) run "$@" ;;
+  probe) probe "$@" ;;
+  ktimes) ktimes "$@" ;;
   *) sed -n '2,10p' "$0"; exit 2 ;;
 esac
