@@ -55,9 +55,11 @@ class BuiltModule(NamedTuple):
 
 
 def symbol_prefix(k: ir.KernelIR, target: Target, fast_math: bool) -> str:
-    from qd.ir_text import print_kernel
+    """`qd_<kernel>_<digest of its IR text, target and fast_math>`: the IR's digest is the one the caches key on
+    (printed once per IR object: printing Genesis' collision kernel again here cost 2 s a compile)."""
+    from qd.codegen.cache import ir_digest
 
-    text = f"{print_kernel(k)}\n{target.name}\n{target.triple}\n{fast_math}"
+    text = f"{ir_digest(k)}\n{target.name}\n{target.triple}\n{fast_math}"
     digest = hashlib.sha1(text.encode()).hexdigest()[:12]
     return f"qd_{re.sub(r'[^A-Za-z0-9_]', '_', k.name)[:48]}_{digest}"
 
