@@ -13,8 +13,9 @@ each top-level `RangeFor` becomes a parallel range task, the statements between 
 from __future__ import annotations
 
 import itertools
+import operator
 from dataclasses import dataclass, field, fields, replace
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from qd.ops import Op
 from qd.types.dtypes import DataType, i32, i64
@@ -42,6 +43,7 @@ class SrcLoc:
 # ------------------------------------------------------------------ base classes
 
 _ids = itertools.count()
+_SPECIALISED = False  # this module's statement classes have their own `blocks` (set at the end of the module)
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
@@ -53,7 +55,7 @@ class Stmt:
     def operands(self) -> tuple["Value", ...]:
         """The values this statement reads (not including nested blocks)."""
         out: list[Value] = []
-        for name in _field_names(type(self)):
+        for name in operand_fields(type(self)):
             v = getattr(self, name)
             if isinstance(v, Value):
                 out.append(v)
@@ -62,8 +64,14 @@ class Stmt:
         return tuple(out)
 
     def blocks(self) -> tuple["Block", ...]:
+        """The nested blocks (this module's classes get a faster one of their own: `_blocks_getter`)."""
         names = block_fields(type(self))
         return tuple(getattr(self, n) for n in names) if names else ()
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if _SPECIALISED:  # a statement class made outside this module: the generic `blocks`, never its base's
+            cls.blocks = Stmt.blocks
 
 
 # a statement class's field names: `dataclasses.fields` per call was a third of Genesis' warm build (`walk`)
@@ -75,6 +83,22 @@ def _field_names(cls: type) -> tuple[str, ...]:
     names = _FIELD_NAMES.get(cls)
     if names is None:
         names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
+# field types that never hold an operand: a statement's other fields are searched for Values
+_NOT_OPERANDS = frozenset({"Block", "DataType", "Op", "SrcLoc | None", "bool", "int", "int | float", "str",
+                           "tuple[str, ...]"})
+_OPERAND_FIELDS: dict = {}
+
+
+def operand_fields(cls: type) -> tuple[str, ...]:
+    """The names of a statement class's fields that may hold an operand (a Value, or a tuple holding some):
+    `operands` and `remap_operands` read only those (every field's type checked per call was a tenth of a
+    Genesis build's frontend)."""
+    names = _OPERAND_FIELDS.get(cls)
+    if names is None:
+        names = _OPERAND_FIELDS[cls] = tuple(f.name for f in fields(cls) if str(f.type) not in _NOT_OPERANDS)
     return names
 
 
@@ -589,9 +613,7 @@ def substitute(block: Block, mapping: dict, fresh: bool = False) -> Block:
 def remap_operands(s: Stmt, mapping: dict) -> Stmt:
     """`s` with its operand fields (not its nested blocks) renamed through `mapping`."""
     changes = {}
-    for name in _field_names(type(s)):
-        if name == "loc":
-            continue
+    for name in operand_fields(type(s)):
         v = getattr(s, name)
         if isinstance(v, Value):
             nv = mapping.get(v, v)
@@ -608,7 +630,7 @@ def remap_operands(s: Stmt, mapping: dict) -> Stmt:
 
 def _subst_stmt(s: Stmt, mapping: dict, fresh: bool) -> Stmt:
     if fresh:
-        for name in _field_names(type(s)):
+        for name in operand_fields(type(s)):
             v = getattr(s, name)
             if isinstance(v, LoopVar) and v not in mapping:
                 mapping[v] = LoopVar(v.dtype, v.name)
@@ -628,6 +650,22 @@ def _short_repr(self: Stmt) -> str:
     return f"<{' '.join(parts)} at {id(self):#x}>"
 
 
+def _no_blocks(self: Stmt) -> tuple:
+    return ()
+
+
+def _blocks_getter(names: tuple[str, ...]) -> Any:
+    """`Stmt.blocks` for a class whose nested blocks are the fields `names` (called millions of times a build)."""
+    if len(names) == 1:
+        name = names[0]
+        return lambda self: (getattr(self, name),)
+    get = operator.attrgetter(*names)
+    return lambda self: get(self)
+
+
 for _cls in list(globals().values()):
     if isinstance(_cls, type) and issubclass(_cls, Stmt):
         _cls.__repr__ = _short_repr
+        if _cls is not Stmt:
+            _cls.blocks = _blocks_getter(block_fields(_cls)) if block_fields(_cls) else _no_blocks
+_SPECIALISED = True

@@ -271,3 +271,38 @@ def test_parse_errors():
         parse_kernel("kernel k\nbody {\n  %0 = frobnicate i32\n}\n")
     with pytest.raises(IRParseError):
         parse_kernel("kernel k\nbody {\n  %0 = const i32 1\n")
+
+
+def _every_value(s: ir.Stmt) -> tuple:
+    out = []
+    for f in fields(s):
+        v = getattr(s, f.name)
+        if isinstance(v, ir.Value):
+            out.append(v)
+        elif isinstance(v, tuple):
+            out.extend(x for x in v if isinstance(x, ir.Value))
+    return tuple(out)
+
+
+def test_operands_and_blocks_read_every_field_that_holds_one():
+    """`Stmt.operands` skips the fields whose type never holds a Value and `Stmt.blocks` is specialised per
+    class (both for speed): they give what a search of every field gives, for every statement kind, and a
+    statement class made outside `qd.ir` gets the generic `blocks`, not its base class's."""
+    seen = set()
+    for s in ir.walk(sample_kernel().body):
+        seen.add(type(s))
+        assert s.operands() == _every_value(s), type(s).__name__
+        assert s.blocks() == tuple(getattr(s, f.name) for f in fields(s) if isinstance(getattr(s, f.name), ir.Block))
+    assert {ir.If, ir.RangeFor, ir.While, ir.Const, ir.LocalStore} <= seen
+
+    from dataclasses import dataclass
+
+    from qd.ir import Block
+
+    @dataclass(frozen=True, eq=False, kw_only=True)
+    class TwoWay(ir.If):
+        third: Block = Block(())
+
+    inner = ir.Block(())
+    s = TwoWay(cond=ir.Const(dtype=u1, value=True), then=ir.Block(()), third=inner)
+    assert s.blocks()[-1] is inner and len(s.blocks()) == 3
