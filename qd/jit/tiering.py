@@ -5,8 +5,9 @@
 and runs in the interpreter; every later launch runs the native code, waiting for it where it is not ready
 yet (a switch that hung on the compiler's timing made two runs of one program differ where the tiers round
 differently: `fast_math`, transcendentals within their ulps; Genesis' box scene did). A first launch whose
-predicted work (elements bound × bytecode length) is large compiles at once instead, since the
-interpreter would take longer than compiling: quickly (O1 with the loop vectorizer, machine code at O0:
+predicted work (`_predicted_work`: the instructions its loops would run, where their trip counts are known
+before the launch) is large for the kernel's size compiles at once instead, since the interpreter would take
+longer than compiling: quickly (O1 with the loop vectorizer, machine code at O0:
 about half the time of O3; up to `QUICK_WORK_LIMIT`, above which the launch waits for the O3 code), while
 the background compiler makes the optimised code that the later launches run (launch plans take the
 optimised code only). `jit="eager"` compiles before the first launch; `jit="interp"` never
