@@ -9,6 +9,7 @@ ctypedef int (*cu_event_t)(void* ev) noexcept nogil
 ctypedef int (*cu_memset8_t)(uint64_t dst, unsigned char v, size_t n, void* stream) noexcept nogil
 ctypedef int (*cu_stream_sync_t)(void* stream) noexcept nogil
 ctypedef int (*cu_dtoh_t)(void* dst, uint64_t src, size_t n) noexcept nogil
+ctypedef int (*cu_graph_launch_t)(void* graph_exec, void* stream) noexcept nogil
 
 DEF TIMING_EVERY = 32  # a launch in this many records the program's timing events (`kernel.stats["device_ms"]`)
 
@@ -30,8 +31,11 @@ cdef class CudaRunner:
     seeing a failure recorded goes through the Python path, which syncs and raises it.
 
     A kernel with `qd.graph.do_while` loops (`KernelIR.task_loops`) runs its tasks in the order `ir.task_order`
-    gives: after a loop's last task the stream is waited for and the loop's counter read from the device; a failure
-    recorded by then ends the launch there (raised at the next sync, as any other)."""
+    gives. A loop that may be a CUDA graph (`qd/gpu/cuda_graphs.py`: no loop nests in it or around it) is one graph
+    launch, its condition tested on the device: the launch's slot is first copied to the graphs' own slot (`gslot`),
+    and the graph is made (`make_graph`) at its first launch and again when its counter's address or a task's grid
+    changed. Otherwise, after a loop's last task the stream is waited for and the loop's counter read from the
+    device; a failure recorded by then ends the launch there (raised at the next sync, as any other)."""
 
     cdef object rt
     cdef object check            # (code, what) -> raises CudaError
@@ -62,6 +66,18 @@ cdef class CudaRunner:
     cdef int* loop_nbytes
     cdef int* end_at
     cdef int* ends
+    # loops as CUDA graphs: per task the graph loop starting there (-1: none); per loop its end, graph (NULL: not
+    # made yet), and the counter address it was made for; per task the grid its graph was made for
+    cdef int* graph_at
+    cdef int* loop_end
+    cdef void** gexec
+    cdef uint64_t* gcounter
+    cdef unsigned* ggrids
+    cdef uint64_t gslot
+    cdef long long slot_gen, gslot_gen
+    cdef object make_graph
+    cdef cu_graph_launch_t cu_graph_launch
+    cdef public long long graph_launches
     # buffers
     cdef Py_ssize_t nbuf
     cdef int* bsrc               # S_FIELD, S_TEMP, or the parameter the buffer is
@@ -110,16 +126,20 @@ cdef class CudaRunner:
         free(self.lkind); free(self.la); free(self.lb); free(self.lval); free(self.host); free(self.twin)
         free(self.events); free(self.recorded)
         free(self.loop_first); free(self.loop_cond); free(self.loop_nbytes); free(self.end_at); free(self.ends)
+        free(self.graph_at); free(self.loop_end); free(self.gexec); free(self.gcounter); free(self.ggrids)
 
     def __init__(self, object rt, dict fnptrs, uint64_t stream, object check, object enter, list tasks,
                  list buffers, list words, Py_ssize_t ctx0, list leaves, object regrid, list ring, tuple status,
-                 tuple timing, object on_error, object keep, list loops=None):
+                 tuple timing, object on_error, object keep, list loops=None, uint64_t gslot=0,
+                 object make_graph=None):
         """`fnptrs`: driver function addresses by name; `tasks`: (function, block, grid, dynamic shared bytes);
         `buffers`: (source, written, field owner or temp bytes); `words`: (kind, a, b) per slot word from `ctx0` on;
         `leaves`: (0, launch arg, 0) / (1, buffer, axis) the grids read (`regrid` recomputes them); `ring`:
         (host pointer, twin address, event) per slot; `status`: (host pointer, device address, words); `timing`: the
-        program's (start, end) events; `loops`: (first task, end task, counter buffer, counter bytes) per
-        `qd.graph.do_while` loop, outer loops first."""
+        program's (start, end) events; `loops`: (first task, end task, counter buffer, counter bytes, may be a graph)
+        per `qd.graph.do_while` loop, outer loops first; `gslot`: the device slot the loops' graphs read (0: no
+        graphs); `make_graph(loop, grids, counter address, Ctx address)`: a loop's graph exec handle (0: it cannot be
+        one; the loop then waits for the stream)."""
         cdef Py_ssize_t i
         self.rt, self.check, self.enter, self.regrid, self.on_error, self.keep = rt, check, enter, regrid, on_error, keep
         self.cu_launch = <cu_launch_t><size_t>fnptrs["cuLaunchKernel"]
@@ -129,6 +149,9 @@ cdef class CudaRunner:
         self.cu_memset8 = <cu_memset8_t><size_t>fnptrs["cuMemsetD8Async"]
         self.cu_stream_sync = <cu_stream_sync_t><size_t>fnptrs["cuStreamSynchronize"]
         self.cu_dtoh = <cu_dtoh_t><size_t>fnptrs["cuMemcpyDtoH_v2"]
+        self.cu_graph_launch = <cu_graph_launch_t><size_t>fnptrs.get("cuGraphLaunch", 0)
+        self.gslot, self.make_graph = gslot, make_graph
+        self.slot_gen, self.gslot_gen, self.graph_launches = 0, -1, 0
         self.stream = <void*><size_t>stream
         self.thread = 0
         self.ntasks = len(tasks)
@@ -189,8 +212,18 @@ cdef class CudaRunner:
         self.loop_nbytes = <int*>calloc(self.nloops + 1, sizeof(int))
         self.end_at = <int*>calloc(self.ntasks + 2, sizeof(int))
         self.ends = <int*>calloc(self.nloops + 1, sizeof(int))
-        for j, (first, end, cond, nbytes) in enumerate(loops):
+        self.graph_at = <int*>calloc(self.ntasks + 1, sizeof(int))
+        self.loop_end = <int*>calloc(self.nloops + 1, sizeof(int))
+        self.gexec = <void**>calloc(self.nloops + 1, sizeof(void*))
+        self.gcounter = <uint64_t*>calloc(self.nloops + 1, sizeof(uint64_t))
+        self.ggrids = <unsigned*>calloc(self.ntasks + 1, sizeof(unsigned))
+        for i in range(self.ntasks):
+            self.graph_at[i] = -1
+        for j, (first, end, cond, nbytes, graph) in enumerate(loops):
             self.loop_first[j], self.loop_cond[j], self.loop_nbytes[j] = first, cond, min(8, nbytes)
+            self.loop_end[j] = end
+            if graph and self.gslot and self.cu_graph_launch != NULL and end > first:
+                self.graph_at[first] = j
         for i in range(self.ntasks):  # at a shared last task the innermost loop (listed after its outer one) first
             self.end_at[i] = n
             for j in reversed(range(self.nloops)):
@@ -216,6 +249,31 @@ cdef class CudaRunner:
             if v != 0:
                 return self.loop_first[lp]
         return <int>(i + 1)
+
+    cdef bint _graph_loop(self, int lp) except -1:
+        """Launches loop `lp` as its graph (made or made again where needed); False when it cannot be one (it is
+        then run task by task from now on)."""
+        cdef Py_ssize_t t, first = self.loop_first[lp], end = self.loop_end[lp]
+        cdef uint64_t counter = self.baddr[self.loop_cond[lp]]
+        cdef bint fresh = self.gexec[lp] != NULL and self.gcounter[lp] == counter
+        for t in range(first, end):
+            fresh = fresh and self.ggrids[t] == self.grids[t]
+        if not fresh:
+            ex = self.make_graph(lp, [self.grids[t] for t in range(first, end)], counter,
+                                 self.gslot + 8 * self.ctx0)
+            if not ex:
+                self.graph_at[first] = -1
+                return False
+            self.gexec[lp], self.gcounter[lp] = <void*><size_t>ex, counter
+            for t in range(first, end):
+                self.ggrids[t] = self.grids[t]
+        if self.gslot_gen != self.slot_gen:  # (the slot's words changed since the graphs' slot was filled)
+            self._call(self.cu_htod(self.gslot, self.host[self.cur], 8 * self.nwords, self.stream),
+                       "cuMemcpyHtoDAsync")
+            self.gslot_gen = self.slot_gen
+        self._call(self.cu_graph_launch(self.gexec[lp], self.stream), "cuGraphLaunch")
+        self.graph_launches += 1
+        return True
 
     cdef inline bint _call(self, int rc, str what) except False:
         if rc != 0:
@@ -322,6 +380,9 @@ cdef class CudaRunner:
             launch = _next_id()
             i = 0
             while 0 <= i < self.ntasks:
+                if self.graph_at[i] >= 0 and self._graph_loop(self.graph_at[i]):
+                    i = self.loop_end[self.graph_at[i]]
+                    continue
                 key = qd_rng_key(plan.seed, launch, i, 0)
                 self._call(self.cu_launch(self.fns[i], self.grids[i], 1, 1, self.blocks[i], 1, 1, self.shmem[i],
                                           self.stream, params, NULL), "cuLaunchKernel")
@@ -356,6 +417,7 @@ cdef class CudaRunner:
         self._call(self.cu_htod(self.twin[self.cur], self.host[self.cur], 8 * self.nwords, self.stream),
                    "cuMemcpyHtoDAsync")
         self.cur_valid = True
+        self.slot_gen += 1
         return True
 
     def collect(self):

@@ -234,3 +234,59 @@ def test_do_while_loops_go_through_the_runner(arch):
             want = want * np.float32(0.5) + np.float32(1.0)
         np.testing.assert_allclose(acc.to_numpy(), want, rtol=1e-6)
     assert _run_launches(halve) >= 2
+
+
+def _graph_loop_runs() -> dict:
+    """A one-level loop's results over launches whose counts and extents change, and the nested kernel's, with the
+    runners' launch and graph launch counts."""
+    @qd.kernel(graph=True)
+    def decay(counter: qd.types.ndarray(qd.i32, 0), x: qd.types.ndarray(qd.f32, 1), v: qd.f32):
+        while qd.graph.do_while(counter):
+            for i in range(x.shape[0]):
+                x[i] = x[i] * 0.5 + v
+            for _ in range(1):
+                counter[()] = counter[()] - 1
+
+    out: dict = {"decay": []}
+    counter = qd.ndarray(qd.i32, ())
+    for size in (100, 5000):
+        x = qd.ndarray(qd.f32, (size,))
+        want = np.zeros(size, np.float32)
+        for n in (3, 1, 6, 2):
+            counter[()] = n
+            decay(counter, x, 1.0)
+            for _ in range(n):
+                want = want * np.float32(0.5) + np.float32(1.0)
+            np.testing.assert_allclose(x.to_numpy(), want, rtol=1e-6)
+            assert counter.to_numpy() == 0
+            out["decay"].append(x.to_numpy())
+    nested = nested_two()
+    x, outer, inner = qd.ndarray(qd.i32, (64,)), qd.ndarray(qd.i32, ()), qd.ndarray(qd.i32, ())
+    for _ in range(3):
+        outer[()] = 2
+        nested(x, outer, inner, 3)
+    np.testing.assert_array_equal(x.to_numpy(), np.full(64, 18, np.int32))
+    out["graphs"] = (_runner(decay).graph_launches, _runner(nested).graph_launches)
+    out["launches"] = (_run_launches(decay), _run_launches(nested))
+    return out
+
+
+def test_a_do_while_loop_is_one_cuda_graph_launch(arch, monkeypatch):
+    """A loop no other loop nests in or around runs as a CUDA graph with a conditional WHILE node
+    (`qd/gpu/cuda_graphs.py`): the host does not wait for the device between iterations. The results equal the
+    closed form and those of the loop run task by task (`QD_CUDA_GRAPH_LOOPS=0`), across counts and extents that
+    change between launches (the graph is made again for new grids); nested loops stay task by task."""
+    from qd.gpu import cuda_graphs
+    from qd.runtime import device
+
+    why = cuda_graphs.unavailable(device.current().backend.drv)
+    if why is not None:
+        pytest.skip(f"CUDA graphs for loops unavailable here: {why}")
+    graphs = _graph_loop_runs()
+    assert graphs["graphs"][0] == graphs["launches"][0] >= 2 and graphs["graphs"][1] == 0 < graphs["launches"][1]
+    monkeypatch.setenv("QD_CUDA_GRAPH_LOOPS", "0")
+    qd.init(arch=qd.cuda, enable_fallback=False, log_level="warn")
+    plain = _graph_loop_runs()
+    assert plain["graphs"] == (0, 0) and plain["launches"][0] >= 2
+    for a, b in zip(graphs["decay"], plain["decay"]):
+        np.testing.assert_array_equal(a, b)

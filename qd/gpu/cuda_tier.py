@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from qd import ir
+from qd import _logging, ir
 from qd.base.abi import CTX_FIELDS, HEADER_WORDS, MAX_NDIM, PRINTLEN_WORD, S_TEMP
 from qd.codegen import cache
 from qd.codegen.reduce import find_reductions
 from qd.gpu.backend import DeviceBackend
-from qd.gpu.cuda_driver import ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, Driver
+from qd.gpu.cuda_driver import ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, CudaError, Driver
 from qd.jit import nvptx, nvptx_simt
 
 LOCAL_SIZE = 256
@@ -379,12 +379,46 @@ class CudaBackend(DeviceBackend):
             prog.events = (drv.event(timing=True), drv.event(timing=True))
         fnptrs = {name: ctypes.cast(getattr(drv.lib, name), ctypes.c_void_p).value
                   for name in ("cuLaunchKernel", "cuMemcpyHtoDAsync_v2", "cuEventRecord", "cuEventSynchronize",
-                               "cuMemsetD8Async", "cuStreamSynchronize", "cuMemcpyDtoH_v2")}
+                               "cuMemsetD8Async", "cuStreamSynchronize", "cuMemcpyDtoH_v2", "cuGraphLaunch")}
         tasks = [(fn.value, t.local_size, g, t.shared_bytes) for fn, t, g in zip(prog.functions, sk.tasks, grids)]
+        gslot, make_graph = self._loop_graphs(prog, loops, status.address, keep)
         return clib.CudaRunner(rt, fnptrs, drv.stream.value, check, drv.enter, tasks, bufs, words,
                                   sk.slot_words - len(sk.ctx), leaves, regrid, ring,
                                   (status.host_ptr, status.address, HEADER_WORDS + sk.nrets),
-                                  (prog.events[0].value, prog.events[1].value), on_error, keep, loops)
+                                  (prog.events[0].value, prog.events[1].value), on_error, keep, loops, gslot,
+                                  make_graph)
+
+    def _loop_graphs(self, prog: Program, loops: list, status: int, keep: list) -> tuple[int, Any]:
+        """(the device slot the loops' graphs read, the runner's `make_graph`), or (0, None) where no loop may be a
+        graph here (`qd/gpu/cuda_graphs.py`)."""
+        from qd.gpu import cuda_graphs
+
+        if not any(lp[4] for lp in loops):
+            return 0, None
+        why = cuda_graphs.unavailable(self.drv)
+        if why is not None:
+            _logging.debug(f"[CUDA] qd.graph.do_while loops wait for the stream: {why}")
+            return 0, None
+        slot = self.alloc(8 * prog.kernel.slot_words)
+        graphs: dict = {}
+        keep += [slot, graphs]
+
+        def make_graph(lp: int, grids: list, counter: int, ctx_addr: int) -> int:
+            first, end, _, nbytes, _ = loops[lp]
+            old = graphs.pop(lp, None)
+            if old is not None:
+                old.close()
+            tasks = [(fn.value, t.local_size, g, t.shared_bytes)
+                     for fn, t, g in zip(prog.functions[first:end], prog.kernel.tasks[first:end], grids)]
+            try:
+                graphs[lp] = cuda_graphs.LoopGraph(self.drv, self.arch, tasks, ctx_addr, counter, nbytes, status)
+            except CudaError as e:
+                _logging.warn(f"[CUDA] a qd.graph.do_while loop could not be made a CUDA graph; it waits for the "
+                              f"stream after each iteration instead: {e}")
+                return 0
+            return graphs[lp].exec.value
+
+        return slot.address, make_graph
 
     def _marker(self, stream: int) -> Any:
         """A pooled event recorded on `stream` (another library's) now. It goes back to the pool at once: the

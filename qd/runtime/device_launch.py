@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -32,16 +33,15 @@ from qd import _launch as _clib
 from qd import ir
 from qd.ad.adstack import OVERFLOW_KIND
 from qd.ad.counting import COUNTS_KIND
-from qd.base import abi
+from qd.base import abi, config
 from qd.base.abi import M64 as _M64
 from qd.base.abi import register_bits
 from qd.errors import QuadrantsRuntimeError
 from qd.ops import Op
-from qd.base import config
 from qd.runtime import device
 from qd.runtime import launch as _launch
-from qd.runtime.device import DeviceRuntime, Record
 from qd.runtime import launch_plan as _launch_plan
+from qd.runtime.device import DeviceRuntime, Record
 from qd.runtime.device_array import DeviceArray
 from qd.runtime.status import check_error, decode_returns, flush_prints
 
@@ -312,10 +312,17 @@ def _make_runner(rt: DeviceRuntime, st: _State, ck: Any, bindings: Sequence[Any]
 
     def on_error(status: np.ndarray) -> BaseException:
         return check_error(ck.ir, sk.check_args, status)
-    loops = [(lp.first, lp.end, lp.cond, ck.ir.buffers[lp.cond].dtype.itemsize) for lp in ck.ir.task_loops]
+    loops = [(lp.first, lp.end, lp.cond, ck.ir.buffers[lp.cond].dtype.itemsize, _graphable(ck.ir, lp))
+             for lp in ck.ir.task_loops]
     if loops and len(sk.tasks) != len(ck.ir.tasks):  # (the loops index the IR's tasks; `_enqueue_runs` refuses)
         return None
     return make(st.prog, grids, buffers, words, leaves, regrid, on_error, rt, _clib, loops)
+
+
+def _graphable(k: ir.KernelIR, lp: ir.TaskLoop) -> bool:
+    """Whether a `qd.graph.do_while` loop may run as a CUDA graph (`qd/gpu/cuda_graphs.py`): no other loop nests
+    in it or around it."""
+    return not any(o is not lp and o.first < lp.end and lp.first < o.end for o in k.task_loops)
 
 
 class _Binding:
