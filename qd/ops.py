@@ -162,7 +162,8 @@ INFO: dict[Op, OpInfo] = {
                     nondiff=True),
     Op.MOD: _i(2, "same", "Python %: result has the divisor's sign; floats: a - b*floor(a/b); "
                "ints: x % 0 gives 0"),
-    Op.POW: _i(2, "same", "a ** b (ints: repeated multiply, b < 0 gives 0 unless |a| == 1)",
+    Op.POW: _i(2, "same", "a ** b (ints: repeated multiply, b < 0 gives 0 unless |a| == 1; a constant b is "
+                          "simplified before this op: DESIGN §4)",
                ulps=_ulps(1, 1, 1, 2, 3), kind="transcendental", libm="pow"),
     Op.ATAN2: _i(2, "float", "atan2(a, b)", ulps=_ulps(2, 4, 1, 2, 2), kind="transcendental", libm="atan2"),
     Op.MIN: _i(2, "same", "min(a, b); NaN in a float operand gives the other", commutative=True, libm="fmin"),
