@@ -301,9 +301,9 @@ def test_runner_verifies_and_prints(monkeypatch, capsys):
         debug = True
     passes = default_pipeline(Cfg())
     assert [p for p, _ in passes] == ["simplify", "dce", "insert_bound_checks", "lower_adstacks", "offload",
-                                        "simplify", "dce"]
+                                        "simplify", "dce", "demote_atomics"]
     assert [p for p, _ in default_pipeline(object())] == ["simplify", "dce", "lower_adstacks", "offload", "simplify",
-                                                           "dce"]
+                                                           "dce", "demote_atomics"]
     monkeypatch.setenv("QD_PRINT_AFTER", "offload,dce")
     k = run_passes(sample_kernel(), passes, verify=True)
     assert k.tasks

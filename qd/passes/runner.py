@@ -16,6 +16,7 @@ from qd.ir_text import print_kernel
 from qd.ad.adstack import lower_adstacks
 from qd.passes.bounds import insert_bound_checks
 from qd.passes.dce import dce
+from qd.passes.demote import demote_atomics
 from qd.passes.offload import offload
 from qd.passes.simplify import simplify
 from qd.verify import IRVerifyError, verify_kernel
@@ -53,9 +54,10 @@ def run_passes(k: ir.KernelIR, passes: list[tuple[str, Pass]], verify: bool | No
 
 def default_pipeline(config: object) -> list[tuple[str, Pass]]:
     """simplify, dce, [insert_bound_checks if debug/check_out_of_bound], lower_adstacks, offload,
-    simplify, dce (the last two run per task)."""
+    simplify, dce (the last two run per task), demote_atomics."""
     passes: list[tuple[str, Pass]] = [("simplify", simplify), ("dce", dce)]
     if getattr(config, "debug", False) or getattr(config, "check_out_of_bound", False):
         passes.append(("insert_bound_checks", insert_bound_checks))
-    passes += [("lower_adstacks", lower_adstacks), ("offload", offload), ("simplify", simplify), ("dce", dce)]
+    passes += [("lower_adstacks", lower_adstacks), ("offload", offload), ("simplify", simplify), ("dce", dce),
+               ("demote_atomics", demote_atomics)]
     return passes

@@ -1,0 +1,94 @@
+"""Atomic demotion (`qd/passes/demote.py`, issue 31): an atomic update of a field that a range task reaches only at
+its own cell becomes a load, the op and a store; any other atomic stays one. Results against numpy on every tier."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import qd
+from qd import ir
+
+
+def _atomics(kernel) -> int:
+    return sum(isinstance(s, ir.AtomicRMW) for t in kernel._last_ck.ir.tasks for b in (t.prologue, t.body)
+               for s in ir.walk(b))
+
+
+def test_an_owned_accumulator_is_demoted_and_sums_right(arch):
+    """Taichi's nbody force loop: `force[i] += f` in a serial inner loop (a vector field: both components)."""
+    n = 96
+    pos = qd.Vector.field(2, qd.f32, n)
+    force = qd.Vector.field(2, qd.f32, n)
+    hits = qd.field(qd.i32, n)
+
+    @qd.kernel
+    def compute():
+        for i in range(n):
+            p = pos[i]
+            for j in range(n):
+                if i != j:
+                    d = p - pos[j]
+                    force[i] += d / (d.norm(1e-5) ** 3)
+                    hits[i] += 1
+                    hits[i] = qd.max(hits[i], 0)
+
+    rng = np.random.default_rng(5)
+    p = rng.random((n, 2)).astype(np.float32)
+    pos.from_numpy(p)
+    compute()
+    assert _atomics(compute) == 0
+    d = p[:, None, :].astype(np.float64) - p[None, :, :]
+    r = np.sqrt((d ** 2).sum(-1) + 1e-5)  # (norm(eps): sqrt of the squared norm + eps)
+    np.fill_diagonal(r, np.inf)
+    np.testing.assert_allclose(force.to_numpy(), (d / r[..., None] ** 3).sum(1), rtol=2e-4)
+    np.testing.assert_array_equal(hits.to_numpy(), np.full(n, n - 1))
+
+
+@pytest.mark.parametrize("case", ["neighbour", "other_index", "ndarray", "float_max"])
+def test_atomics_that_other_iterations_may_reach_stay_atomic(arch, case):
+    n = 64
+    acc = qd.field(qd.f32, n + 1)
+    nd = qd.ndarray(qd.f32, (n + 1,))
+
+    @qd.kernel
+    def neighbour():
+        for i in range(n):
+            acc[i] += 1.0
+            acc[i + 1] += 1.0
+
+    @qd.kernel
+    def other_index():
+        for i in range(n):
+            for j in range(n):
+                acc[i] += 1.0
+            acc[0] += 0.0 * acc[n - i]
+
+    @qd.kernel
+    def on_ndarray(a: qd.types.ndarray(qd.f32, 1)):
+        for i in range(n):
+            a[i] += 2.0
+
+    @qd.kernel
+    def float_max():
+        for i in range(n):
+            qd.atomic_max(acc[i], 3.0)
+
+    if case == "neighbour":
+        neighbour()
+        want = np.r_[1.0, np.full(n - 1, 2.0), 1.0]
+        got, kernel = acc.to_numpy(), neighbour
+    elif case == "other_index":
+        other_index()
+        want = np.r_[np.full(n, float(n)), 0.0]
+        got, kernel = acc.to_numpy(), other_index
+    elif case == "ndarray":
+        on_ndarray(nd)
+        want = np.r_[np.full(n, 2.0), 0.0]
+        got, kernel = nd.to_numpy(), on_ndarray
+    else:
+        float_max()
+        want = np.r_[np.full(n, 3.0), 0.0]
+        got, kernel = acc.to_numpy(), float_max
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+    assert _atomics(kernel) > 0
