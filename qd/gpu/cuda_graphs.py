@@ -9,9 +9,10 @@ nonzero and no failure was recorded" with `cudaGraphSetConditional` (CUDA's devi
 linked in by the driver's linker).
 
 The graph's kernels read their Ctx from a slot of the runner's own (the launcher copies the launch's slot there
-before each graph launch) with a random key of 0 (the frontend refuses `qd.random` in a do_while loop). Nested loops
-stay task by task. The graph is made again when the counter's device address or a task's grid changes. A failure recorded in the loop
-ends the loop (the tasks after it still run; the error is raised at the next sync, as for any launch).
+before each graph launch) with a random key of 0 (the frontend refuses `qd.random` in a do_while loop). Nested
+loops stay task by task. The graph is made again when the counter's device address or a task's grid changes. A
+failure recorded in the loop ends the loop (the tasks after it still run; the error is raised at the next sync, as
+for any launch).
 
 `unavailable(drv)` says why graphs cannot be used (the driver predates conditional nodes, CUDA 12.4; no
 `libcudadevrt.a`: CUDA_HOME, /usr/local/cuda; `QD_CUDA_GRAPH_LOOPS=0`); loops then wait for the stream as before.

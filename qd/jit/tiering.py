@@ -143,7 +143,7 @@ class _LaunchValues:
     def of(self, v: ir.Value | None) -> int | None:
         """`v`'s value, or None where it is read from memory or computed by the kernel."""
         if isinstance(v, ir.Const):
-            return int(v.value) if isinstance(v.value, int) else None
+            return int(v.value) if isinstance(v.value, (int, np.integer)) else None
         if isinstance(v, ir.ExternalShape):
             self.used = True
             shape = getattr(self.arrays[v.buffer], "shape", ()) if v.buffer < len(self.arrays) else ()
