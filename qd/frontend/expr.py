@@ -208,35 +208,6 @@ def binary(name: str, a: Any, b: Any) -> Any:
     return _expr_binary(name, a, b)
 
 
-MAX_EXPANDED_POWER = 32
-
-
-def _constant_power(a: Expr, n: Any, t: DataType) -> Expr | None:
-    """`a ** n` (of type `t`) for an exponent known when the kernel is built, as Quadrants simplifies it: 1 -> a,
-    0 -> 1, 0.5 -> sqrt(a), an integer 2..`MAX_EXPANDED_POWER` -> multiplications by squaring (a ** 3 = a * (a *
-    a)), a negative one of a float -> 1 / a ** -n; None for any other exponent (the `pow` op). Every tier then
-    runs the same multiplications (nbody's `(1.0 / r) ** 3` was a libm call per pair, ~10x the products)."""
-    n = float(n)
-    if n == 1:
-        return cast_expr(a, t)
-    if n == 0:
-        return const(1, t)
-    if n == 0.5 and t.is_float:
-        return emit(Op.SQRT, (cast_expr(a, t),), t)
-    if not (n.is_integer() and abs(n) <= MAX_EXPANDED_POWER) or (n < 0 and not t.is_float):
-        return None
-    exp, power, out = int(abs(n)), cast_expr(a, t), None
-    bit = 1
-    while True:
-        if exp & bit:
-            out = power if out is None else emit(Op.MUL, (out, power), t)
-        bit <<= 1
-        if bit > exp:
-            break
-        power = emit(Op.MUL, (power, power), t)
-    return out if n > 0 else emit(Op.DIV, (const(1, t), out), t)
-
-
 def _type_error(name: str, a: DataType, b: DataType) -> QuadrantsTypeError:
     return QuadrantsTypeError(f"unsupported operand type(s) for '{SYMBOL[name]}': '{a}' and '{b}'")
 
@@ -271,10 +242,6 @@ def _expr_binary(name: str, a: Any, b: Any) -> Expr:
     if name == "atan2":
         t = dtypes.f64 if dtypes.f64 in (ta, tb) else dtypes.f32
         return emit(Op.ATAN2, (cast_expr(a, t), cast_expr(b, t)), t)
-    if name == "pow" and is_number(b) and not isinstance(b, bool):
-        r = _constant_power(a, b, ta if tb.is_int else promote(ta, tb))
-        if r is not None:
-            return r
     if name == "pow" and tb.is_int:
         if ta.is_int and _b.cfg().debug:
             _check_exponent(b)

@@ -32,7 +32,7 @@ class DeviceBackend:
     # the C launcher factory of launch plans, or None where launches take the Python path:
     # runner(prog, grids, buffers, words, leaves, regrid, on_error, rt, clib, loops) (see `device_launch.runner`;
     # `clib` is the runtime's `qd._launch`, passed down: the launcher class and the source codes live there; `loops`:
-    # (first task, end task, counter buffer, counter bytes) per `qd.graph.do_while` loop)
+    # (first task, end task, counter buffer, counter bytes, may be a CUDA graph) per `qd.graph.do_while` loop)
     runner: Callable[..., Any] | None = None
     # the CUDA device ordinal of this backend's memory where torch can wrap it (`__cuda_array_interface__`)
     torch_cuda_device: int | None = None

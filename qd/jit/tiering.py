@@ -247,7 +247,7 @@ def native_for(st: TierState, k: ir.KernelIR, arrays: Sequence[Any], args: Seque
             st.native = _compile(k)  # (the other threads launching it wait for this one's code)
         elif st.native is None or st.native.quick:
             first = not any(st.counts["launches"].values())
-            work = _predicted_work(st, k, arrays, args)
+            work = _predicted_work(st, k, arrays, args) if first else 0  # (only a first launch's decides)
             quick_now = first and st.native is None and st.future is None \
                 and _waits(st, work) and work <= QUICK_WORK_LIMIT
             if quick_now:

@@ -233,6 +233,51 @@ def identity(s: ir.OpStmt) -> ir.Value | int | None:
     return _float_identity(s) if s.dtype.is_float else _int_identity(s)
 
 
+# ------------------------------------------------------------------ constant powers
+
+MAX_EXPANDED_POWER = 32
+
+
+def constant_power(s: ir.OpStmt) -> tuple[list[ir.Stmt], ir.Value] | None:
+    """`x ** n` for a constant exponent, as Quadrants' algebraic simplification does: 1 -> x, 0 -> 1, 0.5 ->
+    sqrt(x), an integer 2..`MAX_EXPANDED_POWER` -> multiplications by squaring (x ** 3 = x * (x * x)), a negative
+    one of a float -> 1 / x ** -n: (the new statements, the value replacing `s`), or None for any other exponent
+    (the `pow` op stays). Every tier then runs the same multiplications (nbody's `(1.0 / r) ** 3` was a libm
+    call per pair, ~10x the products)."""
+    if s.op is not Op.POW or not isinstance(s.args[1], ir.Const) or s.args[0].dtype is not s.dtype:
+        return None
+    x, t, n = s.args[0], s.dtype, float(s.args[1].value)
+    if n == 1:
+        return [], x
+    if n == 0:
+        one = ir.Const(dtype=t, value=1.0 if t.is_float else 1, loc=s.loc)
+        return [one], one
+    if n == 0.5 and t.is_float:
+        root = ir.OpStmt(op=Op.SQRT, args=(x,), dtype=t, loc=s.loc)
+        return [root], root
+    if not (n.is_integer() and abs(n) <= MAX_EXPANDED_POWER) or (n < 0 and not t.is_float):
+        return None
+    out: list[ir.Stmt] = []
+
+    def mul(a: ir.Value, b: ir.Value) -> ir.Value:
+        out.append(ir.OpStmt(op=Op.MUL, args=(a, b), dtype=t, loc=s.loc))
+        return out[-1]
+
+    exp, power, result, bit = int(abs(n)), x, None, 1
+    while True:
+        if exp & bit:
+            result = power if result is None else mul(result, power)
+        bit <<= 1
+        if bit > exp:
+            break
+        power = mul(power, power)
+    if n < 0:
+        one = ir.Const(dtype=t, value=1.0, loc=s.loc)
+        out += [one, ir.OpStmt(op=Op.DIV, args=(one, result), dtype=t, loc=s.loc)]
+        result = out[-1]
+    return out, result
+
+
 # ------------------------------------------------------------------ the pass
 
 
@@ -243,6 +288,10 @@ def _simplify_op(s: ir.OpStmt, m: dict) -> list[ir.Stmt]:
             c = ir.Const(dtype=s.dtype, value=v, loc=s.loc)
             m[s] = c
             return [c]
+    power = constant_power(s)
+    if power is not None:
+        m[s] = power[1]
+        return power[0]
     r = identity(s)
     if r is None:
         return [s]
@@ -291,7 +340,8 @@ def _simplify_task(t: ir.Task) -> ir.Task:
 
 
 def simplify(k: ir.KernelIR) -> ir.KernelIR:
-    """Fold constants and exact identities in `k`'s body, or in each task once offloaded."""
+    """Fold constants and exact identities, and expand constant powers (`constant_power`), in `k`'s body, or in
+    each task once offloaded."""
     if k.tasks is None:
         return k.with_body(simplify_block(k.body, {}))
     return replace(k, tasks=tuple(_simplify_task(t) for t in k.tasks))
