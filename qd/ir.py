@@ -578,6 +578,11 @@ def walk_kernel(k: KernelIR) -> Iterator[Stmt]:
         yield from walk(t.body)
 
 
+def index_key(v: Value) -> object:
+    """Equal for two index values that are the same address component: the same value, or equal constants."""
+    return ("const", v.dtype.name, v.value) if isinstance(v, Const) else v
+
+
 def has_side_effect(s: Stmt) -> bool:
     return not isinstance(s, (Const, ArgLoad, OpStmt, LocalLoad, GlobalPtr, GlobalLoad, ExternalShape,
                               Alloca, ThreadSlot, AdStackLoadTop))

@@ -420,7 +420,7 @@ class _Reverse:
             self.acc(s.value, _emit(r.out, ir.LocalLoad(var=a, dtype=s.var.dtype, loc=s.loc)), r, s.loc)
             r.out.append(ir.LocalStore(var=a, value=em.const(0.0, s.var.dtype), loc=s.loc))
         elif isinstance(s, ir.GlobalLoad) and s.ptr.buffer in self.grad_of and ct is not ZERO:
-            key = (s.ptr.buffer, tuple(_index_key(r.vmap.get(i, i)) for i in s.ptr.indices))
+            key = (s.ptr.buffer, tuple(ir.index_key(r.vmap.get(i, i)) for i in s.ptr.indices))
             if key in r.pending:
                 r.pending[key][1] = rules.add(r.pending[key][1], ct, s.dtype, em)
             else:
@@ -428,7 +428,7 @@ class _Reverse:
         elif (isinstance(s, ir.GlobalStore) or (isinstance(s, ir.AtomicSwap) and s.expected is None)) \
                 and s.ptr.buffer in self.grad_of and s.value.dtype.is_float:  # (an exchange is a store here)
             # loads of this very address after the store: their adjoint goes straight to the stored value
-            same = r.pending.pop((s.ptr.buffer, tuple(_index_key(r.vmap.get(i, i)) for i in s.ptr.indices)), None)
+            same = r.pending.pop((s.ptr.buffer, tuple(ir.index_key(r.vmap.get(i, i)) for i in s.ptr.indices)), None)
             self.flush(r, s.ptr.buffer)
             gp = self.grad_ptr(s.ptr, r)
             g = _emit(r.out, ir.GlobalLoad(ptr=gp, dtype=s.ptr.dtype, loc=s.loc))
@@ -625,7 +625,7 @@ def _owned_buffers(s: ir.RangeFor, grad_of: dict) -> set[int]:
     mixed: set[int] = set()
     for st in ir.walk(s.body):
         if isinstance(st, (ir.GlobalLoad, ir.GlobalStore, ir.AtomicRMW, ir.AtomicSwap)) and st.ptr.buffer in grad_of:
-            key = tuple(_index_key(i) for i in st.ptr.indices)
+            key = tuple(ir.index_key(i) for i in st.ptr.indices)
             if s.var not in key or seen.setdefault(st.ptr.buffer, key) != key:
                 mixed.add(st.ptr.buffer)
     return set(seen) - mixed
@@ -662,11 +662,6 @@ def _check_cross_iteration(s: ir.RangeFor, grad_of: dict, forms: Forms) -> None:
                     f"loop{_where(s.loc)} writes it{_where(stt.loc)} and reads it at another iteration's "
                     f"index{_where(ld.loc)}; its iterations run in any order, so the gradient is undefined. Nest "
                     f"the loop in an outer loop (it then runs serially with adstacks) or split it into kernels.")
-
-
-def _index_key(v: ir.Value) -> object:
-    """Equal for two index values that are the same address component: the same value, or equal constants."""
-    return ("const", v.dtype.name, v.value) if isinstance(v, ir.Const) else v
 
 
 def _carried_locals(s: ir.RangeFor) -> list[ir.Alloca]:

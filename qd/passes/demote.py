@@ -29,10 +29,6 @@ _INTS_ONLY = (Op.MIN, Op.MAX, Op.BIT_AND, Op.BIT_OR, Op.BIT_XOR)
 _FLOATS = (T.f32, T.f64)
 
 
-def _key(v: ir.Value) -> object:
-    return ("const", v.dtype.name, v.value) if isinstance(v, ir.Const) else v
-
-
 def owned_fields(k: ir.KernelIR, t: ir.Task) -> set[int]:
     """The field buffers every pointer of range task `t` reaches only at the task's own cell."""
     seen: dict[int, tuple] = {}
@@ -42,7 +38,7 @@ def owned_fields(k: ir.KernelIR, t: ir.Task) -> set[int]:
             if not isinstance(s, ir.GlobalPtr) or k.buffers[s.buffer].kind != "field":
                 continue
             n = len(k.buffers[s.buffer].shape)
-            key = tuple(_key(v) for v in s.indices[:n])
+            key = tuple(ir.index_key(v) for v in s.indices[:n])
             constant_elements = all(isinstance(v, ir.Const) for v in s.indices[n:])
             if t.var not in key or not constant_elements or seen.setdefault(s.buffer, key) != key:
                 mixed.add(s.buffer)
