@@ -91,6 +91,7 @@ class ModuleGen(KernelCodegen):
     def serial(self, n: int, t: ir.Task) -> str:
         name = f"{self.prefix}_task{n}"
         f = FnLowering(self, self.function(name, I32, [PTR]), _uses_random(t))
+        f.plan_local_arrays(t.body)
         f.rng_reset()
         f.block(t.body)
         f.b.ret(L.Constant(I32, abi.RC_DONE))
@@ -116,6 +117,7 @@ class ModuleGen(KernelCodegen):
         strided = self.target.strided_bodies
         fn = self.function(name, I32, [PTR, I64, I64] + ([I64] if strided else []))
         f = FnLowering(self, fn, _uses_random(t))
+        f.plan_local_arrays(t.prologue, t.body)
         f.block(t.prologue)
         accs = self.start_reductions(f, t)
         b = f.b

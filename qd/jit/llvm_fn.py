@@ -18,6 +18,7 @@ from llvmlite import ir as L
 from qd import ir
 from qd.base import abi
 from qd.base.abi import CTX_FIELDS, MAX_CHECK_ARGS, MAX_NDIM
+from qd.codegen import local_arrays
 from qd.codegen.emitter import CodegenBase
 from qd.jit.llvm_ops import I1, I8, OpCtx, const, fminmax, lower_op, mem_type, reg_type
 from qd.jit.targets import F32, F64, I32, I64
@@ -82,6 +83,8 @@ class FnLowering(CodegenBase):
         self.tid: L.Value = i64c(0)
         self.reductions: dict = {}  # AtomicRMW -> (Reduction, accumulator alloca)
         self.on_return: Callable[[], None] = lambda: None
+        self.arrays = local_arrays.Plan()  # none until `plan_local_arrays`
+        self.array_allocas: dict[int, L.Value] = {}
         if uses_random:
             self.rng_ctr = self.eb.alloca(I64, name="rng_ctr")
             self.rng_key = self.eb.alloca(I64, name="rng_key")
@@ -168,10 +171,67 @@ class FnLowering(CodegenBase):
     def lower_op(self, s: ir.OpStmt, args: list) -> L.Value:
         return lower_op(self.c, s.op, [a.dtype for a in s.args], s.dtype, args)
 
+    # ------------------------------------------------------------ locals (and local matrices in arrays)
+    def plan_local_arrays(self, *blocks: ir.Block) -> None:
+        """Keeps the local matrices that `blocks` index at run time in arrays (`qd/codegen/local_arrays.py`)."""
+        self.arrays = local_arrays.plan(*blocks)
+
+    def array(self, n: int) -> L.Value:
+        """Planned array `n`: one entry alloca."""
+        if n not in self.array_allocas:
+            dtype, length = self.arrays.arrays[n]
+            self.array_allocas[n] = self.eb.alloca(L.ArrayType(reg_type(dtype), length), name=f"mat{n}")
+        return self.array_allocas[n]
+
+    def array_at(self, b: L.IRBuilder, n: int, pos: L.Value) -> L.Value:
+        dtype, length = self.arrays.arrays[n]
+        arr = self.array(n)
+        # (llvmlite's typed pointers, which a process importing numba may switch on, type the GEP themselves)
+        etype = L.ArrayType(reg_type(dtype), length) if arr.type.is_opaque else None
+        return b.gep(arr, [i64c(0), pos], inbounds=True, source_etype=etype)
+
+    def entry_at(self, place: local_arrays.Place, i: L.Value) -> L.Value:
+        """The address of entry `i` (an i64 in range) of a chain lying at `place`."""
+        b = self.b
+        pos = i if place.stride == 1 else b.mul(i, i64c(place.stride))
+        return self.array_at(b, place.array, pos if place.base == 0 else b.add(pos, i64c(place.base)))
+
     def s_Alloca(self, s: ir.Alloca) -> None:
         if s not in self.vals:
-            self.vals[s] = self.eb.alloca(reg_type(s.dtype))
+            slot = self.arrays.slots.get(s)
+            self.vals[s] = self.eb.alloca(reg_type(s.dtype)) if slot is None else \
+                self.array_at(self.eb, slot[0], i64c(slot[1]))
         self.b.store(const(s.dtype, 0), self.vals[s])
+
+    def s_OpStmt(self, s: ir.OpStmt) -> None:
+        if s in self.arrays.skip:  # inside a chain read through its array
+            return
+        r = self.arrays.reads.get(s)
+        if r is None or s in self.vals:
+            return super().s_OpStmt(s)
+        b, last = self.b, i64c(r.n - 1)
+        i = self.index64(r.index)
+        i = b.select(b.icmp_unsigned("<", i, last), i, last)  # the chain's default: the last entry
+        self.vals[s] = b.load(self.entry_at(r.place, i), typ=reg_type(s.dtype))
+
+    def indexed_write(self, s: ir.If, w: local_arrays.Write) -> None:
+        """The run of Ifs starting at `s` as one: block 0 on the entries the index names, when it is in range."""
+        b = self.b
+        i = self.index64(w.index)
+        then, merge = (self.fn.append_basic_block(n) for n in ("at", "endat"))
+        b.cbranch(b.icmp_unsigned("<", i, i64c(w.n)), then, merge)
+        b.position_at_end(then)
+        saved = {a: self.vals.get(a) for a in w.places}
+        for a, place in w.places.items():
+            self.vals[a] = self.entry_at(place, i)
+        self.block(s.then)
+        for a, v in saved.items():
+            if v is None:
+                del self.vals[a]
+            else:
+                self.vals[a] = v
+        self.b.branch(merge)
+        self.b.position_at_end(merge)
 
     def s_LocalLoad(self, s: ir.LocalLoad) -> None:
         self.vals[s] = self.b.load(self.vals[s.var], typ=reg_type(s.dtype))
@@ -369,6 +429,11 @@ class FnLowering(CodegenBase):
         self.dead()
 
     def s_If(self, s: ir.If) -> None:
+        if s in self.arrays.skip:  # a later If of a run written as one
+            return
+        w = self.arrays.writes.get(s)
+        if w is not None:
+            return self.indexed_write(s, w)
         b = self.b
         then, other, merge = (self.fn.append_basic_block(n) for n in ("then", "else", "endif"))
         b.cbranch(self.c.truth(self.v(s.cond)), then, other)
