@@ -496,3 +496,36 @@ def test_the_slp_vectorizer_runs_below_the_size_limit_only():
         out[slp] = str(mod)
     assert "<4 x float>" in out[True] and "<4 x float>" not in out[False]
     assert cpu.slp_for(_SLP_MODULE) and not cpu.slp_for("x" * (cpu.SLP_MAX_IR_CHARS + 1))
+
+
+def test_gpu_functions_make_buffer_addresses_where_used():
+    """On the NVPTX target, buffer addresses, strides and arguments are made where they are used, not at function
+    entry (`Target.hoist_launch_values`): held from the entry, the hundreds of buffers of a Genesis kernel spilled
+    4 KB per thread. The CPU target keeps making them once at entry."""
+    from llvmlite import ir as L
+
+    from qd.jit import nvptx
+
+    qd.init(arch=qd.interp, log_level="warn")
+    try:
+        n = 24
+        xs = [qd.field(qd.f32, shape=8) for _ in range(n)]
+
+        @qd.kernel
+        def k(m: qd.i32):
+            for i in range(8):
+                if i < m:
+                    for j in qd.static(range(n)):
+                        xs[j][i] += qd.f32(j) * m
+
+        k(3)
+        (ck, _), = k._instances.values()
+        entry_loads = {}
+        for name, t in (("nvptx", nvptx.target()), ("cpu", CpuTarget())):
+            mod = build_module(ck.ir, t, True)[0]
+            body = next(f for f in mod.functions if f.name.endswith("_body0"))
+            entry_loads[name] = sum(isinstance(x, L.LoadInstr) for x in body.blocks[0].instructions)
+    finally:
+        qd.reset()
+    assert entry_loads["cpu"] >= n  # every buffer's address, once
+    assert entry_loads["nvptx"] <= 4  # the launch context's own fields only

@@ -79,6 +79,7 @@ class FnLowering(CodegenBase):
         self.vals: dict = {}
         self.wide: dict = {}  # loop variables -> their i64 induction value
         self.cache: dict = {}
+        self.hoist = mg.target.hoist_launch_values
         self.loops: list[tuple[L.Block, L.Block | None]] = []
         self.tid: L.Value = i64c(0)
         self.reductions: dict = {}  # AtomicRMW -> (Reduction, accumulator alloca)
@@ -91,6 +92,8 @@ class FnLowering(CodegenBase):
 
     # ------------------------------------------------------------ entry values
     def _entry(self, key, make: Callable[[L.IRBuilder], L.Value]) -> L.Value:
+        if not self.hoist and key[0] != "ctx":  # made at the use (`Target.hoist_launch_values`)
+            return make(self.b)
         if key not in self.cache:
             self.cache[key] = make(self.eb)
         return self.cache[key]

@@ -43,6 +43,10 @@ class Target:
     global_addrspace = 0  # address space of kernel buffers
     atomic_order = "seq_cst"  # of buffer atomics (results are read after the launch: any order is enough)
     strided_bodies = False  # range bodies take a step: `body(Ctx*, lo, hi, step)` runs lo, lo + step, ... < hi
+    # launch-invariant values (buffer addresses, extents, strides, arguments) made once at function entry; False:
+    # made where they are used, so that none lives across the function (a GPU's registers: a Genesis kernel
+    # names hundreds of buffers, whose addresses held from the entry spilled 4 KB per thread and slowed ptxas)
+    hoist_launch_values = True
     # whether the native f32 atomic add flushes subnormals (PTX's atom.add.f32 does): under fast_math=False such
     # an add is a compare-and-swap loop instead, so that it rounds as every other tier does
     f32_atomic_add_flushes = False
@@ -203,6 +207,7 @@ class NvptxTarget(Target):
     triple = "nvptx64-nvidia-cuda"
     atomic_order = "monotonic"
     strided_bodies = True
+    hoist_launch_values = False
     f32_atomic_add_flushes = True
 
     def __init__(self, arch: str = "sm_90") -> None:
