@@ -45,7 +45,7 @@ class Target:
     strided_bodies = False  # range bodies take a step: `body(Ctx*, lo, hi, step)` runs lo, lo + step, ... < hi
     # launch-invariant values (buffer addresses, extents, strides, arguments) made once at function entry; False:
     # made where they are used, so that none lives across the function (a GPU's registers: a Genesis kernel
-    # names hundreds of buffers, whose addresses held from the entry spilled 4 KB per thread and slowed ptxas)
+    # names hundreds of buffers, whose addresses held from the entry spilled 4 KB per thread)
     hoist_launch_values = True
     # whether the native f32 atomic add flushes subnormals (PTX's atom.add.f32 does): under fast_math=False such
     # an add is a compare-and-swap loop instead, so that it rounds as every other tier does
