@@ -151,6 +151,7 @@ def test_a_read_after_a_write_to_its_matrix_stays_a_chain() -> None:
     store = ir.LocalStore(var=a[3], value=ir.Const(dtype=T.f32, value=1.0))
     ok = local_arrays.plan(ir.Block(tuple(a + loads + chain)))
     assert root in ok.reads and ok.reads[root].n == N and len(ok.arrays) == 1
+    assert len(ok.skip) == N - 2  # the chain's inner selects, used by nothing else
     # the loads read a[3] before the store; the array holds the stored value at the chain: not the same
     late = local_arrays.plan(ir.Block(tuple(a + loads + [store] + chain)))
     assert root not in late.reads

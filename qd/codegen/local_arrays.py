@@ -203,21 +203,30 @@ def _write_run(stmts: list, start: int) -> tuple[_WriteRun | None, int]:
 
 
 class _Scan:
-    """One pass over the function's statements: positions, uses, chains."""
+    """One pass over the function's statements: positions and chains (then, where there are chains, the uses of
+    their inner selects: `count_uses`)."""
 
     def __init__(self) -> None:
         self.where: dict = {}  # statement -> (its block, its position)
-        self.uses: dict = {}  # value -> how many operands name it
+        self.uses: dict = {}  # inner select -> how many operands name it
         self.reads: list[_ReadChain] = []
         self.writes: list[_WriteRun] = []
+
+    def count_uses(self, blocks: tuple) -> None:
+        inner = {s for c in self.reads for s in c.inner}
+        if not inner:
+            return
+        for blk in blocks:
+            for s in ir.walk(blk):
+                for v in s.operands():
+                    if v in inner:
+                        self.uses[v] = self.uses.get(v, 0) + 1
 
     def block(self, blk: ir.Block) -> None:
         stmts = blk.stmts
         run_end = 0
         for pos, s in enumerate(stmts):
             self.where[s] = (blk, pos)
-            for v in s.operands():
-                self.uses[v] = self.uses.get(v, 0) + 1
             if isinstance(s, ir.OpStmt) and s.op is Op.SELECT:
                 chain = _read_chain(s)
                 if chain is not None:
@@ -296,6 +305,7 @@ def plan(*blocks: ir.Block) -> Plan:
     out = Plan()
     if not scan.reads and not scan.writes:
         return out
+    scan.count_uses(blocks)
     lists = [[x.var for x in c.loads] for c in scan.reads] + [v for w in scan.writes for v in w.varying.values()]
     root_of = _groups(lists)
     by_group: dict = {}
