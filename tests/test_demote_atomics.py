@@ -92,3 +92,76 @@ def test_atomics_that_other_iterations_may_reach_stay_atomic(arch, case):
         got, kernel = acc.to_numpy(), float_max
     np.testing.assert_array_equal(got, want.astype(np.float32))
     assert _atomics(kernel) > 0
+
+
+def _stores_in_serial_loops(kernel) -> int:
+    """Global stores and atomics inside serial loops of the instance's range tasks."""
+    n = 0
+    for t in kernel._last_ck.ir.tasks:
+        for s in ir.walk(t.body):
+            if isinstance(s, (ir.RangeFor, ir.While)):
+                n += sum(isinstance(x, (ir.GlobalStore, ir.AtomicRMW)) for x in ir.walk(s.body))
+    return n
+
+
+def test_an_owned_cell_lives_in_a_local_across_its_loop(arch):
+    """nbody's `force[i]` (both components) and a counter with a `break`: no store inside the loop, the same values
+    as numpy; on CPU the loop then vectorizes (4x faster nbody, bench/RESULTS.md)."""
+    n = 80
+    pos = qd.Vector.field(2, qd.f32, n)
+    force = qd.Vector.field(2, qd.f32, n)
+    count = qd.field(qd.i32, n)
+
+    @qd.kernel
+    def compute(stop: qd.i32):
+        for i in range(n):
+            force[i] = [1.0, -1.0]  # before the loop: the local starts from it
+            p = pos[i]
+            for j in range(n):
+                if j == stop:
+                    break
+                if i != j:
+                    d = p - pos[j]
+                    force[i] += d * 0.5
+                    count[i] += 1
+            force[i] *= 2.0  # after the loop: sees the loop's last value
+
+    rng = np.random.default_rng(11)
+    p = rng.random((n, 2)).astype(np.float32)
+    pos.from_numpy(p)
+    stop = 50
+    compute(stop)
+    assert _stores_in_serial_loops(compute) == 0
+    d = (p[:, None, :] - p[None, :stop, :]) * 0.5
+    d[np.arange(stop), np.arange(stop)] = 0
+    want = (np.array([1.0, -1.0]) + d.sum(1)) * 2.0
+    np.testing.assert_allclose(force.to_numpy(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(count.to_numpy(), [stop - (i < stop) for i in range(n)])
+
+
+@pytest.mark.parametrize("case", ["volatile", "other_cell"])
+def test_a_cell_reached_otherwise_stays_in_memory(arch, case):
+    """A volatile read of the cell in the loop (another thread may be meant to see it), or the field reached at
+    another cell (not owned): the loop keeps its stores."""
+    n = 32
+    acc = qd.field(qd.f32, n + 1)
+    seen = qd.field(qd.f32, n)
+
+    @qd.kernel
+    def volatile():
+        for i in range(n):
+            for j in range(4):
+                acc[i] += 1.0
+                seen[i] = qd.volatile_load(acc[i])
+
+    @qd.kernel
+    def other_cell():
+        for i in range(n):
+            for j in range(4):
+                acc[i] += 1.0
+            acc[n] = 0.0
+
+    kernel = {"volatile": volatile, "other_cell": other_cell}[case]
+    kernel()
+    assert _stores_in_serial_loops(kernel) >= 1
+    np.testing.assert_array_equal(acc.to_numpy()[:n], np.full(n, 4.0))

@@ -1,4 +1,4 @@
-"""Atomic demotion (the `demote_atomics` pass, after offloading).
+"""Atomic demotion and owned cells in registers (the `demote_atomics` pass, after offloading).
 
 In a range task, a field whose every pointer in the task (prologue and body, nested loops included) is at the
 task's own cell (the same field-axis indices, the task's variable among them; constant element indices) is reached
@@ -14,11 +14,17 @@ Before (a range task over `i`):          After:
     %o = atomic add %p, %f : f32             %o = global_load %p : f32
                                              %n = add f32 %o, %f
                                              global_store %p, %n
+
+Then such a cell written in a serial loop of the task lives in a local across the loop (`_promote`): loaded before
+it, read and written as the local inside it, stored after it. Nothing else reaches the cell (it is owned), so the
+loop does what it did, and the code generators see a loop without memory writes (LLVM vectorizes nbody's inner
+loop then). Only where each access of the field in the loop is a plain load or store of a cell indexed by the task's
+variable and constants, and the loop holds no return or check (either would end the thread before the store).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from qd import ir
 from qd.ops import Op
@@ -66,9 +72,86 @@ def _demote_task(k: ir.KernelIR, t: ir.Task) -> ir.Task:
         return [old, new, ir.GlobalStore(ptr=s.ptr, value=new, loc=s.loc)]
 
     body = ir.map_block(t.body, demote)
-    if not mapping:
-        return t
-    return replace(t, body=ir.substitute(body, mapping))
+    if mapping:
+        body = ir.substitute(body, mapping)
+    promoted = _Promoter(k, t, owned).block(body)
+    return t if promoted is t.body else replace(t, body=promoted)
+
+
+class _Promoter:
+    """Owned cells written in serial loops, as locals across each outermost such loop (see the module docstring)."""
+
+    def __init__(self, k: ir.KernelIR, t: ir.Task, owned: set[int]) -> None:
+        self.k, self.t, self.owned = k, t, owned
+
+    def block(self, blk: ir.Block) -> ir.Block:
+        out: list[ir.Stmt] = []
+        changed = False
+        for s in blk.stmts:
+            if isinstance(s, (ir.RangeFor, ir.While)) and not getattr(s, "parallel", False):
+                cells = self.cells(s)
+                if cells:
+                    out.extend(self.promote(s, cells))
+                    changed = True
+                    continue
+            kids = {f.name: self.block(getattr(s, f.name)) for f in fields(s) if isinstance(getattr(s, f.name), ir.Block)}
+            if any(kids[n] is not getattr(s, n) for n in kids):
+                s = replace(s, **kids)
+                changed = True
+            out.append(s)
+        return ir.Block(tuple(out)) if changed else blk
+
+    def cells(self, loop: ir.Stmt) -> dict:
+        """key -> a pointer of each owned cell `loop` writes that can live in a local across it ({} if none)."""
+        found: dict = {}
+        refused: set[int] = set()  # owned fields the loop reaches otherwise than by plain loads and stores
+        stored: set[int] = set()
+        for s in ir.walk(ir.Block((loop,))):
+            if isinstance(s, (ir.Return, ir.Check)):
+                return {}
+            if isinstance(s, ir.GlobalStore):
+                stored.add(s.ptr.buffer)
+            plain = isinstance(s, ir.GlobalStore) or isinstance(s, ir.GlobalLoad) and not s.volatile
+            for v in s.operands():
+                if isinstance(v, ir.GlobalPtr) and v.buffer in self.owned and not (plain and v is s.ptr):
+                    refused.add(v.buffer)
+            if isinstance(s, ir.GlobalPtr) and s.buffer in self.owned:
+                if all(v is self.t.var or isinstance(v, ir.Const) for v in s.indices):
+                    found.setdefault((s.buffer, tuple(ir.index_key(v) for v in s.indices)), s)
+                else:
+                    refused.add(s.buffer)
+        return {key: p for key, p in found.items() if key[0] in stored and key[0] not in refused}
+
+    def promote(self, loop: ir.Stmt, cells: dict) -> list[ir.Stmt]:
+        before: list[ir.Stmt] = []
+        after: list[ir.Stmt] = []
+        local: dict = {}
+        for key, p in cells.items():
+            consts = {v: ir.Const(dtype=v.dtype, value=v.value, loc=v.loc) for v in p.indices if isinstance(v, ir.Const)}
+            ptr = ir.GlobalPtr(buffer=p.buffer, indices=tuple(consts.get(v, v) for v in p.indices), dtype=p.dtype,
+                               loc=p.loc)
+            a = ir.Alloca(dtype=p.dtype, loc=p.loc)
+            first = ir.GlobalLoad(ptr=ptr, dtype=p.dtype, loc=p.loc)
+            before += [*consts.values(), ptr, a, first, ir.LocalStore(var=a, value=first, loc=p.loc)]
+            last = ir.LocalLoad(var=a, dtype=p.dtype, loc=p.loc)
+            after += [last, ir.GlobalStore(ptr=ptr, value=last, loc=p.loc)]
+            local[key] = a
+        mapping: dict = {}
+
+        def key_of(ptr: ir.GlobalPtr) -> tuple:
+            return (ptr.buffer, tuple(ir.index_key(v) for v in ptr.indices))
+
+        def rewrite(s: ir.Stmt) -> list[ir.Stmt]:
+            if isinstance(s, ir.GlobalLoad) and key_of(s.ptr) in local:
+                new = ir.LocalLoad(var=local[key_of(s.ptr)], dtype=s.dtype, loc=s.loc)
+                mapping[s] = new
+                return [new]
+            if isinstance(s, ir.GlobalStore) and key_of(s.ptr) in local:
+                return [ir.LocalStore(var=local[key_of(s.ptr)], value=s.value, loc=s.loc)]
+            return [s]
+
+        body = ir.substitute(ir.map_block(ir.Block((loop,)), rewrite), mapping)
+        return before + list(body.stmts) + after
 
 
 def demote_atomics(k: ir.KernelIR) -> ir.KernelIR:
