@@ -15,7 +15,7 @@ Before (a range task over `i`):          After:
                                              %n = add f32 %o, %f
                                              global_store %p, %n
 
-Then such a cell written in a serial loop of the task lives in a local across the loop (`_promote`): loaded before
+Then such a cell written in a serial loop of the task lives in a local across the loop (`_Promoter`): loaded before
 it, read and written as the local inside it, stored after it. Nothing else reaches the cell (it is owned), so the
 loop does what it did, and the code generators see a loop without memory writes (LLVM vectorizes nbody's inner
 loop then). Only where each access of the field in the loop is a plain load or store of a cell indexed by the task's
