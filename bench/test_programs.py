@@ -9,27 +9,22 @@ kernel, timed after a first launch compiled it (`jit="eager"`).
 
 from __future__ import annotations
 
-import importlib.util
 import os
+import sys
 
 import numpy as np
 from _bench import ensure_native, record
 
 import qd
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
-
-def _program(name: str):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, "..", "tests", "programs", f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+import programs  # (the ports' loader: `tests/programs/__init__.py`)
 
 
 def test_nbody_compute_force_qd(benchmark, cpu_program):
     benchmark.group = "nbody compute_force N=3000"
-    nb = _program("nbody")
+    nb = programs.load("nbody")
     nb.initialize()
     nb.compute_force()
     qd.sync()

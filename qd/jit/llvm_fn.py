@@ -2,8 +2,9 @@
 
 `FnLowering` owns an `llvm.Function` and its builders: the entry block holds allocas and
 launch-invariant values (ctx fields, buffer bases, shapes, strides, arguments), emitted on first
-use; statements are emitted in order at the current position. Structured control flow becomes
-blocks; after a terminator (`break`, `continue`, `return`, a failed check) emission continues in
+use (on a target without `hoist_launch_values`, all but the ctx fields are made at each use instead);
+local matrices indexed at run time are arrays where `qd/codegen/local_arrays.py` plans them;
+statements are emitted in order at the current position. Structured control flow becomes blocks; after a terminator (`break`, `continue`, `return`, a failed check) emission continues in
 a fresh block without predecessors, which LLVM deletes. Memory, atomics, random numbers, prints
 and checks follow the interpreter (`qd/_interp.pyx`, `qd/bytecode/opcodes.py`) word for word.
 """

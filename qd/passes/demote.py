@@ -24,7 +24,7 @@ variable and constants, and the loop holds no return or check (either would end 
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import replace
 
 from qd import ir
 from qd.ops import Op
@@ -72,10 +72,14 @@ def _demote_task(k: ir.KernelIR, t: ir.Task) -> ir.Task:
         return [old, new, ir.GlobalStore(ptr=s.ptr, value=new, loc=s.loc)]
 
     body = ir.map_block(t.body, demote)
-    if mapping:
-        body = ir.substitute(body, mapping)
+    body = ir.substitute(body, mapping) if mapping else t.body  # (map_block rebuilds even an unchanged block)
     promoted = _Promoter(k, t, owned).block(body)
     return t if promoted is t.body else replace(t, body=promoted)
+
+
+def _cell(ptr: ir.GlobalPtr) -> tuple:
+    """The cell `ptr` names: its buffer and the canonical form of its indices."""
+    return (ptr.buffer, tuple(ir.index_key(v) for v in ptr.indices))
 
 
 class _Promoter:
@@ -94,7 +98,7 @@ class _Promoter:
                     out.extend(self.promote(s, cells))
                     changed = True
                     continue
-            kids = {f.name: self.block(getattr(s, f.name)) for f in fields(s) if isinstance(getattr(s, f.name), ir.Block)}
+            kids = {name: self.block(getattr(s, name)) for name in ir.block_fields(type(s))}
             if any(kids[n] is not getattr(s, n) for n in kids):
                 s = replace(s, **kids)
                 changed = True
@@ -117,7 +121,7 @@ class _Promoter:
                     refused.add(v.buffer)
             if isinstance(s, ir.GlobalPtr) and s.buffer in self.owned:
                 if all(v is self.t.var or isinstance(v, ir.Const) for v in s.indices):
-                    found.setdefault((s.buffer, tuple(ir.index_key(v) for v in s.indices)), s)
+                    found.setdefault(_cell(s), s)
                 else:
                     refused.add(s.buffer)
         return {key: p for key, p in found.items() if key[0] in stored and key[0] not in refused}
@@ -138,17 +142,14 @@ class _Promoter:
             local[key] = a
         mapping: dict = {}
 
-        def key_of(ptr: ir.GlobalPtr) -> tuple:
-            return (ptr.buffer, tuple(ir.index_key(v) for v in ptr.indices))
-
         def rewrite(s: ir.Stmt) -> list[ir.Stmt]:
-            if isinstance(s, ir.GlobalLoad) and key_of(s.ptr) in local:
-                new = ir.LocalLoad(var=local[key_of(s.ptr)], dtype=s.dtype, loc=s.loc)
-                mapping[s] = new
-                return [new]
-            if isinstance(s, ir.GlobalStore) and key_of(s.ptr) in local:
-                return [ir.LocalStore(var=local[key_of(s.ptr)], value=s.value, loc=s.loc)]
-            return [s]
+            a = local.get(_cell(s.ptr)) if isinstance(s, (ir.GlobalLoad, ir.GlobalStore)) else None
+            if a is None:
+                return [s]
+            if isinstance(s, ir.GlobalStore):
+                return [ir.LocalStore(var=a, value=s.value, loc=s.loc)]
+            mapping[s] = new = ir.LocalLoad(var=a, dtype=s.dtype, loc=s.loc)
+            return [new]
 
         body = ir.substitute(ir.map_block(ir.Block((loop,)), rewrite), mapping)
         return before + list(body.stmts) + after
