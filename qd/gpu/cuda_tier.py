@@ -71,7 +71,7 @@ class CudaKernel:
 @dataclass
 class Program:
     kernel: CudaKernel
-    module: Any
+    modules: list  # the driver's modules (a large kernel is several: `qd.jit.nvptx.task_groups`)
     functions: list
     rng_words: list[int]  # per task: the slot word holding its random key
     compile_ms: float = 0.0
@@ -278,14 +278,14 @@ class CudaBackend(DeviceBackend):
         nvptx_simt.check_shared_bytes(k, self.max_shared_memory_bytes())
         pk = nvptx.compile_ptx(k, fast_math, self.arch, cache_dir)
         try:
-            module = self._module(pk.ptx, cache_dir)
+            modules = self._modules(pk.modules, cache_dir)
         except Exception:  # the driver refuses PTX from the disk cache: deleted, and made afresh
             if not pk.from_cache:
                 raise
             cache.discard(cache_dir, pk.cache_key)
             pk = nvptx.compile_ptx(k, fast_math, self.arch, cache_dir)
-            module = self._module(pk.ptx, cache_dir)
-        functions = [self.drv.function(module, sym) for _, sym in pk.tasks]
+            modules = self._modules(pk.modules, cache_dir)
+        functions = [self.drv.function(modules[m], sym) for (_, sym), m in zip(pk.tasks, pk.module_of)]
         ctx, rng_words = _context(k, print_words)
         tasks = [CudaTask(t.kind, t.block_dim or LOCAL_SIZE, t, reduces=_reduces(t), shared_bytes=n)
                  for t, n in zip(k.tasks, nvptx_simt.dynamic_bytes(k))]
@@ -293,8 +293,26 @@ class CudaBackend(DeviceBackend):
             if t.shared_bytes > nvptx_simt.STATIC_SHARED_BYTES:  # past the default: the function opts in
                 self.drv.allow_dynamic_shared(fn, t.shared_bytes)
         sk = CudaKernel(tasks, ctx, pk.prints, pk.check_args, len(k.rets))
-        return Program(sk, module, functions, rng_words, compile_ms=(time.perf_counter() - t0) * 1e3,
+        return Program(sk, modules, functions, rng_words, compile_ms=(time.perf_counter() - t0) * 1e3,
                        from_cache=pk.from_cache)
+
+    def _modules(self, texts: list[str], cache_dir: str | None) -> list:
+        """The driver's modules of a kernel's PTX modules, made side by side (`nvptx.pool`: the driver's compiler
+        releases the GIL); all or none (a module made before another failed is unloaded)."""
+        if len(texts) == 1:
+            return [self._module(texts[0], cache_dir)]
+        futures = [nvptx.pool().submit(self._module, text, cache_dir) for text in texts]
+        made, failure = [], None
+        for f in futures:
+            try:
+                made.append(f.result())
+            except Exception as e:  # noqa: BLE001  raised below, once every module is accounted for
+                failure = failure or e
+        if failure is not None:
+            for m in made:
+                self.drv.unload(m)
+            raise failure
+        return made
 
     def _module(self, ptx: str, cache_dir: str | None) -> Any:
         """The driver's module of `ptx`: from its cubin in the on-disk cache (made once, by the driver's compiler
@@ -312,7 +330,8 @@ class CudaBackend(DeviceBackend):
         return self.drv.load_module(cubin)
 
     def release(self, prog: Program) -> None:
-        self.drv.unload(prog.module)
+        for m in prog.modules:
+            self.drv.unload(m)
 
     # ------------------------------------------------------------ launches
     def enqueue(self, prog: Program, slot: Buffer, groups: list[int], zero: list[tuple[Buffer, int]],

@@ -5,7 +5,8 @@ llvmlite runs every LLVM call of a process under one lock, so a compile in a thr
 everything else the process does through llvmlite (numba in Genesis; qd's own cache loads and quick compiles), and
 several compile threads are no faster than one. A worker is a Python process running `serve()`: it takes a module's
 LLVM IR text and answers its object code (optimised as `qd.jit.cpu.object_code` does in-process), which the program
-then loads as it loads a cached object.
+then loads as it loads a cached object; or, for the CUDA tier, a module's PTX (`qd.jit.nvptx.optimise`: a large
+kernel's modules are optimised side by side).
 
 `QD_COMPILE_WORKERS` says how many (default: one per core, at most four; none on one core; `0`: none). A compile
 never waits for a worker: with none idle it runs in-process, and from the program's eighth compile on a worker is
@@ -79,8 +80,16 @@ class Worker:
         """The object code of LLVM IR `text`, or None where the worker died (workers are then off: the caller
         compiles in-process). Raises `ParseError` where the IR does not parse or verify, RuntimeError where LLVM
         failed. The caller gives the worker back (`give_back`) when it is done with it."""
+        return self._ask(("object", text, fast_math, quick))
+
+    def compile_ptx(self, text: str, kernels: list[str], arch: str) -> str | None:
+        """The PTX of LLVM IR `text` whose entry points are `kernels` (`qd.jit.nvptx.optimise`), or None where the
+        worker died; raises as `compile_object`."""
+        return self._ask(("ptx", text, kernels, arch))
+
+    def _ask(self, request: tuple) -> Any:
         try:
-            _send(self.proc.stdin, (text, fast_math, quick))
+            _send(self.proc.stdin, request)
             status, payload = _recv(self.proc.stdout)
         except (OSError, EOFError, pickle.UnpicklingError) as e:
             with _lock:
@@ -180,8 +189,9 @@ def _close_all() -> None:
 
 
 def serve() -> None:
-    """A worker's loop: (IR text, fast_math, quick) in, ("ok", object) / ("parse", message) / ("error", message)
-    out, until the pipe closes. The protocol's stdout is kept for the replies; anything printed goes to stderr."""
+    """A worker's loop: ("object", IR text, fast_math, quick) or ("ptx", IR text, entry points, GPU arch) in, ("ok",
+    object code or PTX) / ("parse", message) / ("error", message) out, until the pipe closes. The protocol's stdout
+    is kept for the replies; anything printed goes to stderr."""
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     requests = sys.stdin.buffer
@@ -193,8 +203,11 @@ def serve() -> None:
     try:
         _send(replies, ("ready",))
         while True:
-            text, fast_math, quick = _recv(requests)
-            _send(replies, _compile(llvm, cpu, text, fast_math, quick))
+            request = _recv(requests)
+            if request[0] == "ptx":
+                _send(replies, _ptx(*request[1:]))
+            else:
+                _send(replies, _compile(llvm, cpu, *request[1:]))
     except (EOFError, BrokenPipeError, KeyboardInterrupt):  # the program ended
         return
 
@@ -207,5 +220,16 @@ def _compile(llvm: Any, cpu: Any, text: str, fast_math: bool, quick: bool) -> tu
         return "parse", str(e)
     try:
         return "ok", cpu.object_code(mod, fast_math, quick, cpu.slp_for(text))
+    except Exception as e:  # noqa: BLE001  reported to the program, which raises it where it compiled
+        return "error", repr(e)
+
+
+def _ptx(text: str, kernels: list[str], arch: str) -> tuple[str, Any]:
+    from qd.jit import nvptx
+
+    try:
+        return "ok", nvptx.optimise(text, kernels, arch)
+    except RuntimeError as e:  # LLVM's parser and verifier raise RuntimeError
+        return "parse", str(e)
     except Exception as e:  # noqa: BLE001  reported to the program, which raises it where it compiled
         return "error", repr(e)

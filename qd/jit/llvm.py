@@ -198,9 +198,26 @@ def build_module(k: ir.KernelIR, target: Target, fast_math: bool, lanes_ok: bool
     return BuiltModule(mg.module, tasks, print_table(k), check_arg_table(k))
 
 
+def build_modules(k: ir.KernelIR, target: Target, fast_math: bool, groups: list[list[int]]) -> list[BuiltModule]:
+    """`k` as several modules, one per group of its task numbers (each group's tasks, their entry points named as in
+    `build_module`'s one module): a GPU target compiles them side by side (`qd.jit.nvptx`). No SIMD lanes."""
+    k = prepare(k, LACKS)
+    mg = ModuleGen(k, target, fast_math, False)
+    prints, checks = print_table(k), check_arg_table(k)
+    out = []
+    for numbers in groups:
+        mg.module = L.Module(name=k.name)
+        target.configure(mg.module)
+        tasks = [mg.task(n, k.tasks[n]) for n in numbers]
+        target.add_entry_points(mg.module, tasks, numbers)
+        out.append(BuiltModule(mg.module, tasks, prints, checks))
+    return out
+
+
 __all__ = [
     "BuiltModule",
     "TaskSymbols",
     "build_module",
+    "build_modules",
     "symbol_prefix",
 ]

@@ -7,6 +7,12 @@ with `NvptxTarget` (DESIGN §10).
 target (NVVMReflect resolves libdevice's `__nvvm_reflect` queries: no flush-to-zero, IEEE division and
 square root, as the op table promises) and emits PTX text. `ptxas(ptx, arch)` assembles it offline with
 the toolkit's `ptxas` (the CI check where no GPU is present).
+
+A large kernel (`SPLIT_STATEMENTS`) becomes several modules, each large task alone and the small ones together
+(`task_groups`), optimised side by side in the compile workers (`qd.jit.compile_worker`: llvmlite runs one LLVM call
+at a time per process), and the CUDA tier makes their machine code side by side too: a cold Genesis build compiled
+`kernel_detection`, 15 tasks, one after another for 23 s. `PtxKernel.modules` holds the texts, `module_of` each
+task's module; `ptx` joins them (`MODULE_MARK`), as the disk cache keeps them.
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 from qd import ir
 from qd.jit.targets import NvptxTarget
@@ -25,16 +32,37 @@ from qd.jit.targets import NvptxTarget
 _targets: dict[str, NvptxTarget] = {}
 
 
+# A kernel of at least this many statements is compiled as several modules side by side; in it a task of at least
+# `ALONE_STATEMENTS` has a module of its own, and the smaller tasks share one.
+SPLIT_STATEMENTS = 4000
+ALONE_STATEMENTS = 1000
+MODULE_MARK = "\n// qd: the next module\n"
+_pool: ThreadPoolExecutor | None = None
+
+
 @dataclass
 class PtxKernel:
     """A kernel instance as PTX: per task its kind and kernel name, and the host tables of the launch."""
 
-    ptx: str
+    ptx: str  # the modules' texts joined by `MODULE_MARK`
     tasks: list  # per task: (kind, kernel symbol)
     prints: list
     check_args: list
     from_cache: bool = False
     cache_key: str | None = None  # its entry in the disk cache (`discard`ed when the driver refuses the PTX)
+    module_of: list = field(default_factory=list)  # per task: its module's index in `modules` (default: all 0)
+
+    @property
+    def modules(self) -> list[str]:
+        return self.ptx.split(MODULE_MARK)
+
+
+def pool() -> ThreadPoolExecutor:
+    """The threads a kernel's modules are compiled by (each waits on a compile worker or the driver)."""
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1), thread_name_prefix="qd-gpu-compile")
+    return _pool
 
 
 def libdevice_path() -> str | None:
@@ -109,45 +137,95 @@ def compile_ptx(k: ir.KernelIR, fast_math: bool, arch: str = "sm_90", cache_dir:
         return hit
     out = _compile(k, fast_math, arch)
     if key:
-        cache.store(cache_dir, key, out.ptx.encode(), (out.tasks, out.prints, out.check_args))
+        cache.store(cache_dir, key, out.ptx.encode(), (out.tasks, out.prints, out.check_args, out.module_of))
         out.cache_key = key
     return out
 
 
 def _cached(raw: bytes, meta: tuple, key: str) -> PtxKernel:
-    """The kernel of a cache entry (`cache.load_with`'s loader): an error where it is no text naming its task
-    entry points (a miss that deletes it; PTX the driver then refuses is `cache.discard`ed by the CUDA tier)."""
-    tasks, prints, check_args = meta
+    """The kernel of a cache entry (`cache.load_with`'s loader): an error where it is no text naming each task's
+    entry point in its module (a miss that deletes it; PTX the driver then refuses is `cache.discard`ed by the CUDA
+    tier)."""
+    tasks, prints, check_args, module_of = meta
     ptx = raw.decode()
     tasks = [(str(kind), str(sym)) for kind, sym in tasks]
-    if any(f".entry {sym}(" not in ptx for _, sym in tasks):
+    modules = ptx.split(MODULE_MARK)
+    if len(module_of) != len(tasks) or any(
+            not 0 <= m < len(modules) or f".entry {sym}(" not in modules[m] for (_, sym), m in zip(tasks, module_of)):
         raise ValueError("cached PTX refused: a task's entry point is missing")
-    return PtxKernel(ptx, tasks, prints, check_args, from_cache=True, cache_key=key)
+    return PtxKernel(ptx, tasks, prints, check_args, from_cache=True, cache_key=key, module_of=list(module_of))
+
+
+def task_groups(k: ir.KernelIR) -> list[list[int]]:
+    """The task numbers of each module `k` is compiled as (see `SPLIT_STATEMENTS`)."""
+    sizes = [sum(1 for _ in ir.walk(t.prologue)) + sum(1 for _ in ir.walk(t.body)) for t in k.tasks]
+    if len(sizes) < 2 or sum(sizes) < SPLIT_STATEMENTS:
+        return [list(range(len(sizes)))]
+    alone = [[n] for n, c in enumerate(sizes) if c >= ALONE_STATEMENTS]
+    rest = [n for n, c in enumerate(sizes) if c < ALONE_STATEMENTS]
+    return alone + [rest] if rest else alone
 
 
 def _compile(k: ir.KernelIR, fast_math: bool, arch: str) -> PtxKernel:
-    import llvmlite.binding as llvm
+    from qd.jit.llvm import build_modules
 
+    groups = task_groups(k)
+    built = build_modules(k, target(arch), fast_math, groups)  # (llvmlite's IR layer: Python, no LLVM call)
+    jobs = [(str(b.module), [f.name for f in b.module.functions if f.calling_convention == "ptx_kernel"])
+            for b in built]
+    if len(jobs) == 1:
+        ptxs = [_optimise_here(*jobs[0], arch)]
+    else:
+        ptxs = list(pool().map(lambda job: _optimise_anywhere(*job, arch), jobs))
+    by_task: dict = {}
+    for m, (numbers, b, (_, kernels)) in enumerate(zip(groups, built, jobs)):
+        for n, sym, ks in zip(numbers, b.tasks, kernels):
+            by_task[n] = (sym.kind, ks, m)
+    order = [by_task[n] for n in range(len(k.tasks))]
+    return PtxKernel(MODULE_MARK.join(ptxs), [(kind, ks) for kind, ks, _ in order], built[0].prints,
+                     built[0].check_args, module_of=[m for *_, m in order])
+
+
+def _optimise_anywhere(text: str, kernels: list[str], arch: str) -> str:
+    """`optimise` in an idle compile worker, else here."""
+    from qd.jit import compile_worker
+
+    worker = compile_worker.take()
+    if worker is not None:
+        try:
+            ptx = worker.compile_ptx(text, kernels, arch)
+        finally:
+            compile_worker.give_back(worker)
+        if ptx is not None:
+            return ptx
+    return _optimise_here(text, kernels, arch)
+
+
+def _optimise_here(text: str, kernels: list[str], arch: str) -> str:
     from qd.jit.cpu import _lock  # llvmlite's LLVM context is one: the CPU tier's compiler thread uses it too
-    from qd.jit.llvm import build_module
 
     with _lock:
-        t = target(arch)
-        mod_ir, symbols, prints, check_args = build_module(k, t, fast_math)
-        kernels = [f.name for f in mod_ir.functions if f.calling_convention == "ptx_kernel"]
-        mod = llvm.parse_assembly(str(mod_ir))
-        if any(f.is_declaration and f.name.startswith("__nv_") for f in mod.functions):
-            mod.link_in(llvm.parse_bitcode(_libdevice()))
-        for f in mod.functions:
-            if not f.is_declaration and f.name not in kernels:
-                f.linkage = "internal"
-        mod.verify()
-        pto = llvm.create_pipeline_tuning_options(speed_level=3)
-        pb = llvm.create_pass_builder(t.target_machine(), pto)
-        pb.getModulePassManager().run(mod, pb)
-        ptx = _ptxas_safe_integer_ops(t.target_machine().emit_assembly(mod))
-    tasks = [(s.kind, kernels[n]) for n, s in enumerate(symbols)]
-    return PtxKernel(ptx, tasks, prints, check_args)
+        return optimise(text, kernels, arch)
+
+
+def optimise(text: str, kernels: list[str], arch: str) -> str:
+    """PTX of module `text` (LLVM IR): libdevice linked where a math function needs it, every function but the
+    entry points `kernels` internal, O3, and the integer ops ptxas miscompiles rewritten. The caller holds LLVM (a
+    compile worker, or `qd.jit.cpu._lock`)."""
+    import llvmlite.binding as llvm
+
+    t = target(arch)
+    mod = llvm.parse_assembly(text)
+    if any(f.is_declaration and f.name.startswith("__nv_") for f in mod.functions):
+        mod.link_in(llvm.parse_bitcode(_libdevice()))
+    for f in mod.functions:
+        if not f.is_declaration and f.name not in kernels:
+            f.linkage = "internal"
+    mod.verify()
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pb = llvm.create_pass_builder(t.target_machine(), pto)
+    pb.getModulePassManager().run(mod, pb)
+    return _ptxas_safe_integer_ops(t.target_machine().emit_assembly(mod))
 
 
 _INT_NEG = re.compile(r"\bneg\.s(16|32|64)\s+(%\w+),\s*(%\w+);")
@@ -180,7 +258,13 @@ def ptxas_path() -> str | None:
 
 
 def ptxas(ptx: str, arch: str = "sm_90") -> None:
-    """Assembles `ptx` with the CUDA toolkit's `ptxas` (RuntimeError with its messages when it refuses)."""
+    """Assembles `ptx` (each module of a `PtxKernel.ptx`) with the CUDA toolkit's `ptxas` (RuntimeError with its
+    messages when it refuses)."""
+    for text in ptx.split(MODULE_MARK):
+        _ptxas_one(text, arch)
+
+
+def _ptxas_one(ptx: str, arch: str) -> None:
     exe = ptxas_path()
     if exe is None:
         raise RuntimeError("ptxas not found")
@@ -194,4 +278,5 @@ def ptxas(ptx: str, arch: str = "sm_90") -> None:
             raise RuntimeError(f"ptxas -arch={arch} refused the PTX:\n{r.stderr[-3000:]}")
 
 
-__all__ = ["PtxKernel", "compile_ptx", "libdevice_path", "ptxas", "ptxas_path", "target", "warm_up"]
+__all__ = ["PtxKernel", "compile_ptx", "libdevice_path", "optimise", "pool", "ptxas", "ptxas_path", "target",
+           "task_groups", "warm_up"]

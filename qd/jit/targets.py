@@ -108,8 +108,9 @@ class Target:
         quieted (as `f16_from_bits`)."""
         return b.bitcast(b.fptrunc(x, F16), I16)
 
-    def add_entry_points(self, module: ir.Module, tasks: list) -> None:
-        """Hook for targets whose launch needs wrappers (GPU kernels); the CPU needs none."""
+    def add_entry_points(self, module: ir.Module, tasks: list, numbers: Sequence[int] | None = None) -> None:
+        """Hook for targets whose launch needs wrappers (GPU kernels); the CPU needs none. `numbers`: the kernel's
+        task numbers of `tasks` (a module holding some of its tasks); default 0, 1, ..."""
 
     def reduce_atomic(self, f: Any, op: Any, dt: Any, ptr: ir.Value, total: ir.Value, converged: bool) -> None:
         """A thread's reduction accumulator `total` into the cell at `ptr` (atomic `op`); `converged`: every
@@ -270,7 +271,7 @@ class NvptxTarget(Target):
 
         return nvptx_simt.shared_base(module, k, buf, elem)
 
-    def add_entry_points(self, module: ir.Module, tasks: list) -> None:
+    def add_entry_points(self, module: ir.Module, tasks: list, numbers: Sequence[int] | None = None) -> None:
         from qd.base.abi import CTX_FIELDS
         from qd.jit.llvm_fn import PTR
 
@@ -280,7 +281,7 @@ class NvptxTarget(Target):
                     f = module.globals[name]
                     f.linkage = "internal"
                     f.attributes.add("alwaysinline")
-        for n, t in enumerate(tasks):
+        for n, t in zip(range(len(tasks)) if numbers is None else numbers, tasks):
             k = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64]), t.fn.rsplit("_", 1)[0] + f"_kernel{n}")
             k.calling_convention = "ptx_kernel"
             b = ir.IRBuilder(k.append_basic_block("entry"))
