@@ -113,3 +113,34 @@ def test_the_disk_cache_gives_the_modules_back(big_ir, tmp_path) -> None:
     again = nvptx.compile_ptx(big_ir, True, "sm_90", str(tmp_path))
     assert not first.from_cache and again.from_cache
     assert again.modules == first.modules and again.module_of == first.module_of and again.tasks == first.tasks
+
+
+def test_the_largest_module_comes_first(big_ir) -> None:
+    sizes = nvptx._sizes(big_ir)
+    weights = [sum(sizes[n] for n in g) for g in nvptx.task_groups(big_ir)]
+    assert weights == sorted(weights, reverse=True)
+
+
+def test_each_module_goes_on_as_it_is_made(big_ir) -> None:
+    """`each` sees every module's PTX once (the CUDA tier's driver module), `made` keeps its answers in module
+    order; a cache hit applies nothing."""
+    seen: list[str] = []
+    pk = nvptx.compile_ptx(big_ir, True, "sm_90", each=lambda ptx: (seen.append(ptx), len(ptx))[1])
+    assert sorted(seen) == sorted(pk.modules)
+    assert pk.made == [len(text) for text in pk.modules]
+    assert nvptx.compile_ptx(big_ir, True, "sm_90").made is None
+
+
+def test_a_failing_module_releases_the_others(big_ir) -> None:
+    """Where `each` fails for one module, what it gave for the others is released (`undo`) and the error raised."""
+    given, undone = [], []
+
+    def each(ptx: str) -> int:
+        if "_kernel1(" in ptx:  # task 1's module
+            raise RuntimeError("the driver refused a module")
+        given.append(len(ptx))
+        return len(ptx)
+
+    with pytest.raises(RuntimeError, match="refused"):
+        nvptx.compile_ptx(big_ir, True, "sm_90", each=each, undo=undone.append)
+    assert len(given) == 2 and sorted(undone) == sorted(given)

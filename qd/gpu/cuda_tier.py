@@ -276,15 +276,15 @@ class CudaBackend(DeviceBackend):
     def compile(self, k: ir.KernelIR, fast_math: bool, print_words: int, cache_dir: str | None = None) -> Program:
         t0 = time.perf_counter()
         nvptx_simt.check_shared_bytes(k, self.max_shared_memory_bytes())
-        pk = nvptx.compile_ptx(k, fast_math, self.arch, cache_dir)
+        pk = self._ptx(k, fast_math, cache_dir)
         try:
-            modules = self._modules(pk.modules, cache_dir)
+            modules = pk.made if pk.made is not None else self._modules(pk.modules, cache_dir)
         except Exception:  # the driver refuses PTX from the disk cache: deleted, and made afresh
             if not pk.from_cache:
                 raise
             cache.discard(cache_dir, pk.cache_key)
-            pk = nvptx.compile_ptx(k, fast_math, self.arch, cache_dir)
-            modules = self._modules(pk.modules, cache_dir)
+            pk = self._ptx(k, fast_math, cache_dir)
+            modules = pk.made if pk.made is not None else self._modules(pk.modules, cache_dir)
         functions = [self.drv.function(modules[m], sym) for (_, sym), m in zip(pk.tasks, pk.module_of)]
         ctx, rng_words = _context(k, print_words)
         tasks = [CudaTask(t.kind, t.block_dim or LOCAL_SIZE, t, reduces=_reduces(t), shared_bytes=n)
@@ -295,6 +295,12 @@ class CudaBackend(DeviceBackend):
         sk = CudaKernel(tasks, ctx, pk.prints, pk.check_args, len(k.rets))
         return Program(sk, modules, functions, rng_words, compile_ms=(time.perf_counter() - t0) * 1e3,
                        from_cache=pk.from_cache)
+
+    def _ptx(self, k: ir.KernelIR, fast_math: bool, cache_dir: str | None) -> nvptx.PtxKernel:
+        """`k`'s PTX, each module made fresh going on to the driver as soon as it is there (`compile_ptx`'s
+        `each`: a large kernel's first modules are in the driver's compiler while later ones are still in LLVM)."""
+        return nvptx.compile_ptx(k, fast_math, self.arch, cache_dir, each=lambda ptx: self._module(ptx, cache_dir),
+                                 undo=self.drv.unload)
 
     def _modules(self, texts: list[str], cache_dir: str | None) -> list:
         """The driver's modules of a kernel's PTX modules, made side by side (`nvptx.pool`: the driver's compiler

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -188,7 +189,7 @@ def build_module(k: ir.KernelIR, target: Target, fast_math: bool, lanes_ok: bool
     try:
         mg = ModuleGen(k, target, fast_math, spmd)
         tasks = [mg.task(n, t) for n, t in enumerate(k.tasks)]
-    except Exception:  # noqa: BLE001  lanes that do not lower (`lanes.Unsupported`, or a bug): scalar bodies,
+    except Exception:  # lanes that do not lower (`lanes.Unsupported`, or a bug): scalar bodies,
         # whose own errors are the ones to raise
         if not spmd:
             raise
@@ -198,20 +199,24 @@ def build_module(k: ir.KernelIR, target: Target, fast_math: bool, lanes_ok: bool
     return BuiltModule(mg.module, tasks, print_table(k), check_arg_table(k))
 
 
-def build_modules(k: ir.KernelIR, target: Target, fast_math: bool, groups: list[list[int]]) -> list[BuiltModule]:
+def module_groups(k: ir.KernelIR, target: Target, fast_math: bool, groups: list[list[int]]) -> Iterator[BuiltModule]:
     """`k` as several modules, one per group of its task numbers (each group's tasks, their entry points named as in
-    `build_module`'s one module): a GPU target compiles them side by side (`qd.jit.nvptx`). No SIMD lanes."""
+    `build_module`'s one module), made one at a time as they are asked for: a GPU target compiles each while the next
+    is built (`qd.jit.nvptx`). No SIMD lanes."""
     k = prepare(k, LACKS)
     mg = ModuleGen(k, target, fast_math, False)
     prints, checks = print_table(k), check_arg_table(k)
-    out = []
     for numbers in groups:
         mg.module = L.Module(name=k.name)
         target.configure(mg.module)
         tasks = [mg.task(n, k.tasks[n]) for n in numbers]
         target.add_entry_points(mg.module, tasks, numbers)
-        out.append(BuiltModule(mg.module, tasks, prints, checks))
-    return out
+        yield BuiltModule(mg.module, tasks, prints, checks)
+
+
+def build_modules(k: ir.KernelIR, target: Target, fast_math: bool, groups: list[list[int]]) -> list[BuiltModule]:
+    """`module_groups`, all made."""
+    return list(module_groups(k, target, fast_math, groups))
 
 
 __all__ = [
@@ -219,5 +224,6 @@ __all__ = [
     "TaskSymbols",
     "build_module",
     "build_modules",
+    "module_groups",
     "symbol_prefix",
 ]

@@ -11,8 +11,10 @@ the toolkit's `ptxas` (the CI check where no GPU is present).
 A large kernel (`SPLIT_STATEMENTS`) becomes several modules, each large task alone and the small ones together
 (`task_groups`), optimised side by side in the compile workers (`qd.jit.compile_worker`: llvmlite runs one LLVM call
 at a time per process), and the CUDA tier makes their machine code side by side too: a cold Genesis build compiled
-`kernel_detection`, 15 tasks, one after another for 23 s. `PtxKernel.modules` holds the texts, `module_of` each
-task's module; `ptx` joins them (`MODULE_MARK`), as the disk cache keeps them.
+`kernel_detection`, 15 tasks, one after another for 23 s. The modules are built one at a time, the largest first, and
+each goes on (LLVM in a worker, then the caller's `each`: the CUDA tier's driver compile) while the next is built.
+`PtxKernel.modules` holds the texts, `module_of` each task's module; `ptx` joins them (`MODULE_MARK`), as the disk
+cache keeps them.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ import re
 import shutil
 import subprocess
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from qd import ir
 from qd.jit.targets import NvptxTarget
@@ -51,6 +55,7 @@ class PtxKernel:
     from_cache: bool = False
     cache_key: str | None = None  # its entry in the disk cache (`discard`ed when the driver refuses the PTX)
     module_of: list = field(default_factory=list)  # per task: its module's index in `modules` (default: all 0)
+    made: list | None = None  # per module: what `compile_ptx`'s `each` gave for it (None: not applied)
 
     @property
     def modules(self) -> list[str]:
@@ -124,10 +129,16 @@ def warm_up(arch: str = "sm_90") -> str:
         return t.target_machine().emit_assembly(mod)
 
 
-def compile_ptx(k: ir.KernelIR, fast_math: bool, arch: str = "sm_90", cache_dir: str | None = None) -> PtxKernel:
+def compile_ptx(k: ir.KernelIR, fast_math: bool, arch: str = "sm_90", cache_dir: str | None = None,
+                each: Callable[[str], Any] | None = None, undo: Callable[[Any], None] | None = None) -> PtxKernel:
     """The PTX of offloaded kernel `k` for GPU architecture `arch` (see the module docstring); with
     `cache_dir`, from / to the on-disk cache (`qd/codegen/cache.py`'s key: IR text, target, fast_math, qd version
-    and the code generator's sources; the driver keeps its own cache of the machine code it makes of PTX)."""
+    and the code generator's sources; the driver keeps its own cache of the machine code it makes of PTX).
+
+    `each` (the CUDA tier's driver module of a module's PTX) is applied to every module's PTX made here as soon as
+    it is made, in the thread that made it, so that a large kernel's modules go on to the driver while others are
+    still in LLVM; `PtxKernel.made` holds what it gave, per module (None on a cache hit: the caller applies it).
+    Where one module fails, `undo` releases what `each` gave for the others before the error is raised."""
     from qd.codegen import cache
 
     generator = cache.sources_digest(os.path.dirname(__file__))  # qd/jit's sources (as the CPU tier's key)
@@ -135,7 +146,7 @@ def compile_ptx(k: ir.KernelIR, fast_math: bool, arch: str = "sm_90", cache_dir:
     hit = cache.load_with(cache_dir, key, lambda raw, meta: _cached(raw, meta, key)) if key else None
     if hit is not None:
         return hit
-    out = _compile(k, fast_math, arch)
+    out = _compile(k, fast_math, arch, each, undo)
     if key:
         cache.store(cache_dir, key, out.ptx.encode(), (out.tasks, out.prints, out.check_args, out.module_of))
         out.cache_key = key
@@ -156,34 +167,87 @@ def _cached(raw: bytes, meta: tuple, key: str) -> PtxKernel:
     return PtxKernel(ptx, tasks, prints, check_args, from_cache=True, cache_key=key, module_of=list(module_of))
 
 
+def _sizes(k: ir.KernelIR) -> list[int]:
+    return [sum(1 for _ in ir.walk(t.prologue)) + sum(1 for _ in ir.walk(t.body)) for t in k.tasks]
+
+
 def task_groups(k: ir.KernelIR) -> list[list[int]]:
-    """The task numbers of each module `k` is compiled as (see `SPLIT_STATEMENTS`)."""
-    sizes = [sum(1 for _ in ir.walk(t.prologue)) + sum(1 for _ in ir.walk(t.body)) for t in k.tasks]
+    """The task numbers of each module `k` is compiled as (see `SPLIT_STATEMENTS`), the largest module first (it
+    is built first, and takes longest in LLVM and in the driver)."""
+    sizes = _sizes(k)
     if len(sizes) < 2 or sum(sizes) < SPLIT_STATEMENTS:
         return [list(range(len(sizes)))]
     alone = [[n] for n, c in enumerate(sizes) if c >= ALONE_STATEMENTS]
     rest = [n for n, c in enumerate(sizes) if c < ALONE_STATEMENTS]
-    return alone + [rest] if rest else alone
+    groups = alone + [rest] if rest else alone
+    return sorted(groups, key=lambda g: -sum(sizes[n] for n in g))
 
 
-def _compile(k: ir.KernelIR, fast_math: bool, arch: str) -> PtxKernel:
-    from qd.jit.llvm import build_modules
+def _compile(k: ir.KernelIR, fast_math: bool, arch: str, each: Callable[[str], Any] | None = None,
+             undo: Callable[[Any], None] | None = None) -> PtxKernel:
+    """`k`'s modules, each handed to a pool thread (LLVM in a compile worker or here, then `each`) as soon as its
+    LLVM IR is built (llvmlite's IR layer: Python, here, one module after another)."""
+    from qd.jit.llvm import module_groups
 
     groups = task_groups(k)
-    built = build_modules(k, target(arch), fast_math, groups)  # (llvmlite's IR layer: Python, no LLVM call)
-    jobs = [(str(b.module), [f.name for f in b.module.functions if f.calling_convention == "ptx_kernel"])
-            for b in built]
-    if len(jobs) == 1:
-        ptxs = [_optimise_here(*jobs[0], arch)]
-    else:
-        ptxs = list(pool().map(lambda job: _optimise_anywhere(*job, arch), jobs))
+    if len(groups) > 1:
+        from qd.jit import compile_worker
+
+        compile_worker.prestart()
     by_task: dict = {}
-    for m, (numbers, b, (_, kernels)) in enumerate(zip(groups, built, jobs)):
-        for n, sym, ks in zip(numbers, b.tasks, kernels):
-            by_task[n] = (sym.kind, ks, m)
+    futures: list[Future] = []
+    built: Any = None
+    failure: BaseException | None = None
+    try:
+        for m, (numbers, built) in enumerate(zip(groups, module_groups(k, target(arch), fast_math, groups))):
+            kernels = [f.name for f in built.module.functions if f.calling_convention == "ptx_kernel"]
+            for n, sym, ks in zip(numbers, built.tasks, kernels):
+                by_task[n] = (sym.kind, ks, m)
+            text = str(built.module)
+            if len(groups) == 1:
+                futures.append(_done(_optimise_then, text, kernels, arch, each, _optimise_here))
+            else:
+                futures.append(pool().submit(_optimise_then, text, kernels, arch, each, _optimise_anywhere))
+    except BaseException as e:  # noqa: BLE001  raised below, once the modules already handed on are accounted for
+        failure = e
+    results, failed = _gather(futures)
+    failure = failure or failed
+    if failure is not None:
+        for _, made in results:
+            if undo is not None and made is not None:
+                undo(made)
+        raise failure
     order = [by_task[n] for n in range(len(k.tasks))]
-    return PtxKernel(MODULE_MARK.join(ptxs), [(kind, ks) for kind, ks, _ in order], built[0].prints,
-                     built[0].check_args, module_of=[m for *_, m in order])
+    return PtxKernel(MODULE_MARK.join(ptx for ptx, _ in results), [(kind, ks) for kind, ks, _ in order],
+                     built.prints, built.check_args, module_of=[m for *_, m in order],
+                     made=[made for _, made in results] if each is not None else None)
+
+
+def _optimise_then(text: str, kernels: list[str], arch: str, each: Callable[[str], Any] | None,
+                   optimise_with: Callable[[str, list[str], str], str]) -> tuple[str, Any]:
+    ptx = optimise_with(text, kernels, arch)
+    return ptx, (each(ptx) if each is not None else None)
+
+
+def _done(fn: Callable, *args: Any) -> Future:
+    """`fn(*args)` run here, as a finished future."""
+    f: Future = Future()
+    try:
+        f.set_result(fn(*args))
+    except BaseException as e:  # noqa: BLE001  handed on through the future
+        f.set_exception(e)
+    return f
+
+
+def _gather(futures: list[Future]) -> tuple[list, BaseException | None]:
+    """The results of `futures` that succeeded, and the first failure (after every one has finished)."""
+    results, failure = [], None
+    for f in futures:
+        try:
+            results.append(f.result())
+        except BaseException as e:  # noqa: BLE001  raised by the caller, once every module is accounted for
+            failure = failure or e
+    return results, failure
 
 
 def _optimise_anywhere(text: str, kernels: list[str], arch: str) -> str:
