@@ -95,19 +95,9 @@ class OpInfo:
     # Accuracy of float results per tier (interp, cpu, vulkan, cuda), in ulps of the result type against the
     # exact value; 0: correctly rounded there, so bit-exact against the interpreter (see `_ulps`).
     ulps: dict = field(default_factory=dict)
-    # Where `fast_math=True` allows more, the bound then, per tier (default: `ulps`): CUDA's f32 division, square
-    # root and reciprocal square root are PTX's approximations under fast math (`NvptxTarget.fdiv`), as Quadrants'
-    # always are; `fast_math=False` keeps them correctly rounded there.
-    fast_ulps: dict = field(default_factory=dict)
     kind: str = "arith"  # class (module docstring)
     libm: str | None = None  # the C function of the float form, in double (module docstring)
     libm_f32: str | None = None  # its f32 form where that is not `libm` + 'f'
-
-
-    def bound(self, tier: str, fast_math: bool) -> float:
-        """The ulps bound of this op's float results on `tier` (an `ulps` key) under `fast_math`."""
-        u = self.ulps.get(tier, 0)
-        return max(u, self.fast_ulps.get(tier, u)) if fast_math else u
 
 
 KINDS = ("arith", "exact_math", "transcendental", "bitwise", "comparison", "data")
@@ -120,8 +110,7 @@ def _i(arity: int, rule: str, semantics: str, **kw) -> OpInfo:
 def _ulps(interp: int, cpu: int, vulkan: int, cuda: int, opencl: int) -> dict:
     """Bounds measured by `bench/ulps.py` (GPU.md §4): the largest error over 2^20 inputs per op and dtype (f32
     and f64, the op's domain there) against numpy in float64 (f32 results) or long double (f64 results), the
-    larger of `fast_math=False` and `True` (where an op's fast-math bound is larger, `OpInfo.fast_ulps` holds it
-    apart), rounded up. Measured 2026-11-25: interp and opencl (PoCL 3.1, SLEEF)
+    larger of `fast_math=False` and `True`, rounded up. Measured 2026-11-25: interp and opencl (PoCL 3.1, SLEEF)
     on the 2-core machine, vulkan and cuda on an H200; 2026-11-26: cpu (under fast math its vectorized loops call
     glibc's libmvec, `qd/jit/vecmath.py`: up to 3.8 ulp; without, the interpreter's libm, bit for bit), and opencl
     on the H200's NVIDIA OpenCL 3.0 driver 580 (the opencl bound is the larger of the two drivers'; other OpenCL
@@ -136,10 +125,6 @@ def _ulps(interp: int, cpu: int, vulkan: int, cuda: int, opencl: int) -> dict:
 # device's float controls (DESIGN §10): without `SignedZeroInfNanPreserve` an inf, NaN or -0 operand gives what the
 # driver gives (qd still hides constant zeros from it), without `DenormPreserve` subnormals may flush to zero.
 _EXACT = _ulps(0, 0, 0, 0, 0)
-# Under fast_math=True CUDA's f32 `/`, sqrt and rsqrt are PTX's `div.full.f32`, `sqrt.approx.f32` and
-# `rsqrt.approx.f32`: measured by `bench/ulps.py cuda` ("fast_math_only", 2^20 inputs, H200, 2026-11-28) 2.037,
-# 0.936 and 1.511 ulps, rounded up.
-_CUDA_FAST_DIV, _CUDA_FAST_SQRT, _CUDA_FAST_RSQRT = {"cuda": 3}, {"cuda": 1}, {"cuda": 2}
 
 INFO: dict[Op, OpInfo] = {
     Op.NEG: _i(1, "same", "-a (ints wrap)", linear=True),
@@ -147,9 +132,8 @@ INFO: dict[Op, OpInfo] = {
     Op.LOGICAL_NOT: _i(1, "cmp", "a == 0", nondiff=True, kind="comparison"),
     Op.ABS: _i(1, "same", "|a| (ints wrap: abs(INT_MIN) == INT_MIN)", libm="fabs"),
     Op.SGN: _i(1, "same", "-1, 0 or 1 (floats: sign of a, 0 for +-0 and NaN)", nondiff=True),
-    Op.SQRT: _i(1, "float", "IEEE sqrt, correctly rounded", ulps=_EXACT, fast_ulps=_CUDA_FAST_SQRT,
-                kind="exact_math", libm="sqrt"),
-    Op.RSQRT: _i(1, "float", "1 / sqrt(a)", ulps=_ulps(2, 2, 2, 2, 2), fast_ulps=_CUDA_FAST_RSQRT),
+    Op.SQRT: _i(1, "float", "IEEE sqrt, correctly rounded", ulps=_EXACT, kind="exact_math", libm="sqrt"),
+    Op.RSQRT: _i(1, "float", "1 / sqrt(a)", ulps=_ulps(2, 2, 2, 2, 2)),
     Op.EXP: _i(1, "float", "e**a", ulps=_ulps(1, 3, 1, 2, 2), kind="transcendental", libm="exp"),
     Op.LOG: _i(1, "float", "natural log", ulps=_ulps(1, 4, 1, 1, 1), kind="transcendental", libm="log"),
     Op.SIN: _i(1, "float", "sine (radians)", ulps=_ulps(1, 4, 1, 2, 2), kind="transcendental", libm="sin"),
@@ -173,7 +157,7 @@ INFO: dict[Op, OpInfo] = {
     Op.SUB: _i(2, "same", "a - b (ints wrap)", linear=True, ulps=_EXACT),
     Op.MUL: _i(2, "same", "a * b (ints wrap)", commutative=True, ulps=_EXACT),
     Op.DIV: _i(2, "float", "IEEE a / b (the frontend turns int / int into default_fp)",
-               ulps=_EXACT, fast_ulps=_CUDA_FAST_DIV),
+               ulps=_EXACT),
     Op.FLOORDIV: _i(2, "int", "floor(a / b) for ints (Python //); division by 0 gives 0",
                     nondiff=True),
     Op.MOD: _i(2, "same", "Python %: result has the divisor's sign; floats: a - b*floor(a/b); "

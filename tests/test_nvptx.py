@@ -97,34 +97,3 @@ def test_ptx_disk_cache(tmp_path):
         qd.reset()
     assert not first.from_cache and again.from_cache and not other.from_cache
     assert again.ptx == first.ptx and again.tasks == first.tasks and again.check_args == first.check_args
-
-
-def test_fast_math_division_and_square_root_are_ptx_approximations():
-    """Under fast math CUDA's f32 `/`, sqrt and rsqrt are `div.full` / `sqrt.approx` / `rsqrt.approx` (the op table's
-    `fast_ulps`; Quadrants' are approximations always), a division by a power of two a multiplication; f64 and
-    `fast_math=False` stay IEEE (`div.rn`, `sqrt.rn`)."""
-    import re
-
-    qd.init(arch=qd.interp, log_level="warn")
-    try:
-        x = qd.field(qd.f32, shape=8)
-        z = qd.field(qd.f64, shape=8)
-
-        @qd.kernel
-        def k():
-            for i in range(8):
-                x[i] = x[i] / (x[i] + 1.0) + x[i] / 4.0 + qd.sqrt(x[i]) + qd.rsqrt(x[i] + 1.0)
-                z[i] = z[i] / (z[i] + 1.0) + qd.sqrt(z[i])
-
-        k()
-        (ck, _), = k._instances.values()
-    finally:
-        qd.reset()
-
-    def ops(fast_math: bool) -> set:
-        pk = nvptx.compile_ptx(ck.ir, fast_math)
-        nvptx.ptxas(pk.ptx)
-        return set(re.findall(r"\b((?:div|sqrt|rsqrt|rcp)\.[a-z]+\.f(?:32|64))", pk.ptx))
-
-    assert ops(True) == {"div.full.f32", "sqrt.approx.f32", "rsqrt.approx.f32", "div.rn.f64", "sqrt.rn.f64"}
-    assert ops(False) == {"div.rn.f32", "sqrt.rn.f32", "rcp.rn.f32", "div.rn.f64", "sqrt.rn.f64"}

@@ -36,7 +36,7 @@ def test_within_the_op_tables_ulps(arch, name: str, fast_math: bool) -> None:
 
     qd.cfg.fast_math = fast_math
     tier = tier_key(arch)
-    bound = INFO[OPS[name]].bound(tier, fast_math)
+    bound = INFO[OPS[name]].ulps[tier]
     for dt in ulps.DTYPES:
         worst = ulps.measure(name, dt, N)
         # 0 in the table: correctly rounded (at most half an ulp from the exact value)

@@ -187,10 +187,8 @@ def fminmax(b: ir.IRBuilder, is_min: bool, x: ir.Value, y: ir.Value) -> ir.Value
 def _float_binary(op: Op) -> Lowering:
     def lower(c: OpCtx, dt: T.DataType, args: Sequence[ir.Value]) -> ir.Value:
         b, (x, y) = c.b, args
-        if op is Op.DIV:
-            return c.target.fdiv(b, x, y, c.fast)
-        if op in (Op.ADD, Op.SUB, Op.MUL):
-            fn = {Op.ADD: b.fadd, Op.SUB: b.fsub, Op.MUL: b.fmul}[op]
+        if op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV):
+            fn = {Op.ADD: b.fadd, Op.SUB: b.fsub, Op.MUL: b.fmul, Op.DIV: b.fdiv}[op]
             return fn(x, y, flags=c.fast)
         if op is Op.MOD:
             q = c.target.math_call(b, "floor", [b.fdiv(x, y)])
@@ -226,9 +224,7 @@ def _unary(op: Op) -> Lowering:
             if op is Op.NEG:
                 return b.fneg(x)
             if op is Op.RSQRT:
-                return c.target.rsqrt(b, x, c.fast)
-            if op is Op.SQRT:
-                return c.target.sqrt(b, x, c.fast)
+                return b.fdiv(ir.Constant(x.type, 1.0), c.target.math_call(b, "sqrt", [x]))
             return c.target.math_call(b, _UNARY_MATH[op], [x])
         if op is Op.NEG:
             return b.sub(_zero(x), x)

@@ -8,7 +8,6 @@ adds a subclass, not a second code generator.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,21 +34,6 @@ EXACT_INTRINSICS = {INFO[op].libm: f"llvm.{INFO[op].libm}" for op in UNARY
                     if INFO[op].libm and op not in TRANSCENDENTAL}
 
 
-def _intrinsic(module: ir.Module, name: str, ty: ir.Type, arity: int) -> ir.Function:
-    """LLVM intrinsic `name` declared once in `module` as `ty (ty, ...)` (LLVM knows its attributes: it may fold,
-    hoist and share its calls)."""
-    fn = module.globals.get(name)
-    return fn if fn is not None else ir.Function(module, ir.FunctionType(ty, [ty] * arity), name)
-
-
-def _power_of_two(v: ir.Value) -> bool:
-    """Whether `v` is a float constant +-2^k (dividing by it is exact: a multiplication by its reciprocal)."""
-    if not isinstance(v, ir.Constant) or not isinstance(v.constant, float) or v.constant == 0.0:
-        return False
-    m, _ = math.frexp(v.constant)
-    return abs(m) == 0.5
-
-
 class Target:
     """Base target: generic hooks valid for any LLVM target (override what differs)."""
 
@@ -73,18 +57,6 @@ class Target:
             module.triple = self.triple
         if self.data_layout:
             module.data_layout = self.data_layout
-
-    def fdiv(self, b: ir.IRBuilder, x: ir.Value, y: ir.Value, fast: tuple) -> ir.Value:
-        """Float `x / y` (`fast`: the fast-math flags, empty under `fast_math=False`): IEEE, correctly rounded."""
-        return b.fdiv(x, y, flags=fast)
-
-    def sqrt(self, b: ir.IRBuilder, x: ir.Value, fast: tuple) -> ir.Value:
-        """Float square root: IEEE, correctly rounded."""
-        return self.math_call(b, "sqrt", [x])
-
-    def rsqrt(self, b: ir.IRBuilder, x: ir.Value, fast: tuple) -> ir.Value:
-        """`1 / sqrt(x)`, both correctly rounded."""
-        return b.fdiv(ir.Constant(x.type, 1.0), self.math_call(b, "sqrt", [x]))
 
     def math_call(self, b: ir.IRBuilder, name: str, args: Sequence[ir.Value]) -> ir.Value:
         """`name` (a libm base name such as 'sin', or 'sqrt'/'floor'/'ceil'/'rint'/'fabs') applied to
@@ -278,27 +250,6 @@ class NvptxTarget(Target):
         mant = b.and_(b.trunc(b.lshr(u, ir.Constant(I32, 13)), I16), ir.Constant(I16, 0x3FF))
         nan = b.or_(b.or_(sign, ir.Constant(I16, 0x7E00)), mant)
         return b.select(b.fcmp_unordered("uno", x, x), nan, b.bitcast(b.fptrunc(x, F16), I16))
-
-    def fdiv(self, b: ir.IRBuilder, x: ir.Value, y: ir.Value, fast: tuple) -> ir.Value:
-        """Under fast math an f32 division is PTX's `div.full.f32` (2 ulps over the full range by PTX's manual,
-        2.04 measured: the op table's `fast_ulps`), not the IEEE `div.rn.f32`, a subroutine that ptxas compiles slowly (Genesis' contact
-        kernel: 344 of them) and the GPU runs slowly; Quadrants' CUDA division is `div.approx`, always. A divisor
-        that is a power of two stays an exact `fdiv` (LLVM makes it a multiplication)."""
-        if not fast or x.type != F32 or _power_of_two(y):
-            return super().fdiv(b, x, y, fast)
-        return b.call(_intrinsic(b.module, "llvm.nvvm.div.full", F32, 2), [x, y])
-
-    def sqrt(self, b: ir.IRBuilder, x: ir.Value, fast: tuple) -> ir.Value:
-        """Under fast math an f32 square root is PTX's `sqrt.approx.f32` (as Quadrants' always is)."""
-        if not fast or x.type != F32:
-            return super().sqrt(b, x, fast)
-        return b.call(_intrinsic(b.module, "llvm.nvvm.sqrt.approx.f", F32, 1), [x])
-
-    def rsqrt(self, b: ir.IRBuilder, x: ir.Value, fast: tuple) -> ir.Value:
-        """Under fast math an f32 reciprocal square root is PTX's `rsqrt.approx.f32`."""
-        if not fast or x.type != F32:
-            return super().rsqrt(b, x, fast)
-        return b.call(_intrinsic(b.module, "llvm.nvvm.rsqrt.approx.f", F32, 1), [x])
 
     def math_call(self, b: ir.IRBuilder, name: str, args: Sequence[ir.Value]) -> ir.Value:
         if name in EXACT_INTRINSICS:
