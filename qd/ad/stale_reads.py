@@ -29,7 +29,7 @@ launch whose own stale reads a copy from before it serves (`before_launch_buffer
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -246,6 +246,12 @@ class Access:
     dims: tuple
     loc: Any
 
+    def __post_init__(self) -> None:  # (`_values`' plan: the fixed dimensions, and those arguments decide)
+        template = tuple(d[1] if d is not None and not d[0] else None for d in self.dims)
+        varying = tuple((p, d[0], d[1]) for p, d in enumerate(self.dims) if d is not None and d[0])
+        object.__setattr__(self, "_template", template)
+        object.__setattr__(self, "_varying", varying)
+
 
 def _dim(v: ir.Value, f: Forms) -> tuple | None:
     a = f.launch_form(v)
@@ -282,21 +288,37 @@ class Launch:
     # buffers whose reads its replay gets from a copy the Tape saved (`qd.runtime.ad_snapshots`), not from the live object
     saved: set = field(default_factory=set)
     call: int = -1  # its index in the Tape's calls (a replayed launch), else -1
+    reads_of: dict | None = None  # buffer -> its reads (`group_reads(reads)`; made here when not given)
+
+    def __post_init__(self) -> None:
+        if self.reads_of is None:
+            self.reads_of = group_reads(self.reads)
+
+
+def group_reads(reads: Sequence[Access]) -> dict:
+    """{buffer: [its reads]} in first-read order: a kernel's reads, grouped once per kernel instance and shared by
+    its launches."""
+    out: dict = {}
+    for r in reads:
+        out.setdefault(r.buffer, []).append(r)
+    return out
 
 
 def _values(a: Access, args: list) -> tuple:
-    out = []
-    for d in a.dims:
-        if d is not None:
-            terms, value = d
-            for i, c in terms:
-                v = args[i] if i < len(args) else None
-                if isinstance(v, (bool, float)) or not isinstance(v, (int, np.integer)):
-                    value = None
-                    break
-                value += c * int(v)
-            d = value
-        out.append(d)
+    """Per index dimension of `a`, the value it fixes at this launch (an int), or None (left open, or decided by an
+    argument that is no integer)."""
+    if not a._varying:
+        return a._template
+    out = list(a._template)
+    n = len(args)
+    for p, terms, value in a._varying:
+        for i, c in terms:
+            v = args[i] if i < n else None
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                value = None
+                break
+            value += c * int(v)
+        out[p] = value
     return tuple(out)
 
 
@@ -306,13 +328,13 @@ def tape_outside_write(launches: Sequence[Launch]) -> tuple | None:
     record): its generation counter moved more than those launches move it. None when there is none."""
     after: dict = {}  # id(owner) -> generation bumps of the launches after the current one (each bumps once a buffer)
     for launch in reversed(launches):
-        for r in launch.reads:
-            if r.buffer in launch.saved:
+        for b, rs in launch.reads_of.items():
+            if b in launch.saved:
                 continue  # its replay reads a saved copy
-            owner, gen = launch.owners[r.buffer], launch.generations.get(r.buffer)
+            owner, gen = launch.owners[b], launch.generations.get(b)
             if gen is not None and getattr(owner, "generation", None) is not None \
                     and owner.generation - gen > after.get(id(owner), 0):
-                return launch, r
+                return launch, rs[0]
         for b in {w.buffer for w in launch.writes}:
             if launch.owners[b] is not None:
                 after[id(launch.owners[b])] = after.get(id(launch.owners[b]), 0) + 1
@@ -324,22 +346,28 @@ def tape_stale_read(launches: Sequence[Launch]) -> tuple | None:
     return next(tape_stale_reads(launches), None)
 
 
-def tape_stale_reads(launches: Sequence[Launch]) -> Iterator[tuple]:
+def tape_stale_reads(launches: Sequence[Launch], skip: Callable[[Any], bool] | None = None) -> Iterator[tuple]:
     """(reading launch, its read, writing launch, its write) for every read of a Tape's launch that a later launch
     of the same Tape may overwrite (one write each, latest reads first). The gradient of the reading kernel replays
     its reads after every forward launch: a cell written since holds another value. Cells are told apart by the
-    index dimensions both fix to constants or scalar arguments (`x[t, i]` read by step t, `x[t + 1, i]` written)."""
+    index dimensions both fix to constants or scalar arguments (`x[t, i]` read by step t, `x[t + 1, i]` written).
+    `skip(owner)`: reads of that object are not looked at (a Tape's tracked objects, whose overwrites it saved)."""
+    def wanted(owner: Any) -> bool:
+        return owner is not None and (skip is None or not skip(owner))
+
     # id(owner) -> {positions a write fixes: {those values: (launch, write)}}: one lookup per read and kind of write
     later: dict = {}
     # only writes after some read of the same object can hit: the others are not indexed (a Tape whose 1000 steps keep
     # writes only, being inside a `grad_replaced` function, and whose last kernels read)
-    read_owners = {id(lc.owners[r.buffer]) for lc in launches for r in lc.reads}
+    read_owners = {id(lc.owners[b]) for lc in launches for b in lc.reads_of if wanted(lc.owners[b])}
+    if not read_owners:
+        return
     first_reader = next((n for n, lc in enumerate(launches) if lc.reads), len(launches))
     for n in range(len(launches) - 1, -1, -1):
         launch = launches[n]
         for r in launch.reads:
             owner = launch.owners[r.buffer]
-            if owner is None:
+            if owner is None or id(owner) not in read_owners:
                 continue
             rv = _values(r, launch.args)
             for fixed, cells in later.get(id(owner), {}).items():

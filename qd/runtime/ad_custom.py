@@ -297,7 +297,12 @@ def _check_stale(launches: list) -> None:
             f"gradient would replay that read with the new values. Write it before the Tape, or in a kernel")
     # an overwrite of what the Tape could not save (an object without a generation counter: a raw numpy array, a
     # torch tensor)
-    hit = next((h for h in tape_stale_reads(launches) if h[1].buffer not in h[0].saved), None)
+    # (the Tape saves every overwrite of a tracked object, `ad_snapshots.storage`, before it happens: its reads are
+    # served, and only the others are looked at)
+    from qd.runtime.ad_snapshots import storage
+
+    hit = next((h for h in tape_stale_reads(launches, skip=lambda owner: storage(owner) is not None)
+                if h[1].buffer not in h[0].saved), None)
     if hit is not None:
         reader, read, writer, write = hit
         raise QuadrantsCompilationError(

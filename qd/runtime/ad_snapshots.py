@@ -44,29 +44,56 @@ class _Pending:
 
 @dataclass
 class _Reads:
-    """The pending reads of one object, indexed by the value each fixes in each index dimension (a write that fixes
-    a dimension looks up only the reads that fix it to the same value or leave it open)."""
+    """The pending reads of one object, indexed by the value each fixes in an index dimension (a write that fixes
+    dimension p first looks up only the reads that fix p to the same value or leave it open). A launch's reads are
+    kept as they came (`defer`) and indexed at the first write into the object after them, in the dimensions such
+    writes fix: the reads of an object the Tape never writes (a controller's weights, read by every step) cost one
+    list entry a launch, and those of a time-indexed state one index entry a read."""
 
     entries: list = field(default_factory=list)
-    by_dim: dict = field(default_factory=dict)  # (dimension, value or None) -> [(entry, read values)]
+    index: dict = field(default_factory=dict)  # dimension p -> {value or None: [(entry, read values)]}
+    deferred: list = field(default_factory=list)  # (launch, its buffers of this object, their reads)
 
-    def add(self, entry: _Pending) -> None:
-        self.entries.append(entry)
-        for rv in entry.values:
-            for p, v in enumerate(rv):
-                self.by_dim.setdefault((p, v), []).append((entry, rv))
+    def defer(self, launch: Launch, buffers: list, reads: list) -> None:
+        self.deferred.append((launch, buffers, reads))
+
+    def _add_deferred(self) -> None:
+        for launch, buffers, reads in self.deferred:
+            entry = _Pending(launch, set(buffers), list(dict.fromkeys(access_values(r, launch.args) for r in reads)))
+            self.entries.append(entry)
+            for p, by_value in self.index.items():
+                _index(by_value, entry, p)
+        self.deferred.clear()
+
+    def _dimension(self, p: int) -> dict:
+        by_value = self.index.get(p)
+        if by_value is None:
+            by_value = self.index[p] = {}
+            for e in self.entries:
+                if not e.done:
+                    _index(by_value, e, p)
+        return by_value
 
     def hits(self, wv: tuple | None) -> list[_Pending]:
         """The pending entries a write with values `wv` (None: every cell) may reach."""
+        if self.deferred:
+            self._add_deferred()
         fixed = [] if wv is None else [(p, v) for p, v in enumerate(wv) if v is not None]
         if not fixed:
             return [e for e in self.entries if not e.done]
         p, v = fixed[0]
+        by_value = self._dimension(p)
         out = []
-        for e, rv in self.by_dim.get((p, v), []) + self.by_dim.get((p, None), []):
+        for e, rv in by_value.get(v, []) + by_value.get(None, []):
             if not e.done and overlap(rv, wv) and all(e is not o for o in out):
                 out.append(e)
         return out
+
+
+def _index(by_value: dict, entry: _Pending, p: int) -> None:
+    for rv in entry.values:
+        if p < len(rv):
+            by_value.setdefault(rv[p], []).append((entry, rv))
 
 
 @dataclass
@@ -125,17 +152,17 @@ class Snapshots:
             reads = self.pending.get(id(obj)) if obj is not None else None
             if reads is not None:
                 self._overwritten(reads.hits(access_values(w, launch.args)), obj)
-        mine: dict = {}
-        for r in launch.reads:
-            obj = storage(launch.owners[r.buffer])
+        mine: dict = {}  # id(obj) -> (obj, its buffers, their reads)
+        for b, reads in launch.reads_of.items():
+            obj = storage(launch.owners[b])
             if obj is not None:
                 e = mine.get(id(obj))
                 if e is None:
-                    e = mine[id(obj)] = (obj, _Pending(launch, set(), []))
-                e[1].buffers.add(r.buffer)
-                e[1].values.append(access_values(r, launch.args))
-        for obj, e in mine.values():
-            self.pending.setdefault(id(obj), _Reads()).add(e)
+                    e = mine[id(obj)] = (obj, [], [])
+                e[1].append(b)
+                e[2].extend(reads)
+        for obj, buffers, reads in mine.values():
+            self.pending.setdefault(id(obj), _Reads()).defer(launch, buffers, reads)
 
     def host_write(self, obj: Any) -> None:
         """Before a host write into `obj` (`from_numpy`, `fill`, `x[i] = v`, ...): saves it where a launch's

@@ -312,13 +312,14 @@ def _accesses(ck: Any, bindings: list, launch_args: list) -> tuple:
     """(reads its gradient needs, writes, buffers its gradient reads as they were before it) of a primal instance
     (`qd.ad.stale_reads`; kept on `ck`), the reads without those buffers' (a copy from before the launch serves
     them)."""
-    from qd.ad.stale_reads import accesses, before_launch_buffers
+    from qd.ad.stale_reads import accesses, before_launch_buffers, group_reads
 
     if ck.tape_accesses is None:
         grads = _grad_buffers(ck, bindings, launch_args)
         reads, writes = accesses(ck.ir, grads)
         before = before_launch_buffers(ck.ir, grads) if _writes_a_gradient(ck, grads) else frozenset()
         ck.tape_accesses = ([r for r in reads if r.buffer not in before], writes, before)
+        ck.tape_reads_of = group_reads(ck.tape_accesses[0])
     return ck.tape_accesses
 
 
@@ -374,11 +375,12 @@ def _tape_launch(kernel: Kernel, ck: Any, bindings: list, launch_args: list, rep
     from qd.ad.stale_reads import Launch
 
     reads, writes, before = _accesses(ck, bindings, launch_args)
+    reads_of = ck.tape_reads_of
     if not replayed:
-        reads, before = [], frozenset()
+        reads, before, reads_of = [], frozenset(), {}
     owners = _launch._owners(ck, bindings, launch_args)
-    return Launch(kernel.fn.__name__, reads, writes, owners, list(launch_args), [decl.name for decl in ck.ir.buffers],
-                  {}, before)
+    return Launch(kernel.fn.__name__, reads, writes, owners, list(launch_args), ck.buffer_names, {}, before,
+                  reads_of=reads_of)
 
 
 def _stale_unserved(ck: Any, bindings: list, launch_args: list, before: frozenset) -> Exception | None:

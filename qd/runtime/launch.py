@@ -71,10 +71,19 @@ class CompiledKernel:
     stale_by_buffer: Any = field(default_factory=dict)  # the instance's: the first stale read's error by buffer
     # (reads, writes, buffers read as before the launch) a Tape compares across launches (`qd.ad.stale_reads`)
     tape_accesses: Any = None
+    tape_reads_of: Any = None  # {buffer: its reads} of `tape_accesses`' reads (`stale_reads.group_reads`)
     copies_before: Any = None  # frozenset: the buffers a primal launch outside a Tape copies for kernel.grad
     inst: Any = None  # the `KernelInstance`
     _code: KernelCode | None = None
     _consts: np.ndarray | None = None
+
+    @property
+    def buffer_names(self) -> list:
+        """The names of the instance's buffers (a Tape's messages), made once."""
+        names = self.__dict__.get("_buffer_names")
+        if names is None:
+            names = self.__dict__["_buffer_names"] = [decl.name for decl in self.ir.buffers]
+        return names
 
     @property
     def code(self) -> KernelCode:
