@@ -13,7 +13,7 @@ import quadrants
 
 sys.modules["qd"] = quadrants
 
-import program_kernels as pk  # noqa: E402  (after `qd` names Quadrants)
+import program_kernels as pk  # (after `qd` names Quadrants)
 
 
 def main() -> int:

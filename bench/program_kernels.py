@@ -84,7 +84,7 @@ def _stable_fluid() -> Program:
     fields (pressure_jacobi: one of the step's 500 sweeps)."""
     m = programs.load("stable_fluid")
     m.main()
-    v, d, p = m.velocities_pair, m.dyes_pair, m.pressures_pair
+    v, p = m.velocities_pair, m.pressures_pair
     return Program(m, {
         "advect": lambda: m.advect(v.cur, v.cur, v.nxt),
         "divergence": lambda: m.divergence(v.cur),

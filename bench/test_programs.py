@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import warnings
 
+import program_kernels as pk
 import pytest
 from _bench import record
 from _peers import run_peer
 
-import program_kernels as pk
 import qd
 
 _peer: dict[str, tuple[dict | None, str]] = {}
