@@ -94,6 +94,86 @@ def test_atomics_that_other_iterations_may_reach_stay_atomic(arch, case):
     assert _atomics(kernel) > 0
 
 
+def test_a_struct_for_over_a_2d_or_3d_field_owns_its_cells(arch):
+    """stable_fluid's `vf[i, j] -= ...` over `for i, j in vf`: the frontend unflattens the loop variable into
+    `v // 512, v % 512`, digits that tell iterations apart, so the update is demoted (it was an atomic per cell,
+    2.5x Quadrants' time); also in 3-D and in a range loop that unflattens by hand."""
+    a = qd.Vector.field(2, qd.f32, (6, 5))
+    b = qd.field(qd.f32, (3, 4, 5))
+    c = qd.field(qd.i32, (7, 4))
+    p = qd.field(qd.f32, (6, 5))
+
+    @qd.kernel
+    def two():
+        for i, j in a:
+            a[i, j] -= 0.5 * qd.Vector([p[qd.min(i + 1, 5), j] - p[i, j], p[i, qd.max(j - 1, 0)] + 1.0])
+
+    @qd.kernel
+    def three():
+        for i, j, k in b:
+            b[i, j, k] += i * 100.0 + j * 10.0 + k
+
+    @qd.kernel
+    def by_hand():
+        for v in range(28):
+            c[v // 4, v % 4] += v
+
+    rng = np.random.default_rng(3)
+    pn = rng.random((6, 5)).astype(np.float32)
+    p.from_numpy(pn)
+    a.fill(1.0)
+    two()
+    three()
+    by_hand()
+    assert _atomics(two) == _atomics(three) == _atomics(by_hand) == 0
+    want = np.ones((6, 5, 2), np.float32)
+    want[..., 0] -= np.float32(0.5) * (pn[np.minimum(np.arange(6) + 1, 5)] - pn)
+    want[..., 1] -= np.float32(0.5) * (pn[:, np.maximum(np.arange(5) - 1, 0)] + np.float32(1.0))
+    np.testing.assert_allclose(a.to_numpy(), want, rtol=1e-6)
+    i, j, k = np.meshgrid(np.arange(3), np.arange(4), np.arange(5), indexing="ij")
+    np.testing.assert_array_equal(b.to_numpy(), (i * 100.0 + j * 10.0 + k).astype(np.float32))
+    np.testing.assert_array_equal(c.to_numpy(), np.arange(28).reshape(7, 4))
+
+
+@pytest.mark.parametrize("case", ["one_digit", "digits_of_different_values", "zero_divisor"])
+def test_digits_that_do_not_tell_iterations_apart_stay_atomic(arch, case):
+    """A remainder alone, a quotient and a remainder of different values (`v // 4`, `(v + 1) % 4`: kept atomic
+    though it happens to be one to one), and a divisor that is not a positive constant: no demotion, and the sums of
+    the iterations that meet in a cell are all there."""
+    c = qd.field(qd.i32, (8, 4))
+
+    @qd.kernel
+    def one_digit():
+        for v in range(32):
+            c[0, v % 4] += 1
+
+    @qd.kernel
+    def different():
+        for v in range(32):
+            c[v // 4, (v + 1) % 4] += 1
+
+    @qd.kernel
+    def zero_divisor(s: qd.i32):
+        for v in range(32):
+            c[v // s, v % s] += 1
+
+    want = np.zeros((8, 4), np.int32)
+    if case == "one_digit":
+        one_digit()
+        kernel = one_digit
+        want[0] = 8
+    elif case == "digits_of_different_values":
+        different()
+        kernel = different
+        want[:] = 1
+    else:
+        zero_divisor(0)  # `x // 0` and `x % 0` are 0: every iteration adds to c[0, 0]
+        kernel = zero_divisor
+        want[0, 0] = 32
+    np.testing.assert_array_equal(c.to_numpy(), want)
+    assert _atomics(kernel) > 0
+
+
 def _stores_in_serial_loops(kernel) -> int:
     """Global stores and atomics inside serial loops of the instance's range tasks."""
     n = 0

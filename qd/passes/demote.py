@@ -36,9 +36,11 @@ _FLOATS = (T.f32, T.f64)
 
 
 def owned_fields(k: ir.KernelIR, t: ir.Task) -> set[int]:
-    """The field buffers every pointer of range task `t` reaches only at the task's own cell."""
+    """The field buffers every pointer of range task `t` reaches only at the task's own cell: the same indices
+    everywhere, and indices that tell the task's variable apart (`_OwnIndices`)."""
     seen: dict[int, tuple] = {}
     mixed: set[int] = set()
+    own = _OwnIndices(t)
     for block in (t.prologue, t.body):
         for s in ir.walk(block):
             if not isinstance(s, ir.GlobalPtr) or k.buffers[s.buffer].kind != "field":
@@ -46,9 +48,66 @@ def owned_fields(k: ir.KernelIR, t: ir.Task) -> set[int]:
             n = len(k.buffers[s.buffer].shape)
             key = tuple(ir.index_key(v) for v in s.indices[:n])
             constant_elements = all(isinstance(v, ir.Const) for v in s.indices[n:])
-            if t.var not in key or not constant_elements or seen.setdefault(s.buffer, key) != key:
+            if not own.tell_apart(s.indices[:n]) or not constant_elements or seen.setdefault(s.buffer, key) != key:
                 mixed.add(s.buffer)
     return set(seen) - mixed
+
+
+class _OwnIndices:
+    """Whether a pointer's indices tell the task's variable apart (no two iterations reach the same cell): the
+    variable is among them, or they are the digits the frontend unflattens it into (`for i, j in f`: `i = v // 512`,
+    `j = v % 512`): knowing `d // s` and `d % s` (s a positive constant) gives d, so r where d is r through one-to-one
+    steps, from the outermost digit down to the variable. Casts that do not narrow and added constants or arguments are looked through (each is one to one).
+    """
+
+    def __init__(self, t: ir.Task) -> None:
+        self.var = t.var
+        self.mods: dict = {}  # dividend -> the `dividend % s` statements of the task
+        for s in ir.walk(t.body):
+            if isinstance(s, ir.OpStmt) and s.op is Op.MOD and s.dtype.is_int:
+                self.mods.setdefault(s.args[0], []).append(s)
+
+    def tell_apart(self, indices: tuple) -> bool:
+        if self.var is None:
+            return False
+        digits = {_through(v) for v in indices}
+        return self._known(self.var, digits, 0)
+
+    def _known(self, r: ir.Value, digits: set, depth: int) -> bool:
+        if r in digits:
+            return True
+        if depth > 8:
+            return False
+        for q in digits:  # q = d // s with d one to one in r, and d % s known: d, so r, is known
+            if isinstance(q, ir.OpStmt) and q.op is Op.FLOORDIV and _through(q.args[0]) is r and _positive(q.args[1]):
+                for m in self.mods.get(q.args[0], ()):
+                    if _same_const(m.args[1], q.args[1]) and self._known(m, digits, depth + 1):
+                        return True
+        return False
+
+
+def _through(v: ir.Value) -> ir.Value:
+    """`v` with one-to-one integer steps taken off: a cast to an integer at least as wide, `+` a constant or an
+    argument (wrapping: still one to one)."""
+    while isinstance(v, ir.OpStmt) and v.dtype.is_int and v.dtype is not T.u1:
+        a = v.args
+        if v.op is Op.CAST and a[0].dtype.is_int and a[0].dtype is not T.u1 and v.dtype.bits >= a[0].dtype.bits:
+            v = a[0]
+        elif v.op is Op.ADD and isinstance(a[1], (ir.Const, ir.ArgLoad)):
+            v = a[0]
+        elif v.op is Op.ADD and isinstance(a[0], (ir.Const, ir.ArgLoad)):
+            v = a[1]
+        else:
+            break
+    return v
+
+
+def _positive(v: ir.Value) -> bool:
+    return isinstance(v, ir.Const) and v.dtype.is_int and v.value > 0
+
+
+def _same_const(a: ir.Value, b: ir.Value) -> bool:
+    return a is b or (isinstance(a, ir.Const) and isinstance(b, ir.Const) and a.value == b.value)
 
 
 def _demotable(s: ir.AtomicRMW) -> bool:
