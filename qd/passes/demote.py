@@ -92,7 +92,7 @@ def _through(v: ir.Value) -> ir.Value:
     while isinstance(v, ir.OpStmt) and v.dtype.is_int and v.dtype is not T.u1:
         a = v.args
         widening = v.op is Op.CAST and a[0].dtype.is_int and a[0].dtype is not T.u1 and v.dtype.bits >= a[0].dtype.bits
-        shifted = v.op is Op.ADD and isinstance(a[1], (ir.Const, ir.ArgLoad))  # (constants come second, simplified)
+        shifted = v.op is Op.ADD and isinstance(a[1], (ir.Const, ir.ArgLoad))
         if widening or shifted:
             v = a[0]
         elif v.op is Op.ADD and isinstance(a[0], (ir.Const, ir.ArgLoad)):
