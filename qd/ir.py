@@ -579,8 +579,13 @@ def walk_kernel(k: KernelIR) -> Iterator[Stmt]:
 
 
 def index_key(v: Value) -> object:
-    """Equal for two index values that are the same address component: the same value, or equal constants."""
-    return ("const", v.dtype.name, v.value) if isinstance(v, Const) else v
+    """Equal for two index values that are the same address component: the same value, equal constants, or loads of
+    the same scalar argument (a launch's arguments do not change: diffmpm's `v.grad[f, p]` loads `f` at each use)."""
+    if isinstance(v, Const):
+        return ("const", v.dtype.name, v.value)
+    if isinstance(v, ArgLoad):
+        return ("arg", v.index, v.dtype.name)
+    return v
 
 
 def has_side_effect(s: Stmt) -> bool:

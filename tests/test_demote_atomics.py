@@ -135,6 +135,33 @@ def test_a_struct_for_over_a_2d_or_3d_field_owns_its_cells(arch):
     np.testing.assert_array_equal(c.to_numpy(), np.arange(28).reshape(7, 4))
 
 
+def test_cells_of_several_time_slices_and_argument_indices_are_owned(arch):
+    """diffmpm's gradients: `v.grad[f, p]` with `f` an argument loaded at each use (loads of one argument are one
+    index), and `F.grad[f, p]`, `F.grad[f + 1, p]` (the variable on one axis of every pointer: iterations differ
+    there) are demoted; two argument indices that are equal at run time (`a[f, i]`, `a[g, i]`, f == g) still add
+    up in program order."""
+    n = 16
+    a = qd.field(qd.f32, (3, n))
+
+    @qd.kernel
+    def slices(f: qd.i32, g: qd.i32):
+        for i in range(n):
+            a[f, i] += 1.0
+            a[f + 1, i] += a[f, i] * 2.0
+            a[g, i] += 10.0
+
+    slices(0, 0)
+    assert _atomics(slices) == 0
+    want = np.zeros((3, n), np.float32)
+    want[0] = 11.0  # a[0] += 1; a[1] += 1 * 2; a[0] += 10
+    want[1] = 2.0
+    np.testing.assert_array_equal(a.to_numpy(), want)
+    slices(1, 2)
+    want[1] += 1.0
+    want[2] += want[1] * 2.0 + 10.0
+    np.testing.assert_array_equal(a.to_numpy(), want)
+
+
 @pytest.mark.parametrize("case", ["one_digit", "digits_of_different_values", "zero_divisor"])
 def test_digits_that_do_not_tell_iterations_apart_stay_atomic(arch, case):
     """A remainder alone, a quotient and a remainder of different values (`v // 4`, `(v + 1) % 4`: kept atomic

@@ -36,9 +36,12 @@ _FLOATS = (T.f32, T.f64)
 
 
 def owned_fields(k: ir.KernelIR, t: ir.Task) -> set[int]:
-    """The field buffers every pointer of range task `t` reaches only at the task's own cell: the same indices
-    everywhere, and indices that tell the task's variable apart (`_OwnIndices`)."""
-    seen: dict[int, tuple] = {}
+    """The field buffers every pointer of range task `t` reaches only at cells of the task's own: constant element
+    indices, and either the same field-axis indices everywhere, indices that tell the task's variable apart
+    (`_OwnIndices`), or the variable itself on one axis of every pointer (diffmpm's `F.grad[f, p]` and
+    `F.grad[f + 1, p]`: iterations differ on that axis)."""
+    keys: dict[int, set] = {}
+    var_axes: dict[int, set] = {}  # buffer -> the axes where every pointer so far has the variable itself
     mixed: set[int] = set()
     own = _OwnIndices(t)
     for block in (t.prologue, t.body):
@@ -46,11 +49,12 @@ def owned_fields(k: ir.KernelIR, t: ir.Task) -> set[int]:
             if not isinstance(s, ir.GlobalPtr) or k.buffers[s.buffer].kind != "field":
                 continue
             n = len(k.buffers[s.buffer].shape)
-            key = tuple(ir.index_key(v) for v in s.indices[:n])
-            constant_elements = all(isinstance(v, ir.Const) for v in s.indices[n:])
-            if not own.tell_apart(s.indices[:n]) or not constant_elements or seen.setdefault(s.buffer, key) != key:
+            keys.setdefault(s.buffer, set()).add(tuple(ir.index_key(v) for v in s.indices[:n]))
+            axes = {a for a, v in enumerate(s.indices[:n]) if v is t.var and t.var is not None}
+            var_axes[s.buffer] = var_axes.get(s.buffer, axes) & axes
+            if not own.tell_apart(s.indices[:n]) or not all(isinstance(v, ir.Const) for v in s.indices[n:]):
                 mixed.add(s.buffer)
-    return set(seen) - mixed
+    return {b for b in keys if b not in mixed and (len(keys[b]) == 1 or var_axes[b])}
 
 
 class _OwnIndices:
