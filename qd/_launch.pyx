@@ -177,6 +177,22 @@ cdef inline object decode(int code, uint64_t bits):
     return PyLong_FromUnsignedLongLong(bits)
 
 
+cdef class KernelEntry:
+    """The entry of a `@qd.kernel` call (`qd.runtime.kernel.Kernel` derives from it), in C: a call without keyword
+    arguments goes straight to the kernel's compiled launch plan (`_plan`, `Plan.launch`), with no Python frame in
+    between; any other call, and a call the plan misses, goes to the kernel's `_call`."""
+    cdef public object _plan
+
+    def __call__(self, *args, **kwargs):
+        cdef object plan = self._plan
+        cdef object r
+        if plan is not None and not kwargs:
+            r = plan.launch(args)
+            if r is not MISS:
+                return r
+        return self._call(args, kwargs)
+
+
 cdef class Plan:
     """The compiled launch of one CPU kernel instance (see the module docstring). Built by
     `qd.runtime.launch_plan.build`; `arm` makes it valid for the current config."""

@@ -59,8 +59,9 @@ def _clear_caches() -> None:
 _program.on_reset(_clear_caches)
 
 
-class Kernel:
-    """A `@qd.kernel`: compiled per instantiation key, launched on call."""
+class Kernel(_clib.KernelEntry):
+    """A `@qd.kernel`: compiled per instantiation key, launched on call (`__call__` is `KernelEntry`'s, in C: the
+    compiled launch plan first, then `_call`)."""
 
     _is_qd_kernel = True
     # Quadrants' mode of a primal kernel: NONE, or VALIDATION while a validating `qd.ad.Tape` holds it.
@@ -112,10 +113,12 @@ class Kernel:
             return self
         return _BoundKernel(self, obj)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, args: tuple, kwargs: dict) -> Any:
+        """A call `KernelEntry.__call__` did not launch through the plan: one with keyword arguments (the plan, with
+        them made positional), or one the plan missed (the Python path)."""
         plan = self._plan
-        if plan is not None:  # a call shaped like the last one: the compiled launch
-            full = args if not kwargs else _positional(self._sig, args, kwargs)
+        if plan is not None and kwargs:  # a call shaped like the last one: the compiled launch
+            full = _positional(self._sig, args, kwargs)
             r = plan.launch(full) if full is not None else _MISS
             if r is not _MISS:
                 return r
