@@ -189,17 +189,21 @@ def _compile(k: ir.KernelIR, fast_math: bool, arch: str, each: Callable[[str], A
     LLVM IR is built (llvmlite's IR layer: Python, here, one module after another)."""
     from qd.jit.llvm import module_groups
 
+    from qd.jit.cpu import _lock
+
     groups = task_groups(k)
     if len(groups) > 1:
         from qd.jit import compile_worker
 
         compile_worker.prestart()
+    with _lock:  # (its first use makes LLVM's target machine)
+        t = target(arch)
     by_task: dict = {}
     futures: list[Future] = []
     built: Any = None
     failure: BaseException | None = None
     try:
-        for m, (numbers, built) in enumerate(zip(groups, module_groups(k, target(arch), fast_math, groups))):
+        for m, (numbers, built) in enumerate(zip(groups, module_groups(k, t, fast_math, groups))):
             kernels = [f.name for f in built.module.functions if f.calling_convention == "ptx_kernel"]
             for n, sym, ks in zip(numbers, built.tasks, kernels):
                 by_task[n] = (sym.kind, ks, m)
