@@ -131,17 +131,32 @@ def slp_for(text: str) -> bool:
     return len(text) <= SLP_MAX_IR_CHARS
 
 
+# The SLP vectorizer widens a tree of scalar operations where LLVM's cost model expects any gain (its threshold,
+# `-slp-threshold`, is 0); here it must expect more than this. stable_fluid's `advect` (bilinear samples of a
+# 2-vector field at clamped indices) became `<2 x float>` trees with 30 extracts and 12 inserts per cell, 25%
+# slower than scalar code; with the margin it runs 6.8 -> 5.1 ms (Quadrants 5.0) and the published programs' other
+# kernels are where they were (diffmpm's g2p 0.044 -> 0.047 ms; bench/RESULTS.md, issue 31). A process-wide LLVM
+# option: set for the CPU tier's pipeline only, under the LLVM lock, and put back after it.
+SLP_THRESHOLD = 8
+
+
 def _optimise(mod: Any, tm: Any, level: int = 3, slp: bool = True) -> None:
     """LLVM's O`level` pipeline over `mod`; the loop vectorizer at every level (at O1 it costs about 3 ms of a
-    saxpy's compile and halves its run time; reductions run 4x faster), the SLP vectorizer from O2 where `slp`.
-    Below O2 the loops are neither unrolled nor interleaved: 2.5 ms of a saxpy's 7.7 ms pipeline, with the same
-    run time."""
+    saxpy's compile and halves its run time; reductions run 4x faster), the SLP vectorizer from O2 where `slp`
+    (with `SLP_THRESHOLD`). Below O2 the loops are neither unrolled nor interleaved: 2.5 ms of a saxpy's 7.7 ms
+    pipeline, with the same run time. The caller holds `_lock` (or is a compile worker)."""
     pto = llvm.create_pipeline_tuning_options(speed_level=level)
     pto.loop_vectorization = True
     pto.slp_vectorization = level >= 2 and slp
     pto.loop_unrolling = pto.loop_interleaving = level >= 2
     pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(mod, pb)
+    if pto.slp_vectorization:
+        llvm.set_option("", f"-slp-threshold={SLP_THRESHOLD}")
+    try:
+        pb.getModulePassManager().run(mod, pb)
+    finally:
+        if pto.slp_vectorization:
+            llvm.set_option("", "-slp-threshold=0")
 
 
 def object_code(mod: Any, fast_math: bool, quick: bool = False, slp: bool = True) -> bytes:
