@@ -1,19 +1,19 @@
 """Vector math for the CPU tier: glibc's libmvec behind LLVM's loop vectorizer (issue 15).
 
 `CpuTarget.math_call` emits LLVM's math intrinsics (`llvm.sin.f32`, ...), which lower to the same libm calls as
-before where they stay scalar, and which the loop vectorizer widens (`llvm.sin.v8f32`). LLVM's own back end
-would split such a call back into one libm call per lane; `lower` renames it to glibc's vector variant instead
+before where they stay scalar, and which the loop vectorizer widens (`llvm.sin.v8f32`). LLVM's own back end would
+split such a call back into one libm call per lane; `lower` renames it to glibc's vector variant instead
 (`_ZGVdN8v_sinf`: the x86-64 vector function ABI, AVX-512 for 16 floats / 8 doubles, AVX2 for 8 / 4, SSE for 4 / 2),
-whose arguments and result are the vector registers LLVM's calling convention already uses. Over 2^22 f32 inputs `sin` went
-from 50 ms to 2.2 ms on 2 cores. libmvec's results are within a few ulps (up to 3.8: the op table's `cpu`
-column, measured by `bench/ulps.py`), not bit-identical to the scalar libm's, so this is done under
-`fast_math=True` (the default) only: with `fast_math=False` the widened calls are split per lane into the
-scalar libm calls, whose results are the interpreter's bit for bit.
+whose arguments and result are the vector registers LLVM's calling convention already uses. Over 2^22 f32 inputs
+`sin` went from 50 ms to 2.2 ms on 2 cores. libmvec's results are within a few ulps (up to 3.8: the op table's `cpu`
+column, measured by `bench/ulps.py`), not bit-identical to the scalar libm's, so this is done under `fast_math=True`
+(the default) only: with `fast_math=False` the widened calls are split per lane into the scalar libm calls, whose
+results are the interpreter's bit for bit.
 
 Only the variants this process's libmvec exports are used (checked by name), the AVX-512 and AVX2 ones only on a
 host with them; anything else stays LLVM's per-lane split (on an AVX-512 host LLVM widens to 16 floats: without the
-AVX-512 variants bench/test_ad.py's forward, sin, exp and log over 2^22 floats, took 22 ms instead of 3). The mapping depends on the host, as the object code does (the
-CPU tier's cache key has the host CPU and its features).
+AVX-512 variants bench/test_ad.py's forward, sin, exp and log over 2^22 floats, took 22 ms instead of 3). The
+mapping depends on the host, as the object code does (the CPU tier's cache key has the host CPU and its features).
 """
 
 from __future__ import annotations
