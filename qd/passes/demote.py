@@ -61,8 +61,8 @@ class _OwnIndices:
     """Whether a pointer's indices tell the task's variable apart (no two iterations reach the same cell): the
     variable is among them, or they are the digits the frontend unflattens it into (`for i, j in f`: `i = v // 512`,
     `j = v % 512`): knowing `d // s` and `d % s` (s a positive constant) gives d, so r where d is r through one-to-one
-    steps, from the outermost digit down to the variable. Casts that do not narrow and added constants or arguments are looked through (each is one to one).
-    """
+    steps, from the outermost digit down to the variable. Casts that do not narrow and added constants or arguments
+    are looked through (each is one to one)."""
 
     def __init__(self, t: ir.Task) -> None:
         self.var = t.var
