@@ -278,13 +278,13 @@ class CudaBackend(DeviceBackend):
         nvptx_simt.check_shared_bytes(k, self.max_shared_memory_bytes())
         pk = self._ptx(k, fast_math, cache_dir)
         try:
-            modules = pk.made if pk.made is not None else self._modules(pk.modules, cache_dir)
+            modules = self._modules(pk, cache_dir)
         except Exception:  # the driver refuses PTX from the disk cache: deleted, and made afresh
             if not pk.from_cache:
                 raise
             cache.discard(cache_dir, pk.cache_key)
             pk = self._ptx(k, fast_math, cache_dir)
-            modules = pk.made if pk.made is not None else self._modules(pk.modules, cache_dir)
+            modules = self._modules(pk, cache_dir)
         functions = [self.drv.function(modules[m], sym) for (_, sym), m in zip(pk.tasks, pk.module_of)]
         ctx, rng_words = _context(k, print_words)
         tasks = [CudaTask(t.kind, t.block_dim or LOCAL_SIZE, t, reduces=_reduces(t), shared_bytes=n)
@@ -302,18 +302,16 @@ class CudaBackend(DeviceBackend):
         return nvptx.compile_ptx(k, fast_math, self.arch, cache_dir, each=lambda ptx: self._module(ptx, cache_dir),
                                  undo=self.drv.unload)
 
-    def _modules(self, texts: list[str], cache_dir: str | None) -> list:
-        """The driver's modules of a kernel's PTX modules, made side by side (`nvptx.pool`: the driver's compiler
-        releases the GIL); all or none (a module made before another failed is unloaded)."""
+    def _modules(self, pk: nvptx.PtxKernel, cache_dir: str | None) -> list:
+        """The driver's modules of `pk`: those `compile_ptx` already made, or (PTX from the disk cache) made side by
+        side (`nvptx.pool`: the driver's compiler releases the GIL); all or none (`nvptx.gather`: a module made
+        before another failed is unloaded)."""
+        if pk.made is not None:
+            return pk.made
+        texts = pk.modules
         if len(texts) == 1:
             return [self._module(texts[0], cache_dir)]
-        futures = [nvptx.pool().submit(self._module, text, cache_dir) for text in texts]
-        made, failure = [], None
-        for f in futures:
-            try:
-                made.append(f.result())
-            except Exception as e:  # noqa: BLE001  raised below, once every module is accounted for
-                failure = failure or e
+        made, failure = nvptx.gather([nvptx.pool().submit(self._module, text, cache_dir) for text in texts])
         if failure is not None:
             for m in made:
                 self.drv.unload(m)

@@ -187,9 +187,8 @@ def _compile(k: ir.KernelIR, fast_math: bool, arch: str, each: Callable[[str], A
              undo: Callable[[Any], None] | None = None) -> PtxKernel:
     """`k`'s modules, each handed to a pool thread (LLVM in a compile worker or here, then `each`) as soon as its
     LLVM IR is built (llvmlite's IR layer: Python, here, one module after another)."""
-    from qd.jit.llvm import module_groups
-
     from qd.jit.cpu import _lock
+    from qd.jit.llvm import module_groups
 
     groups = task_groups(k)
     if len(groups) > 1:
@@ -214,7 +213,7 @@ def _compile(k: ir.KernelIR, fast_math: bool, arch: str, each: Callable[[str], A
                 futures.append(pool().submit(_optimise_then, text, kernels, arch, each, _optimise_anywhere))
     except BaseException as e:  # noqa: BLE001  raised below, once the modules already handed on are accounted for
         failure = e
-    results, failed = _gather(futures)
+    results, failed = gather(futures)
     failure = failure or failed
     if failure is not None:
         for _, made in results:
@@ -243,7 +242,7 @@ def _done(fn: Callable, *args: Any) -> Future:
     return f
 
 
-def _gather(futures: list[Future]) -> tuple[list, BaseException | None]:
+def gather(futures: list[Future]) -> tuple[list, BaseException | None]:
     """The results of `futures` that succeeded, and the first failure (after every one has finished)."""
     results, failure = [], None
     for f in futures:
