@@ -147,3 +147,31 @@ def test_loop_carried_and_deeply_nested_locals_keep_their_values(arch: Any) -> N
         o = np.zeros_like(a)
         k(a, o)
         np.testing.assert_array_equal(o, _reference(fn, a), err_msg=fn.__name__)
+
+
+def _needs_a_second_sweep(a: A, o: A):
+    for i in a:
+        x = a[i]
+        for j in range(a[i]):
+            unused = x  # a dead read; once it goes, the store below it has no reader left
+            x = j
+        o[i] = 1
+
+
+def test_dce_reaches_its_fixpoint_in_the_sweeps_it_runs() -> None:
+    """Another sweep runs only after a read of a local went (`_Sweep.reads_dropped`): what dce returns must have
+    nothing left for dce, and the local that only a dropped read kept must be gone with all its stores."""
+    from qd.ir_text import print_kernel
+    from qd.passes.dce import dce
+
+    qd.init(arch=qd.interp, log_level="warn")
+    try:
+        for fn in (_loop_carried, _nested, _needs_a_second_sweep):
+            a = np.zeros(4, np.int32)
+            kir = build_kernel_ir(qd.kernel(fn), [a, a])[0]
+            once = dce(kir)
+            assert print_kernel(dce(once)) == print_kernel(once), fn.__name__
+            if fn is _needs_a_second_sweep:
+                assert not [s for s in ir.walk(once.body) if isinstance(s, (ir.Alloca, ir.LocalStore))]
+    finally:
+        qd.reset()

@@ -21,7 +21,8 @@ import pytest
 
 import qd
 from qd.errors import QuadrantsCompilationError, QuadrantsWarning
-from qd.frontend import fastcache, ir_pack
+from qd import ir_pack
+from qd.frontend import fastcache
 from qd.ir_text import print_kernel
 from tests.conftest import init_arch
 

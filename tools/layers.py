@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Backends sit below the frontend: they compile IR, never Python source, and the frontend needs none of them.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("floor", ("qd.errors", "qd._logging", "qd.ops", "qd.types", "qd.base", "qd.extension")),
-    ("ir", ("qd.ir", "qd.ir_text", "qd.ir_parse", "qd.ir_emit", "qd.verify")),
+    ("ir", ("qd.ir", "qd.ir_text", "qd.ir_parse", "qd.ir_pack", "qd.ir_emit", "qd.verify")),
     ("ad", ("qd.ad",)),  # the AD transforms of the IR (the host-side Tape is the runtime's)
     ("passes", ("qd.passes",)),  # the pass pipeline, the AD passes included
     ("codegen", ("qd.codegen",)),  # what every tier's code generator shares

@@ -9,9 +9,9 @@ members, recursively; an ndarray reached through one by dtype and shape). A laun
 (a field reached through a template, a value of a kind this module does not know) takes the normal path.
 
 An entry (`<offline_cache_file_path>/fastcache/<key>.qfc`) holds the instance after the passes in the flat form of
-`qd/frontend/ir_pack.py`, written with `marshal`, plus what a launch needs beside the IR: the paths from the
+`qd/ir_pack.py`, written with `marshal`, plus what a launch needs beside the IR: the paths from the
 template arguments to the objects bound to its buffers, its guards, hidden arguments and written buffers, the IR
-text digests (so the native code cache finds its code without printing the IR: `qd.codegen.cache.ir_digest`),
+digests (so the native code cache finds its code without digesting the IR again: `qd.codegen.cache.ir_digest`),
 and the digests of every file whose code the build ran (the kernel's, the funcs', Python helpers'): an entry
 whose files changed since is a miss. Entries are written atomically and start with the sha256 of the rest; a
 corrupt, stale or unreadable entry is a miss that deletes itself. `qd.init(src_ll_cache=False)` (or
@@ -34,7 +34,7 @@ import numpy as np
 from qd import _logging
 from qd.codegen import cache as _cache
 from qd.frontend import guards as _guards
-from qd.frontend import ir_pack
+from qd import ir_pack
 from qd.frontend import purity as _purity
 from qd.frontend import values as _v
 from qd.frontend.arg_leaves import UNCHECKED
@@ -304,6 +304,8 @@ def store(cfg: Any, key: str, kernel: Any, inst: KernelInstance, values: list, s
         records, roots = ir_pack.pack(irs)
     except ir_pack.Unpackable:
         return False
+    if len(irs) == 1 and "_qd_ir_digest" not in inst.ir.__dict__:  # the code cache's digest, from this pack
+        _cache.set_ir_digest(inst.ir, _cache.packed_digest(records, roots))
     hidden = tuple((*h[:3], h[3].name, *h[4:]) if h[0] == "lifted" else h for h in inst.hidden)
     counter_meta = None if counter is None else (tuple(sorted(counter.written)), counter.written_args)
     entry = (FORMAT, key, tuple(zip(files, digests)), records, roots, tuple(_cache.ir_digest(k) for k in irs),

@@ -1,6 +1,6 @@
 """Dead code elimination (the `dce` pass).
 
-Removes, until nothing changes: pure statements (`not ir.has_side_effect`) whose values are unused;
+Removes, until nothing changes (another sweep only after a read of a local went: `_Sweep`): pure statements (`not ir.has_side_effect`) whose values are unused;
 `Alloca`s that are never read (no `LocalLoad`) together with their `LocalStore`s; `LocalStore`s whose
 value no load can see before the local is stored again or goes out of use (a backward liveness over
 the structured IR: loops iterate to a fixpoint, a `break`/`continue` keeps everything live), before
@@ -104,8 +104,12 @@ class _Liveness:
 
 
 class _Sweep:
+    """One backward sweep. A dropped statement's operands are defined before it, so they are visited after it and
+    see its uses gone: chains of dead values go in one sweep. Only a dropped read of a local can leave work for
+    another sweep (a store of that local visited before it, or dead only by the new liveness): `reads_dropped`."""
+
     def __init__(self, uses: Counter, reads: Counter, dead_stores: set | None = None) -> None:
-        self.uses, self.reads, self.changed = uses, reads, False
+        self.uses, self.reads, self.reads_dropped = uses, reads, False
         self.dead_stores = dead_stores or set()
 
     def dead(self, s: ir.Stmt) -> bool:
@@ -118,11 +122,11 @@ class _Sweep:
         return not ir.has_side_effect(s) and self.uses[s] == 0
 
     def drop(self, s: ir.Stmt) -> None:
-        self.changed = True
         for v in s.operands():
             self.uses[v] -= 1
             if isinstance(v, ir.Alloca) and not (isinstance(s, ir.LocalStore) and v is s.var):
                 self.reads[v] -= 1
+                self.reads_dropped = True
 
     def block(self, block: ir.Block) -> ir.Block:
         """Sweep `block` backwards, so chains of dead values go in one sweep."""
@@ -152,7 +156,7 @@ def _dce_blocks(blocks: list[ir.Block], roots: tuple, stores: bool = False) -> l
             dead = lv.dead
         sweep = _Sweep(*_count_uses(blocks, roots), dead)
         blocks = [sweep.block(b) for b in reversed(blocks)][::-1]
-        if not sweep.changed:
+        if not sweep.reads_dropped:
             return blocks
 
 

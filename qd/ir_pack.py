@@ -65,6 +65,19 @@ def _schema(cls: type) -> tuple[tuple[str, int], ...] | None:
 _SCHEMA = {c: _schema(c) for c in _CLASSES}
 
 
+_SCHEMA_DIGEST: list[str] = []
+
+
+def schema_digest() -> str:
+    """A digest of this form's class tags and field layouts: records made by another layout never match."""
+    if not _SCHEMA_DIGEST:
+        import hashlib
+
+        text = repr([(c.__name__, _TAG[c], _SCHEMA[c]) for c in _CLASSES])
+        _SCHEMA_DIGEST.append(hashlib.sha256(text.encode()).hexdigest())
+    return _SCHEMA_DIGEST[0]
+
+
 def unpackable_classes() -> list[str]:
     """The IR classes this form cannot write (a test keeps it empty)."""
     return [c.__name__ for c, s in _SCHEMA.items() if s is None]
