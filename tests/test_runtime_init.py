@@ -332,3 +332,38 @@ def test_huge_thread_count_is_clamped_and_launches(tier):
     inc(x)
     inc(x)
     np.testing.assert_array_equal(x, np.arange(100_000, dtype=np.float32) + 2)
+
+
+_NO_GPU_PACKAGES = """
+import sys, warnings
+sys.modules["vulkan"] = None    # as if the packages were not installed: their import raises ImportError
+sys.modules["pyopencl"] = None
+import qd
+from qd.runtime import device
+device._FAILED["cuda"] = "no CUDA driver (test)"  # (the test forces the cuda probe's failure too)
+device._RUNTIMES.pop("cuda", None)
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    qd.init(arch=qd.gpu, log_level="warn")
+print(qd.cfg.arch.name)
+print("\\n".join(str(x.message) for x in w))
+"""
+
+
+def test_gpu_fallback_names_each_gpu_arch_reason_and_its_fix(tmp_path):
+    """Issue 32: with the `vulkan` and `pyopencl` packages missing, `arch=qd.gpu` falls back to cpu saying, per GPU
+    arch, why it cannot run and the command that fixes it (not only "no GPU arch is available")."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "no_gpu_packages.py"
+    script.write_text(_NO_GPU_PACKAGES)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    arch, *messages = r.stdout.strip().splitlines()
+    assert arch == qd.cpu.name
+    text = "\n".join(messages)
+    assert "no GPU arch is available on this machine" in text and "falling back to cpu" in text
+    assert "cuda: no CUDA driver (test)" in text
+    assert 'vulkan: ' in text and 'pip install "qd-lang[vulkan]"' in text
+    assert 'opencl: ' in text and 'pip install "qd-lang[opencl]"' in text

@@ -157,7 +157,8 @@ def _why_not(a: Arch) -> str:
     if a is gpu:
         if not any(g.built for g in GPU_ORDER):
             return "the gpu tier is not built yet"  # no GPU arch (GPU_ORDER) is built
-        return "no GPU arch is available on this machine"
+        why = "; ".join(f"{g.name}: {g.unavailable_reason() or 'not available'}" for g in GPU_ORDER if g.built)
+        return f"no GPU arch is available on this machine ({why})"
     return a.unavailable_reason() or f"arch {a.name} is not available on this machine"
 
 

@@ -145,7 +145,7 @@ class OpenCLBackend(DeviceBackend):
         try:
             import pyopencl as cl
         except ImportError as e:
-            raise RuntimeError(f"pyopencl is not installed ({e}; pip install pyopencl, and an OpenCL driver such as "
+            raise RuntimeError(f"pyopencl is not installed ({e}; pip install \"qd-lang[opencl]\", and an OpenCL driver such as "
                                f"PoCL: apt-get install pocl-opencl-icd)") from None
 
         self.cl = cl

@@ -29,7 +29,7 @@ def _vk() -> Any:
     try:
         import vulkan as vk
     except ImportError as e:
-        raise VulkanUnavailable("the `vulkan` Python package is not installed (pip install vulkan)") from e
+        raise VulkanUnavailable('the `vulkan` Python package is not installed (pip install "qd-lang[vulkan]")') from e
     except OSError as e:  # the package loads libvulkan at import
         raise VulkanUnavailable(f"the Vulkan loader could not be loaded ({e}); install libvulkan1 (and "
                                 f"mesa-vulkan-drivers for lavapipe on a CPU machine)") from e

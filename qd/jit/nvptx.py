@@ -98,7 +98,8 @@ def _libdevice() -> bytes:
         path = libdevice_path()
         if path is None:
             raise RuntimeError("qd: this kernel calls a math function and libdevice (libdevice.10.bc) was not found; "
-                               "install the CUDA toolkit or the nvidia-cuda-nvcc wheel, or set QD_LIBDEVICE=<path>")
+                               "install the CUDA toolkit or the nvidia-cuda-nvcc-cu12 wheel "
+                               "(pip install \"qd-lang[cuda]\"), or set QD_LIBDEVICE=<path>")
         with open(path, "rb") as f:
             _libdevice_bytes = f.read()
     return _libdevice_bytes
