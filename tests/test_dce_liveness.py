@@ -153,7 +153,7 @@ def _needs_a_second_sweep(a: A, o: A):
     for i in a:
         x = a[i]
         for j in range(a[i]):
-            unused = x  # a dead read; once it goes, the store below it has no reader left
+            unused = x  # noqa: F841 (a dead read; once it goes, the store below it has no reader left)
             x = j
         o[i] = 1
 

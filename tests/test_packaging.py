@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def _backend(hook: str, out: Path, src: Path = ROOT) -> Path:
     """Runs a PEP 517 hook of the project's backend (setuptools) in a child process, in `src`."""
     code = f"from setuptools import build_meta as b; print(b.{hook}({str(out)!r}))"
-    r = subprocess.run([sys.executable, "-c", code], cwd=src, capture_output=True, text=True, timeout=900,
+    r = subprocess.run([sys.executable, "-c", code], check=False, cwd=src, capture_output=True, text=True, timeout=900,
                        env=dict(os.environ, QD_BUILD_OPT="-O0"))
     assert r.returncode == 0, r.stderr[-3000:]
     return out / r.stdout.strip().splitlines()[-1]
@@ -67,16 +67,17 @@ def test_the_wheel_holds_the_extensions_without_their_sources(sdist: Path, tmp_p
 def _readme_example() -> str:
     """The README's first Python block (under "## A kernel")."""
     text = (ROOT / "README.md").read_text()
-    return re.search(r"```python\n(.*?)```", text, re.S)[1]
+    return re.search(r"```python\n(.*?)```", text, re.DOTALL)[1]
 
 
 def test_the_sdist_installs_and_runs_the_readme_example(sdist: Path, tmp_path: Path) -> None:
     """pip builds the sdist (its own Cython sources, compiled here) into an empty target; the README's first
     example then runs from outside the checkout, on the installed copy."""
     target = tmp_path / "site"
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps",
-                        "--no-cache-dir", "--target", str(target), str(sdist)], capture_output=True, text=True,
-                       timeout=1200, cwd=tmp_path, env=dict(os.environ, QD_BUILD_OPT="-O0"))
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps", "--no-input",
+           "--no-cache-dir", "--target", str(target), str(sdist)]
+    r = subprocess.run(pip, check=False, capture_output=True, text=True, timeout=1200, cwd=tmp_path,
+                       env=dict(os.environ, QD_BUILD_OPT="-O0"))
     assert r.returncode == 0, r.stderr[-3000:]
     script = tmp_path / "example.py"
     script.write_text(_readme_example() + textwrap.dedent("""
@@ -84,7 +85,7 @@ def test_the_sdist_installs_and_runs_the_readme_example(sdist: Path, tmp_path: P
         print(qd.__file__)
     """))
     env = dict(os.environ, PYTHONPATH=str(target))
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    r = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=300, cwd=tmp_path,
                        env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip().splitlines()[-1].startswith(str(target))

@@ -358,7 +358,7 @@ def test_gpu_fallback_names_each_gpu_arch_reason_and_its_fix(tmp_path):
 
     script = tmp_path / "no_gpu_packages.py"
     script.write_text(_NO_GPU_PACKAGES)
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     arch, *messages = r.stdout.strip().splitlines()
     assert arch == qd.cpu.name

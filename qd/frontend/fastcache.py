@@ -31,10 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from qd import _logging
+from qd import _logging, ir_pack
 from qd.codegen import cache as _cache
 from qd.frontend import guards as _guards
-from qd import ir_pack
 from qd.frontend import purity as _purity
 from qd.frontend import values as _v
 from qd.frontend.arg_leaves import UNCHECKED

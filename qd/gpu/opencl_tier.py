@@ -145,8 +145,8 @@ class OpenCLBackend(DeviceBackend):
         try:
             import pyopencl as cl
         except ImportError as e:
-            raise RuntimeError(f"pyopencl is not installed ({e}; pip install \"qd-lang[opencl]\", and an OpenCL driver such as "
-                               f"PoCL: apt-get install pocl-opencl-icd)") from None
+            raise RuntimeError(f"pyopencl is not installed ({e}; pip install \"qd-lang[opencl]\", and an OpenCL "
+                               f"driver such as PoCL: apt-get install pocl-opencl-icd)") from None
 
         self.cl = cl
         self.device = _choose_device(cl)

@@ -1,12 +1,12 @@
 """Dead code elimination (the `dce` pass).
 
-Removes, until nothing changes (another sweep only after a read of a local went: `_Sweep`): pure statements (`not ir.has_side_effect`) whose values are unused;
-`Alloca`s that are never read (no `LocalLoad`) together with their `LocalStore`s; `LocalStore`s whose
-value no load can see before the local is stored again or goes out of use (a backward liveness over
-the structured IR: loops iterate to a fixpoint, a `break`/`continue` keeps everything live), before
-offloading; `If`s with two empty branches; serial `RangeFor`s with an empty body. Side effects (stores, atomics, prints,
-checks, random draws, returns, loops that may not end) are kept. Offloaded kernels are cleaned task
-by task (a range task's `begin`/`end` count as uses).
+Removes, until nothing changes (another sweep only after a read of a local went: `_Sweep`): pure
+statements (`not ir.has_side_effect`) whose values are unused; `Alloca`s that are never read (no `LocalLoad`)
+together with their `LocalStore`s; `LocalStore`s whose value no load can see before the local is stored again or
+goes out of use (a backward liveness over the structured IR: loops iterate to a fixpoint, a `break`/`continue`
+keeps everything live), before offloading; `If`s with two empty branches; serial `RangeFor`s with an empty body.
+Side effects (stores, atomics, prints, checks, random draws, returns, loops that may not end) are kept. Offloaded
+kernels are cleaned task by task (a range task's `begin`/`end` count as uses).
 
 Before:                                  After:
     %0 = arg_load 0 : i32                    %0 = arg_load 0 : i32
