@@ -144,3 +144,22 @@ def test_a_failing_module_releases_the_others(big_ir) -> None:
     with pytest.raises(RuntimeError, match="refused"):
         nvptx.compile_ptx(big_ir, True, "sm_90", each=each, undo=undone.append)
     assert len(given) == 2 and sorted(undone) == sorted(given)
+
+
+def test_llvm_refusing_a_module_in_a_worker_raises_as_in_process(monkeypatch) -> None:
+    """A module LLVM refuses in a compile worker (its `ParseError`) raises what the in-process path raises: the
+    module is made again here, so the caller sees LLVM's RuntimeError whichever process optimised it."""
+    w = compile_worker.Worker()
+    assert compile_worker._recv(w.proc.stdout) == ("ready",)
+    monkeypatch.setattr(compile_worker, "take", lambda: w)
+    monkeypatch.setattr(compile_worker, "give_back", lambda _: None)
+    try:
+        with pytest.raises(compile_worker.ParseError):  # (the worker's own answer)
+            w.compile_ptx("this is not LLVM IR", [], "sm_90")
+        with pytest.raises(RuntimeError) as here:
+            nvptx._optimise_here("this is not LLVM IR", [], "sm_90")
+        with pytest.raises(RuntimeError) as anywhere:
+            nvptx._optimise_anywhere("this is not LLVM IR", [], "sm_90")
+    finally:
+        w.close()
+    assert str(anywhere.value) == str(here.value)

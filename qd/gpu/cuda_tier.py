@@ -304,19 +304,15 @@ class CudaBackend(DeviceBackend):
 
     def _modules(self, pk: nvptx.PtxKernel, cache_dir: str | None) -> list:
         """The driver's modules of `pk`: those `compile_ptx` already made, or (PTX from the disk cache) made side by
-        side (`nvptx.pool`: the driver's compiler releases the GIL); all or none (`nvptx.gather`: a module made
-        before another failed is unloaded)."""
+        side (`nvptx.pool`: the driver's compiler releases the GIL); all or none (`nvptx.all_or_none`: a module
+        made before another failed is unloaded)."""
         if pk.made is not None:
             return pk.made
         texts = pk.modules
         if len(texts) == 1:
             return [self._module(texts[0], cache_dir)]
-        made, failure = nvptx.gather([nvptx.pool().submit(self._module, text, cache_dir) for text in texts])
-        if failure is not None:
-            for m in made:
-                self.drv.unload(m)
-            raise failure
-        return made
+        futures = [nvptx.pool().submit(self._module, text, cache_dir) for text in texts]
+        return nvptx.all_or_none(futures, self.drv.unload)
 
     def _module(self, ptx: str, cache_dir: str | None) -> Any:
         """The driver's module of `ptx`: from its cubin in the on-disk cache (made once, by the driver's compiler

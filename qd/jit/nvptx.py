@@ -214,13 +214,7 @@ def _compile(k: ir.KernelIR, fast_math: bool, arch: str, each: Callable[[str], A
                 futures.append(pool().submit(_optimise_then, text, kernels, arch, each, _optimise_anywhere))
     except BaseException as e:  # noqa: BLE001  raised below, once the modules already handed on are accounted for
         failure = e
-    results, failed = gather(futures)
-    failure = failure or failed
-    if failure is not None:
-        for _, made in results:
-            if undo is not None and made is not None:
-                undo(made)
-        raise failure
+    results = all_or_none(futures, lambda r: undo(r[1]) if undo is not None and r[1] is not None else None, failure)
     order = [by_task[n] for n in range(len(k.tasks))]
     return PtxKernel(MODULE_MARK.join(ptx for ptx, _ in results), [(kind, ks) for kind, ks, _ in order],
                      built.prints, built.check_args, module_of=[m for *_, m in order],
@@ -243,15 +237,22 @@ def _done(fn: Callable, *args: Any) -> Future:
     return f
 
 
-def gather(futures: list[Future]) -> tuple[list, BaseException | None]:
-    """The results of `futures` that succeeded, and the first failure (after every one has finished)."""
-    results, failure = [], None
+def all_or_none(futures: list[Future], release: Callable[[Any], Any],
+                failure: BaseException | None = None) -> list:
+    """The results of `futures`, once every one has finished; where one failed (or `failure` is given: the caller's
+    own, before it submitted them all), `release` is applied to each result that was made, and the first failure is
+    raised."""
+    results = []
     for f in futures:
         try:
             results.append(f.result())
-        except BaseException as e:  # noqa: BLE001  raised by the caller, once every module is accounted for
+        except BaseException as e:  # noqa: BLE001  raised below, once every module is accounted for
             failure = failure or e
-    return results, failure
+    if failure is not None:
+        for r in results:
+            release(r)
+        raise failure
+    return results
 
 
 def _optimise_anywhere(text: str, kernels: list[str], arch: str) -> str:
@@ -262,6 +263,8 @@ def _optimise_anywhere(text: str, kernels: list[str], arch: str) -> str:
     if worker is not None:
         try:
             ptx = worker.compile_ptx(text, kernels, arch)
+        except compile_worker.ParseError:
+            ptx = None  # made again here, to raise what the in-process path raises (a RuntimeError and its message)
         finally:
             compile_worker.give_back(worker)
         if ptx is not None:

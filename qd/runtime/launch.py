@@ -24,6 +24,7 @@ while-loop counts are shared).
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -77,13 +78,10 @@ class CompiledKernel:
     _code: KernelCode | None = None
     _consts: np.ndarray | None = None
 
-    @property
+    @functools.cached_property
     def buffer_names(self) -> list:
         """The names of the instance's buffers (a Tape's messages), made once."""
-        names = self.__dict__.get("_buffer_names")
-        if names is None:
-            names = self.__dict__["_buffer_names"] = [decl.name for decl in self.ir.buffers]
-        return names
+        return [decl.name for decl in self.ir.buffers]
 
     @property
     def code(self) -> KernelCode:
