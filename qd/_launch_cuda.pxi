@@ -12,6 +12,7 @@ ctypedef int (*cu_dtoh_t)(void* dst, uint64_t src, size_t n) noexcept nogil
 ctypedef int (*cu_graph_launch_t)(void* graph_exec, void* stream) noexcept nogil
 
 DEF TIMING_EVERY = 32  # a launch in this many records the program's timing events (`kernel.stats["device_ms"]`)
+DEF MAX_REMAKES = 16  # a whole-kernel graph made this many times (grids keep changing): its tasks launch one by one
 
 
 cdef class CudaRunner:
@@ -35,7 +36,11 @@ cdef class CudaRunner:
     launch, its condition tested on the device: the launch's slot is first copied to the graphs' own slot (`gslot`),
     and the graph is made (`make_graph`) at its first launch and again when its counter's address or a task's grid
     changed. Otherwise, after a loop's last task the stream is waited for and the loop's counter read from the
-    device; a failure recorded by then ends the launch there (raised at the next sync, as any other)."""
+    device; a failure recorded by then ends the launch there (raised at the next sync, as any other).
+
+    A `@qd.kernel(graph=True)` kernel that may be one graph (`make_whole` given) launches as one: its tasks and loops
+    in one graph reading the graphs' slot, made at the first launch and again when a grid or a loop counter's
+    address changed, up to `MAX_REMAKES` times; after that, or when it cannot be made, task by task as above."""
 
     cdef object rt
     cdef object check            # (code, what) -> raises CudaError
@@ -78,6 +83,13 @@ cdef class CudaRunner:
     cdef object make_graph
     cdef cu_graph_launch_t cu_graph_launch
     cdef public long long graph_launches
+    # the whole kernel as one graph: its exec (NULL: not made), the grids and loop counter addresses it was made for
+    cdef object make_whole
+    cdef bint whole
+    cdef void* wexec
+    cdef unsigned* wgrids
+    cdef uint64_t* wcounter
+    cdef int wmade
     # buffers
     cdef Py_ssize_t nbuf
     cdef int* bsrc               # S_FIELD, S_TEMP, or the parameter the buffer is
@@ -127,11 +139,12 @@ cdef class CudaRunner:
         free(self.events); free(self.recorded)
         free(self.loop_first); free(self.loop_cond); free(self.loop_nbytes); free(self.end_at); free(self.ends)
         free(self.graph_at); free(self.loop_end); free(self.gexec); free(self.gcounter); free(self.ggrids)
+        free(self.wgrids); free(self.wcounter)
 
     def __init__(self, object rt, dict fnptrs, uint64_t stream, object check, object enter, list tasks,
                  list buffers, list words, Py_ssize_t ctx0, list leaves, object regrid, list ring, tuple status,
                  tuple timing, object on_error, object keep, list loops=None, uint64_t gslot=0,
-                 object make_graph=None):
+                 object make_graph=None, object make_whole=None):
         """`fnptrs`: driver function addresses by name; `tasks`: (function, block, grid, dynamic shared bytes);
         `buffers`: (source, written, field owner or temp bytes); `words`: (kind, a, b) per slot word from `ctx0` on;
         `leaves`: (0, launch arg, 0) / (1, buffer, axis) the grids read (`regrid` recomputes them); `ring`:
@@ -139,7 +152,8 @@ cdef class CudaRunner:
         program's (start, end) events; `loops`: (first task, end task, counter buffer, counter bytes, may be a graph)
         per `qd.graph.do_while` loop, outer loops first; `gslot`: the device slot the loops' graphs read (0: no
         graphs); `make_graph(loop, grids, counter address, Ctx address)`: a loop's graph exec handle (0: it cannot be
-        one; the loop then waits for the stream)."""
+        one; the loop then waits for the stream); `make_whole(grids, loop counter addresses, Ctx address)`: the
+        whole kernel's (None: the kernel launches task by task)."""
         cdef Py_ssize_t i
         self.rt, self.check, self.enter, self.regrid, self.on_error, self.keep = rt, check, enter, regrid, on_error, keep
         self.cu_launch = <cu_launch_t><size_t>fnptrs["cuLaunchKernel"]
@@ -163,6 +177,10 @@ cdef class CudaRunner:
             self.fns[i], self.blocks[i], self.grids[i] = <void*><size_t>fn, block, max(1, grid)
             self.shmem[i] = shared
         self._set_loops(loops or [])
+        self.make_whole, self.wexec, self.wmade = make_whole, NULL, 0
+        self.whole = make_whole is not None and gslot != 0 and self.cu_graph_launch != NULL
+        self.wgrids = <unsigned*>calloc(self.ntasks + 1, sizeof(unsigned))
+        self.wcounter = <uint64_t*>calloc(self.nloops + 1, sizeof(uint64_t))
         self.nbuf = len(buffers)
         self.bsrc = <int*>calloc(self.nbuf + 1, sizeof(int))
         self.bwritten = <int*>calloc(self.nbuf + 1, sizeof(int))
@@ -275,6 +293,37 @@ cdef class CudaRunner:
         self.graph_launches += 1
         return True
 
+    cdef bint _whole_graph(self) except -1:
+        """Launches the kernel as its graph (made, or made again where needed); False when it cannot be one (it then
+        launches task by task from now on)."""
+        cdef Py_ssize_t t, j
+        cdef bint fresh = self.wexec != NULL
+        for t in range(self.ntasks):
+            fresh = fresh and self.wgrids[t] == self.grids[t]
+        for j in range(self.nloops):
+            fresh = fresh and self.wcounter[j] == self.baddr[self.loop_cond[j]]
+        if not fresh:
+            ex = 0
+            if self.wmade < MAX_REMAKES:
+                ex = self.make_whole([self.grids[t] for t in range(self.ntasks)],
+                                     [self.baddr[self.loop_cond[j]] for j in range(self.nloops)],
+                                     self.gslot + 8 * self.ctx0)
+            if not ex:
+                self.whole, self.wexec = False, NULL
+                return False
+            self.wexec, self.wmade = <void*><size_t>ex, self.wmade + 1
+            for t in range(self.ntasks):
+                self.wgrids[t] = self.grids[t]
+            for j in range(self.nloops):
+                self.wcounter[j] = self.baddr[self.loop_cond[j]]
+        if self.gslot_gen != self.slot_gen:  # (the slot's words changed since the graphs' slot was filled)
+            self._call(self.cu_htod(self.gslot, self.host[self.cur], 8 * self.nwords, self.stream),
+                       "cuMemcpyHtoDAsync")
+            self.gslot_gen = self.slot_gen
+        self._call(self.cu_graph_launch(self.wexec, self.stream), "cuGraphLaunch")
+        self.graph_launches += 1
+        return True
+
     cdef inline bint _call(self, int rc, str what) except False:
         if rc != 0:
             self.check(rc, what)
@@ -378,7 +427,7 @@ cdef class CudaRunner:
             if timing:
                 self._call(self.cu_record(self.ev_start, self.stream), "cuEventRecord")
             launch = _next_id()
-            i = 0
+            i = 0 if not (self.whole and self._whole_graph()) else self.ntasks
             while 0 <= i < self.ntasks:
                 if self.graph_at[i] >= 0 and self._graph_loop(self.graph_at[i]):
                     i = self.loop_end[self.graph_at[i]]

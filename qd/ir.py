@@ -546,6 +546,7 @@ class KernelIR:
     stacks: tuple[StackDecl, ...] = ()  # adstacks of a reverse-mode kernel (`qd/ad/reverse.py`)
     counter: KernelIR | None = None  # the counting kernel sizing its while-loop stacks (`qd/ad/counting.py`)
     task_loops: tuple[TaskLoop, ...] = ()  # the `GraphDoWhile` loops over `tasks` (set by the offload pass)
+    graph: bool = False  # `@qd.kernel(graph=True)`: on CUDA its tasks run as one graph launch (`qd/gpu/cuda_graphs.py`)
 
     def with_body(self, body: Block) -> "KernelIR":
         return replace(self, body=body)

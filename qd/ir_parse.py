@@ -371,7 +371,7 @@ _OTHER_PARSERS = {
 def _parse_header(p: _Parser) -> dict:
     ln = p.line()
     ln.take(text="kernel")
-    hdr = {"name": ln.name(), "loc": ln.loc, "args": [], "buffers": [], "rets": [], "checks": [], "stacks": []}
+    hdr = {"name": ln.name(), "loc": ln.loc, "args": [], "buffers": [], "rets": [], "checks": [], "stacks": [], "graph": False}
     ln.done()
     while p.peek_text() != "body {":
         ln = p.line()
@@ -438,6 +438,7 @@ def _h_stack(ln: _Line, hdr: dict) -> None:
 
 
 _HEADER = {
+    "graph": lambda ln, hdr: hdr.__setitem__("graph", True),
     "arg": _h_arg,
     "buffer": _h_buffer,
     "ret": lambda ln, hdr: hdr["rets"].append(ln.dtype()),
@@ -511,4 +512,5 @@ def parse_kernel(text: str) -> ir.KernelIR:
         raise IRParseError(f"line {p.lines[p.pos][0]}: unexpected text after the kernel")
     return ir.KernelIR(name=hdr["name"], args=tuple(hdr["args"]), buffers=tuple(hdr["buffers"]),
                        rets=tuple(hdr["rets"]), checks=tuple(hdr["checks"]), body=body,
-                       tasks=tasks, loc=hdr["loc"], stacks=tuple(hdr["stacks"]), task_loops=tuple(loops))
+                       tasks=tasks, loc=hdr["loc"], stacks=tuple(hdr["stacks"]), task_loops=tuple(loops),
+                       graph=hdr["graph"])

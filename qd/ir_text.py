@@ -213,6 +213,8 @@ def print_block(block: ir.Block, indent: int = 0, namer: Namer | None = None) ->
 
 def _header_lines(k: ir.KernelIR) -> list[str]:
     out = [f"kernel {_ident(k.name)}{format_loc(k.loc)}"]
+    if k.graph:
+        out.append("  graph")
     for a in k.args:
         buf = f" buffer=@{a.buffer}" if a.buffer != -1 else ""
         out.append(f"  arg {_ident(a.name)} : {_ident(a.kind)} {a.dtype}{buf}")

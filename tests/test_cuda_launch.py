@@ -290,3 +290,101 @@ def test_a_do_while_loop_is_one_cuda_graph_launch(arch, monkeypatch):
     assert plain["graphs"] == (0, 0) and plain["launches"][0] >= 2
     for a, b in zip(graphs["decay"], plain["decay"]):
         np.testing.assert_array_equal(a, b)
+
+
+def _whole_graph_runs() -> dict:
+    """`@qd.kernel(graph=True)` kernels (Genesis' step kernels): tasks before, inside and after a do_while loop over
+    extents and counts that change between launches; tasks only; one whose extent changes at every launch (more
+    graphs than `MAX_REMAKES` would be); one drawing `qd.random`. Results checked against numpy; with the runners'
+    launch and graph launch counts."""
+
+    @qd.kernel(graph=True)
+    def step(counter: qd.types.ndarray(qd.i32, 0), x: qd.types.ndarray(qd.f32, 1), y: qd.types.ndarray(qd.f32, 1),
+             v: qd.f32):
+        for i in range(x.shape[0]):
+            x[i] = x[i] + v
+        while qd.graph.do_while(counter):
+            for i in range(x.shape[0]):
+                x[i] = x[i] * 0.5
+            for _ in range(1):
+                counter[()] = counter[()] - 1
+        for i in range(y.shape[0]):
+            y[i] = y[i] + 2.0 * x[i % x.shape[0]]
+        for _ in range(1):
+            y[0] = y[0] - 1.0
+
+    @qd.kernel(graph=True)
+    def three(x: qd.types.ndarray(qd.f32, 1), a: qd.f32):
+        for i in range(x.shape[0]):
+            x[i] += a
+        for i in range(x.shape[0]):
+            x[i] *= 2.0
+        for _ in range(1):
+            x[0] = -x[0]
+
+    @qd.kernel(graph=True)
+    def noise(x: qd.types.ndarray(qd.f32, 1)):
+        for i in range(x.shape[0]):
+            x[i] = qd.random()
+        for i in range(x.shape[0]):
+            x[i] += 1.0
+
+    out: dict = {"step": [], "three": [], "noise": []}
+    counter = qd.ndarray(qd.i32, ())
+    for size in (100, 5000):
+        x, y = qd.ndarray(qd.f32, (size,)), qd.ndarray(qd.f32, (2 * size + 1,))
+        xw, yw = np.zeros(size, np.float32), np.zeros(2 * size + 1, np.float32)
+        for n, v in ((3, 1.0), (1, 2.0), (4, 0.5), (2, 1.0)):
+            counter[()] = n
+            step(counter, x, y, v)
+            xw = xw + np.float32(v)
+            for _ in range(n):
+                xw = xw * np.float32(0.5)
+            yw = yw + np.float32(2.0) * xw[np.arange(yw.size) % size]
+            yw[0] -= np.float32(1.0)
+            np.testing.assert_array_equal(x.to_numpy(), xw)
+            np.testing.assert_array_equal(y.to_numpy(), yw)
+            assert counter.to_numpy() == 0
+        out["step"].append(y.to_numpy())
+    for size in range(1, 41):  # a new grid at every size: graphs made up to MAX_REMAKES times, then task by task
+        x = qd.ndarray(qd.f32, (size * 300,))  # (more than a 256-wide block more at each size)
+        three(x, 1.5)
+        three(x, 1.5)
+        want = np.full(size * 300, 9.0, np.float32)  # ((0 + 1.5) * 2 + 1.5) * 2, and x[0]: -((-3 + 1.5) * 2)
+        want[0] = 3.0
+        np.testing.assert_array_equal(x.to_numpy(), want)
+        out["three"].append(x.to_numpy())
+    x = qd.ndarray(qd.f32, (1000,))
+    draws = []
+    for _ in range(2):
+        noise(x)
+        draws.append(x.to_numpy())
+    assert np.all((draws[0] >= 1) & (draws[0] < 2)) and not np.array_equal(draws[0], draws[1])
+    out["noise"] = draws
+    out["graphs"] = {k.__name__: _runner(k).graph_launches for k in (step, three, noise)}
+    out["launches"] = {k.__name__: _run_launches(k) for k in (step, three, noise)}
+    return out
+
+
+def test_a_graph_kernel_is_one_cuda_graph_launch(arch, monkeypatch):
+    """A `@qd.kernel(graph=True)` kernel launches as one CUDA graph, its loops conditional nodes in it
+    (`qd/gpu/cuda_graphs.py`), with the results of numpy and of the kernel launched task by task
+    (`QD_CUDA_GRAPH_LOOPS=0`); a kernel whose grids change at every launch stops making graphs after
+    `MAX_REMAKES` (16); one drawing `qd.random` never is a graph (a graph would replay its random key)."""
+    from qd.gpu import cuda_graphs
+    from qd.runtime import device
+
+    why = cuda_graphs.unavailable(device.current().backend.drv)
+    if why is not None:
+        pytest.skip(f"CUDA graphs unavailable here: {why}")
+    graphs = _whole_graph_runs()
+    assert graphs["graphs"]["step"] == graphs["launches"]["step"] >= 4
+    assert graphs["graphs"]["three"] == 16 and graphs["launches"]["three"] >= 40
+    assert graphs["graphs"]["noise"] == 0 < graphs["launches"]["noise"]
+    monkeypatch.setenv("QD_CUDA_GRAPH_LOOPS", "0")
+    qd.init(arch=qd.cuda, enable_fallback=False, log_level="warn")
+    plain = _whole_graph_runs()
+    assert set(plain["graphs"].values()) == {0}
+    for key in ("step", "three"):
+        for a, b in zip(graphs[key], plain[key]):
+            np.testing.assert_array_equal(a, b)

@@ -74,3 +74,26 @@ def test_an_unpacked_ir_has_the_digest_of_the_ir_it_was_packed_from(tmp_path) ->
     (back,) = ir_pack.unpack(records, roots)
     assert "_qd_ir_digest" not in back.__dict__
     assert cache.ir_digest(back) == cache.ir_digest(kir) == cache.packed_digest(records, roots)
+
+
+def test_graph_kernels_keep_their_flag_through_text_and_pack() -> None:
+    """`@qd.kernel(graph=True)` reaches the IR (`KernelIR.graph`: the CUDA tier launches such a kernel as one graph),
+    survives the text form and the flat form, and keys other native code than the same kernel without it."""
+    from qd.ir_text import parse_kernel, print_kernel
+
+    qd.init(arch=qd.cpu, log_level="error", offline_cache=False)
+    irs = {}
+    for graph in (False, True):
+        @qd.kernel(graph=graph)
+        def k(y: qd.types.ndarray(qd.f32, 1)):
+            for i in y:
+                y[i] = y[i] * 2.0
+
+        k(np.ones(4, np.float32))
+        (inst,) = k._instances.values()
+        irs[graph] = inst[0].ir
+    assert irs[True].graph and not irs[False].graph
+    assert parse_kernel(print_kernel(irs[True])).graph and not parse_kernel(print_kernel(irs[False])).graph
+    records, roots = ir_pack.pack([irs[True]])
+    assert ir_pack.unpack(records, roots)[0].graph
+    assert cache.ir_digest(irs[True]) != cache.ir_digest(irs[False])

@@ -261,7 +261,7 @@ class Builder:
         assert len(self.stack) == 1, "unbalanced builder scopes"
         return ir.KernelIR(name=self.name, args=tuple(self.args), buffers=tuple(self.buffers),
                            rets=tuple(self.rets), checks=tuple(self.checks),
-                           body=ir.Block(tuple(self.stack[0])), loc=loc)
+                           body=ir.Block(tuple(self.stack[0])), loc=loc, graph=self.graph)
 
 
 def _stop_loads(stmts: list[ir.Stmt], buffer: int, mapping: dict) -> list[ir.Stmt]:

@@ -30,9 +30,10 @@ class DeviceBackend:
     # `qd.simt` operation
     subgroup_size: int | None = None
     # the C launcher factory of launch plans, or None where launches take the Python path:
-    # runner(prog, grids, buffers, words, leaves, regrid, on_error, rt, clib, loops) (see `device_launch.runner`;
-    # `clib` is the runtime's `qd._launch`, passed down: the launcher class and the source codes live there; `loops`:
-    # (first task, end task, counter buffer, counter bytes, may be a CUDA graph) per `qd.graph.do_while` loop)
+    # runner(prog, grids, buffers, words, leaves, regrid, on_error, rt, clib, loops, whole) (see
+    # `device_launch.runner`; `clib` is the runtime's `qd._launch`, passed down: the launcher class and the source
+    # codes live there; `loops`: (first task, end task, counter buffer, counter bytes, may be a CUDA graph) per
+    # `qd.graph.do_while` loop; `whole`: the kernel may launch as one graph)
     runner: Callable[..., Any] | None = None
     # the CUDA device ordinal of this backend's memory where torch can wrap it (`__cuda_array_interface__`)
     torch_cuda_device: int | None = None

@@ -1,4 +1,5 @@
-"""`qd.graph.do_while` loops kept on the device: a CUDA graph with a conditional WHILE node (DESIGN §10).
+"""CUDA graphs of the C launcher (DESIGN §10): `qd.graph.do_while` loops kept on the device (a conditional WHILE
+node), and `@qd.kernel(graph=True)` kernels launched whole.
 
 Without it, the C launcher (`qd._launch.CudaRunner`) runs a loop's tasks, waits for the stream and reads the loop's
 counter after every iteration: the host never runs ahead of the device (Genesis' constraint solve, one such loop a
@@ -13,6 +14,12 @@ before each graph launch) with a random key of 0 (the frontend refuses `qd.rando
 loops stay task by task. The graph is made again when the counter's device address or a task's grid changes. A
 failure recorded in the loop ends the loop (the tasks after it still run; the error is raised at the next sync, as
 for any launch).
+
+A `@qd.kernel(graph=True)` kernel (Genesis' step kernels, as in Quadrants) is one graph: its tasks a chain of kernel
+nodes, its loops conditional nodes in the chain, so a call is one `cuGraphLaunch` instead of a `cuLaunchKernel` per
+task (Genesis' rigid step: ~115 task launches in six calls). Not where a task draws `qd.random` (a graph replays one
+key), where a loop nests in another, or where grids keep changing (made again at most `MAX_REMAKES` times; then
+task by task): those launch task by task, as without `graph=True`.
 
 `unavailable(drv)` says why graphs cannot be used (the driver predates conditional nodes, CUDA 12.4; no
 `libcudadevrt.a`: CUDA_HOME, /usr/local/cuda; `QD_CUDA_GRAPH_LOOPS=0`); loops then wait for the stream as before.
@@ -118,13 +125,14 @@ def devrt_path() -> str | None:
     return None
 
 
-def unavailable(drv: Any) -> str | None:
-    """Why loops cannot be graphs on this driver (None: they can)."""
+def unavailable(drv: Any, loops: bool = True) -> str | None:
+    """Why graphs cannot be used on this driver (None: they can); `loops`: graphs holding `qd.graph.do_while` loops
+    (conditional nodes and the device runtime), else kernel nodes only."""
     if os.environ.get("QD_CUDA_GRAPH_LOOPS", "1") == "0":
         return "QD_CUDA_GRAPH_LOOPS=0"
-    if drv.version < MIN_DRIVER:
+    if loops and drv.version < MIN_DRIVER:
         return f"the driver ({drv.version}) predates conditional graph nodes (CUDA 12.4)"
-    if devrt_path() is None:
+    if loops and devrt_path() is None:
         return "no libcudadevrt.a (the CUDA toolkit's device runtime; set CUDA_HOME)"
     try:
         for name, args in _PROTOS.items():
@@ -163,17 +171,51 @@ def _cond_function(drv: Any, arch: str) -> c_void_p:
     return fn
 
 
-class LoopGraph:
-    """One loop's instantiated graph (`exec`), made for given task grids and a counter address."""
+class KernelGraph:
+    """An instantiated graph (`exec`) of a run of a kernel's tasks, made for given task grids and counter addresses:
+    a chain of kernel nodes in launch order, where a `qd.graph.do_while` loop is a conditional WHILE node whose body
+    chains the loop's tasks and `qd_loop_cond`. A loop alone is what the C launcher makes for a loop; a whole
+    `@qd.kernel(graph=True)` kernel, tasks and loops, is one such graph (one `cuGraphLaunch` a call)."""
 
-    def __init__(self, drv: Any, arch: str, tasks: list, ctx_addr: int, counter: int, nbytes: int,
-                 status: int) -> None:
-        """`tasks`: (function, block, grid, dynamic shared bytes) of the loop's tasks, in order; `ctx_addr`: the
-        device address of the Ctx its kernels read; `counter` (`nbytes` wide) and `status`: device addresses."""
+    def __init__(self, drv: Any, arch: str, items: list, ctx_addr: int, status: int) -> None:
+        """`items`, in order: ("task", function, block, grid, dynamic shared bytes) or ("loop", its tasks as
+        (function, block, grid, shared), counter address, counter bytes); `ctx_addr`: the device address of the Ctx
+        the kernels read; `status`: the device address of the status words (a failure recorded ends a loop)."""
         self.drv, lib = drv, drv.lib
         drv.enter()
         self.graph, self.exec = c_void_p(), c_void_p()
         check(lib.cuGraphCreate(byref(self.graph), 0), "cuGraphCreate")
+        ctx_word, key = c_uint64(ctx_addr), c_uint64(0)
+        task_args = (c_void_p * 2)(ctypes.addressof(ctx_word), ctypes.addressof(key))
+        prev = None
+        try:
+            for item in items:
+                if item[0] == "task":
+                    prev = self._kernel(self.graph, prev, (c_void_p(item[1]), *item[2:], task_args))
+                else:
+                    prev = self._loop(prev, arch, item, task_args, status)
+            check(lib.cuGraphInstantiateWithFlags(byref(self.exec), self.graph, 0), "cuGraphInstantiate")
+        except BaseException:
+            self.close()
+            raise
+
+    def _kernel(self, graph: Any, prev: Any, kernel: tuple) -> c_void_p:
+        """A kernel node of `graph` after `prev` (None: a root): `kernel` = (function, block, grid, shared, args)."""
+        fn, block, grid, shared, args = kernel
+        kp = _KernelParams(func=fn, gridDimX=max(1, grid), gridDimY=1, gridDimZ=1, blockDimX=block, blockDimY=1,
+                           blockDimZ=1, sharedMemBytes=shared, kernelParams=ctypes.cast(args, POINTER(c_void_p)),
+                           extra=None, kern=None, ctx=None)
+        node = c_void_p()
+        deps = (c_void_p * 1)(prev) if prev is not None else None
+        check(self.drv.lib.cuGraphAddKernelNode_v2(byref(node), graph, deps, 1 if deps else 0, byref(kp)),
+              "cuGraphAddKernelNode")
+        return node
+
+    def _loop(self, prev: Any, arch: str, item: tuple, task_args: Any, status: int) -> c_void_p:
+        """A conditional WHILE node of the graph after `prev`, set to 1 at every launch (a do-while), whose body
+        runs the loop's tasks, then `qd_loop_cond`."""
+        lib, drv = self.drv.lib, self.drv
+        _, tasks, counter, nbytes = item
         handle = c_uint64()
         check(lib.cuGraphConditionalHandleCreate(byref(handle), self.graph, drv.ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT),
               "cuGraphConditionalHandleCreate")
@@ -182,32 +224,26 @@ class LoopGraph:
         params.conditional.handle, params.conditional.type = handle.value, CU_GRAPH_COND_TYPE_WHILE
         params.conditional.size, params.conditional.ctx = 1, drv.ctx
         node = c_void_p()
-        check(lib.cuGraphAddNode(byref(node), self.graph, None, 0, byref(params)), "cuGraphAddNode(conditional)")
+        deps = (c_void_p * 1)(prev) if prev is not None else None
+        check(lib.cuGraphAddNode(byref(node), self.graph, deps, 1 if deps else 0, byref(params)),
+              "cuGraphAddNode(conditional)")
         body = params.conditional.phGraph_out[0]  # (the driver's array of the node's body graphs)
-        ctx_word, key = c_uint64(ctx_addr), c_uint64(0)
-        task_args = (c_void_p * 2)(ctypes.addressof(ctx_word), ctypes.addressof(key))
         cond_words = (c_uint64(counter), c_uint(nbytes), c_uint64(status + 8 * STATUS_FLAG), c_uint64(handle.value))
         cond_args = (c_void_p * 4)(*(ctypes.addressof(w) for w in cond_words))
-        kernels = [(c_void_p(fn), block, grid, shared, task_args) for fn, block, grid, shared in tasks]
-        kernels.append((_cond_function(drv, arch), 1, 1, 0, cond_args))
-        prev = None
-        for fn, block, grid, shared, args in kernels:
-            kp = _KernelParams(func=fn, gridDimX=max(1, grid), gridDimY=1, gridDimZ=1, blockDimX=block, blockDimY=1,
-                               blockDimZ=1, sharedMemBytes=shared, kernelParams=ctypes.cast(args, POINTER(c_void_p)),
-                               extra=None, kern=None, ctx=None)
-            n = c_void_p()
-            deps = (c_void_p * 1)(prev) if prev is not None else None
-            check(lib.cuGraphAddKernelNode_v2(byref(n), body, deps, 1 if deps else 0, byref(kp)),
-                  "cuGraphAddKernelNode")
-            prev = n
-        check(lib.cuGraphInstantiateWithFlags(byref(self.exec), self.graph, 0), "cuGraphInstantiate")
+        last = None
+        for fn, block, grid, shared in tasks:
+            last = self._kernel(body, last, (c_void_p(fn), block, grid, shared, task_args))
+        self._kernel(body, last, (_cond_function(drv, arch), 1, 1, 0, cond_args))
+        return node
 
     def close(self) -> None:
         """Frees the graph (an instance still running is freed when it completes)."""
-        if self.exec:
+        if self.exec or self.graph:
             self.drv.enter()
-            self.drv.lib.cuGraphExecDestroy(self.exec)
-            self.drv.lib.cuGraphDestroy(self.graph)
+            if self.exec:
+                self.drv.lib.cuGraphExecDestroy(self.exec)
+            if self.graph:
+                self.drv.lib.cuGraphDestroy(self.graph)
             self.exec = self.graph = c_void_p()
 
     def __del__(self) -> None:

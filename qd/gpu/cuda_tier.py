@@ -78,6 +78,7 @@ class Program:
     from_cache: bool = False
     serial: int = field(default_factory=lambda: next(_serials))
     events: Any = None  # (start, end) of the last launch, for `elapsed_ms`
+    name: str = ""  # the kernel's (messages)
 
 
 SMALL = 4096  # host buffers and twins up to this size come from an `_Arena`
@@ -294,7 +295,7 @@ class CudaBackend(DeviceBackend):
                 self.drv.allow_dynamic_shared(fn, t.shared_bytes)
         sk = CudaKernel(tasks, ctx, pk.prints, pk.check_args, len(k.rets))
         return Program(sk, modules, functions, rng_words, compile_ms=(time.perf_counter() - t0) * 1e3,
-                       from_cache=pk.from_cache)
+                       from_cache=pk.from_cache, name=k.name)
 
     def _ptx(self, k: ir.KernelIR, fast_math: bool, cache_dir: str | None) -> nvptx.PtxKernel:
         """`k`'s PTX, each module made fresh going on to the driver as soon as it is there (`compile_ptx`'s
@@ -365,11 +366,12 @@ class CudaBackend(DeviceBackend):
         return done
 
     def runner(self, prog: Program, grids: list, buffers: list, words: list, leaves: list, regrid: Any,
-               on_error: Any, rt: Any, clib: Any, loops: list) -> Any:
+               on_error: Any, rt: Any, clib: Any, loops: list, whole: bool = False) -> Any:
         """The C launcher of a program (`qd._launch.CudaRunner`; `qd/runtime/device_launch.py`'s `runner` says
         what `grids`, `buffers`, `words` and `leaves` hold; `clib`: the runtime's `qd._launch`, whose `CudaRunner`
         it makes): its ring of slots (pinned host memory, a device twin and an event each), its status words in
-        mapped pinned memory, and its temporaries on the device."""
+        mapped pinned memory, and its temporaries on the device. `whole`: launch the kernel as one CUDA graph
+        where it can (`@qd.kernel(graph=True)`, `qd/gpu/cuda_graphs.py`)."""
         from qd.gpu.cuda_driver import check
 
         drv, sk = self.drv, prog.kernel
@@ -400,44 +402,65 @@ class CudaBackend(DeviceBackend):
                   for name in ("cuLaunchKernel", "cuMemcpyHtoDAsync_v2", "cuEventRecord", "cuEventSynchronize",
                                "cuMemsetD8Async", "cuStreamSynchronize", "cuMemcpyDtoH_v2", "cuGraphLaunch")}
         tasks = [(fn.value, t.local_size, g, t.shared_bytes) for fn, t, g in zip(prog.functions, sk.tasks, grids)]
-        gslot, make_graph = self._loop_graphs(prog, loops, status.address, keep)
+        gslot, make_graph, make_whole = self._graphs(prog, loops, status.address, keep, whole)
         return clib.CudaRunner(rt, fnptrs, drv.stream.value, check, drv.enter, tasks, bufs, words,
                                   sk.slot_words - len(sk.ctx), leaves, regrid, ring,
                                   (status.host_ptr, status.address, HEADER_WORDS + sk.nrets),
                                   (prog.events[0].value, prog.events[1].value), on_error, keep, loops, gslot,
-                                  make_graph)
+                                  make_graph, make_whole)
 
-    def _loop_graphs(self, prog: Program, loops: list, status: int, keep: list) -> tuple[int, Any]:
-        """(the device slot the loops' graphs read, the runner's `make_graph`), or (0, None) where no loop may be a
-        graph here (`qd/gpu/cuda_graphs.py`)."""
+    def _graphs(self, prog: Program, loops: list, status: int, keep: list, whole: bool) -> tuple[int, Any, Any]:
+        """(the device slot the graphs read, the runner's `make_graph` for its loops, its `make_whole` for the whole
+        kernel), with 0 / None for what cannot be a graph here (`qd/gpu/cuda_graphs.py`)."""
         from qd.gpu import cuda_graphs
 
-        if not any(lp[4] for lp in loops):
-            return 0, None
-        why = cuda_graphs.unavailable(self.drv)
+        loop_graphs = any(lp[4] for lp in loops)
+        if not loop_graphs and not whole:
+            return 0, None, None
+        why = cuda_graphs.unavailable(self.drv, loops=bool(loops))
         if why is not None:
-            _logging.debug(f"[CUDA] qd.graph.do_while loops wait for the stream: {why}")
-            return 0, None
+            _logging.debug(f"[CUDA] {prog.name}: no CUDA graphs ({why}); its tasks launch one by one and its "
+                           f"qd.graph.do_while loops wait for the stream")
+            return 0, None, None
         slot = self.alloc(8 * prog.kernel.slot_words)
         graphs: dict = {}
         keep += [slot, graphs]
+        tasks = prog.kernel.tasks
+
+        def task(t: int, grid: int) -> tuple:
+            return (prog.functions[t].value, tasks[t].local_size, grid, tasks[t].shared_bytes)
+
+        def remake(key: Any, items: list, ctx_addr: int, instead: str) -> int:
+            old = graphs.pop(key, None)
+            if old is not None:
+                old.close()
+            try:
+                graphs[key] = cuda_graphs.KernelGraph(self.drv, self.arch, items, ctx_addr, status)
+            except CudaError as e:
+                _logging.warn(f"[CUDA] {prog.name}: could not make a CUDA graph; {instead}: {e}")
+                return 0
+            return graphs[key].exec.value
 
         def make_graph(lp: int, grids: list, counter: int, ctx_addr: int) -> int:
             first, end, _, nbytes, _ = loops[lp]
-            old = graphs.pop(lp, None)
-            if old is not None:
-                old.close()
-            tasks = [(fn.value, t.local_size, g, t.shared_bytes)
-                     for fn, t, g in zip(prog.functions[first:end], prog.kernel.tasks[first:end], grids)]
-            try:
-                graphs[lp] = cuda_graphs.LoopGraph(self.drv, self.arch, tasks, ctx_addr, counter, nbytes, status)
-            except CudaError as e:
-                _logging.warn(f"[CUDA] a qd.graph.do_while loop could not be made a CUDA graph; it waits for the "
-                              f"stream after each iteration instead: {e}")
-                return 0
-            return graphs[lp].exec.value
+            items = [("loop", [task(t, g) for t, g in zip(range(first, end), grids)], counter, nbytes)]
+            return remake(lp, items, ctx_addr, "its qd.graph.do_while loop waits for the stream after each iteration")
 
-        return slot.address, make_graph
+        def make_whole(grids: list, counters: list, ctx_addr: int) -> int:
+            starts = {lp[0]: j for j, lp in enumerate(loops)}
+            items, t = [], 0
+            while t < len(tasks):
+                j = starts.get(t)
+                if j is None:
+                    items.append(("task", *task(t, grids[t])))
+                    t += 1
+                else:
+                    first, end, _, nbytes, _ = loops[j]
+                    items.append(("loop", [task(u, grids[u]) for u in range(first, end)], counters[j], nbytes))
+                    t = end
+            return remake("whole", items, ctx_addr, "its tasks launch one by one")
+
+        return slot.address, make_graph if loop_graphs else None, make_whole if whole else None
 
     def _marker(self, stream: int) -> Any:
         """A pooled event recorded on `stream` (another library's) now. It goes back to the pool at once: the

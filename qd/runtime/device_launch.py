@@ -317,7 +317,13 @@ def _make_runner(rt: DeviceRuntime, st: _State, ck: Any, bindings: Sequence[Any]
              for lp in ck.ir.task_loops]
     if loops and len(sk.tasks) != len(ck.ir.tasks):  # (the loops index the IR's tasks; `_enqueue_runs` refuses)
         return None
-    return make(st.prog, grids, buffers, words, leaves, regrid, on_error, rt, _clib, loops)
+    return make(st.prog, grids, buffers, words, leaves, regrid, on_error, rt, _clib, loops, whole=_whole(ck.ir, loops))
+
+
+def _whole(k: ir.KernelIR, loops: list) -> bool:
+    """Whether a `@qd.kernel(graph=True)` kernel may launch as one CUDA graph (`qd/gpu/cuda_graphs.py`): every loop
+    may be a graph, and no task draws `qd.random` (a graph replays the random key it was made with)."""
+    return k.graph and all(lp[4] for lp in loops) and not any(isinstance(s, ir.RandomValue) for s in ir.walk_kernel(k))
 
 
 def _graphable(k: ir.KernelIR, lp: ir.TaskLoop) -> bool:
