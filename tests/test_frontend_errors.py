@@ -200,3 +200,97 @@ def test_grad_of_an_empty_kernel_runs():
         pass
 
     k.grad()  # reverse mode is tests/test_ad_reverse.py
+
+
+def _helper_with_a_bad_attribute():
+    @qd.func
+    def helper(a):
+        return a.nonexistent + 1
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(qd.f32, 1)):
+        for i in x:
+            x[i] = helper(x[i])
+
+    return k
+
+
+def test_a_syntax_error_in_a_func_names_every_frame_and_hides_qds():
+    """An error in an inlined `qd.func` names the kernel's call site and the func's line (a SyntaxError's message
+    is `msg`, which the outer frames once did not reach), and its traceback holds the call and the re-raise only,
+    not the frontend's frames, unless `print_full_traceback`."""
+    k = _helper_with_a_bad_attribute()
+    with pytest.raises(QuadrantsSyntaxError) as e:
+        k(np.zeros(3, np.float32))
+    msg = str(e.value)
+    assert "x[i] = helper(x[i])" in msg and "return a.nonexistent + 1" in msg, msg
+    assert msg.index(", in k:\n") < msg.rindex(", in helper:\n"), msg  # (outermost first, as Python prints)
+    files = [str(fr.path) for fr in e.traceback]
+    assert not any("/qd/frontend/" in f for f in files), files
+    assert sum("/qd/" in f for f in files) <= 3, files  # (the plan, `_call`, the re-raise)
+    assert e.value.__cause__ is None and e.value.__suppress_context__
+
+    qd.init(arch=qd.interp, print_full_traceback=True)
+    k = _helper_with_a_bad_attribute()
+    with pytest.raises(QuadrantsSyntaxError) as e:
+        k(np.zeros(3, np.float32))
+    assert any("/qd/frontend/" in str(fr.path) for fr in e.traceback)
+
+
+def test_an_argument_type_error_is_shown_from_the_call():
+    @qd.kernel
+    def k(x: qd.types.ndarray(qd.f32, 1), n: qd.i32):
+        for i in x:
+            x[i] = n
+
+    with pytest.raises(QuadrantsRuntimeTypeError, match="Argument 'n'") as e:
+        k(np.zeros(3, np.float32), "a")
+    assert not any("/qd/frontend/" in str(fr.path) for fr in e.traceback)
+
+
+def test_an_error_from_user_code_at_compile_time_is_named():
+    """A user's Python function that raises while the kernel compiles (here through `qd.static`): the compile error
+    names its exception and message at the kernel's line."""
+    def shape_of(n):
+        raise ValueError(f"no shape for {n}")
+
+    @qd.kernel
+    def k(x: qd.types.ndarray(qd.f32, 1)):
+        for i in qd.static(range(shape_of(3))):
+            x[i] = 1.0
+
+    with pytest.raises(QuadrantsCompilationError) as e:
+        k(np.zeros(3, np.float32))
+    assert "ValueError: no shape for 3" in str(e.value) and "qd.static(range(shape_of(3)))" in str(e.value)
+
+
+def test_precision_loss_warns_at_the_line():
+    """Quadrants' warning when a store may lose precision (the promoted type of the two is not the place's):
+    `acc = 0; acc += 0.5 * i` truncates. At the statement's file:line, once per line; not for a widening store or
+    an int literal the place holds."""
+    x = qd.field(qd.u8, shape=4)
+
+    @qd.kernel
+    def k(n: qd.i32) -> qd.i32:
+        acc = 0
+        for i in range(n):
+            acc += 0.5 * i
+        b = 1
+        b = 2.5
+        c = 0.0
+        c = 3
+        for j in range(4):
+            x[j] = 3
+            x[j] += 1
+        d: qd.f32 = qd.f64(1.5)
+        return acc + b + qd.cast(c + d, qd.i32)
+
+    with pytest.warns(qd.errors.QuadrantsTypeWarning) as record:
+        assert k(4) == (0 + 0 + 1 + 1) + 2 + 4
+    got = sorted((w.lineno, str(w.message).split(" (in")[0]) for w in record)
+    first = k.fn.__code__.co_firstlineno
+    assert got == [(first + 4, "Atomic add may lose precision: i32 <- f32"),
+                   (first + 6, "Assign may lose precision: i32 <- f32"),
+                   (first + 12, "Assign may lose precision: f32 <- f64")], got
+    assert all(w.filename == HERE for w in record)
+    np.testing.assert_array_equal(x.to_numpy(), np.full(4, 4, np.uint8))

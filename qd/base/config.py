@@ -37,7 +37,8 @@ raises an error naming the option.
 |                                  |                    | size                                               |
 | enable_fallback                  | True               | unbuilt/unavailable arch falls back to cpu         |
 |                                  |                    | (`qd.init`)                                        |
-| print_full_traceback             | False              | frontend errors keep qd's own frames               |
+| print_full_traceback             | False              | compile and argument errors keep qd's own frames   |
+|                                  |                    | (else their traceback ends at the kernel call)     |
 | short_circuit_operators          | True               | `and`/`or` in kernels short-circuit                |
 | unrolling_limit                  | 32                 | a `qd.static` loop past it warns (SyntaxWarning);  |
 |                                  |                    | past 256 x it is refused; 0: no limit              |

@@ -4,11 +4,12 @@ swizzles, augmented assignment (atomic on globals for `+= -= &= |= ^=`)."""
 from __future__ import annotations
 
 import ast
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 from qd import ir
-from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError
+from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError, QuadrantsTypeWarning
 from qd.frontend import expr as _e
 from qd.frontend import mindex as _mi
 from qd.frontend import structs as _s
@@ -25,6 +26,35 @@ _ATOMIC_AUG = {ast.Add: Op.ADD, ast.Sub: Op.SUB, ast.BitAnd: Op.BIT_AND, ast.Bit
 # On a kernel-scope local inside a parallel loop `*=` is atomic too (Quadrants leaves it a racy
 # load-multiply-store; qd gives the product, which is the only result a user can want).
 _ATOMIC_LOCAL_AUG = {**_ATOMIC_AUG, ast.Mult: Op.MUL}
+
+
+_AUG_NAME = {Op.ADD: "add", Op.SUB: "sub", Op.BIT_AND: "and", Op.BIT_OR: "or", Op.BIT_XOR: "xor", Op.MUL: "mul"}
+_NARROWING_WARNED: dict[str, dict] = {}  # per file: the warnings registry (a line warns once per process)
+
+
+def warn_if_narrowing(b: Any, value: Any, dst: dtypes.DataType, what: str) -> None:
+    """Quadrants' warning, a `QuadrantsTypeWarning` at the statement's line, when storing `value` in a `dst` place
+    may lose precision: the promoted type of the two is not `dst` (`acc = 0; acc += 0.5 * i` truncates). Not for a
+    Python int literal that `dst` holds exactly (`x[i] = 3` into a u8 field: Quadrants warns there)."""
+    if isinstance(value, Expr):
+        src = value.dtype
+    elif _e.is_number(value):
+        src = _e.literal_dtype(value)
+        if src.is_int and dst.is_int and _int_fits(int(value), dst):
+            return
+    else:
+        return
+    if src == dst or dtypes.promote(dst, src) == dst or b.loc is None:
+        return
+    loc = b.loc
+    warnings.warn_explicit(f"{what} may lose precision: {dst} <- {src} (in {loc.func}); qd.cast(value, qd.{dst}) "
+                           f"converts explicitly", QuadrantsTypeWarning, loc.file, loc.line,
+                           registry=_NARROWING_WARNED.setdefault(loc.file, {}))
+
+
+def _int_fits(v: int, dt: dtypes.DataType) -> bool:
+    lo, hi = (-(1 << (dt.bits - 1)), (1 << (dt.bits - 1)) - 1) if dt.is_signed else (0, (1 << dt.bits) - 1)
+    return lo <= v <= hi
 
 
 _AUG_SYMBOL = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
@@ -168,8 +198,10 @@ class AssignMixin:
             return False
         if type(op) in (ast.BitAnd, ast.BitOr, ast.BitXor) and not all(r.dtype.is_int for r in lv.refs):
             raise QuadrantsTypeError(f"bitwise augmented assignment on a {lv.refs[0].dtype} variable")
+        atomic = _ATOMIC_LOCAL_AUG[type(op)]
         for ref, v in zip(lv.refs, self._entries_for(lv, rhs)):
-            self.b.local_atomic(_ATOMIC_LOCAL_AUG[type(op)], ref, _e.as_expr(v).value)
+            warn_if_narrowing(self.b, v, ref.dtype, f"Atomic {_AUG_NAME[atomic]}")
+            self.b.local_atomic(atomic, ref, _e.as_expr(v).value)
         return True
 
     def _aug_store(self, lv: Any, op: ast.operator, name: str, rhs: Any) -> None:
@@ -185,6 +217,7 @@ class AssignMixin:
             if isinstance(ref, ir.GlobalPtr) and type(op) in _ATOMIC_AUG:
                 if type(op) not in (ast.Add, ast.Sub) and not ref.dtype.is_int:
                     raise QuadrantsTypeError(f"bitwise augmented assignment on a {ref.dtype} element")
+                warn_if_narrowing(self.b, v, ref.dtype, f"Atomic {_AUG_NAME[_ATOMIC_AUG[type(op)]]}")
                 val = _e.cast_expr(_e.as_expr(v), ref.dtype)
                 self.b.emit(ir.AtomicRMW, op=_ATOMIC_AUG[type(op)], ptr=ref, value=val.value, dtype=ref.dtype)
                 continue
@@ -289,6 +322,7 @@ class AssignMixin:
         else:
             return value
         a = b.alloca(dt, name)
+        warn_if_narrowing(b, value, dt, "Assign")
         b.store(a, _e.cast_expr(_e.as_expr(value), dt).value)
         return _v.Var(a)
 
@@ -412,6 +446,7 @@ class AssignMixin:
 
     def _store_ref(self, ref: Any, value: Any) -> None:
         if isinstance(value, Expr) or _e.is_number(value):
+            warn_if_narrowing(self.b, value, ref.dtype, "Assign")
             v = _e.cast_expr(value, ref.dtype)
         else:
             raise QuadrantsTypeError(f"cannot store a value of type {type(value).__name__} in a kernel variable")

@@ -258,6 +258,8 @@ def position_error(src: FuncSource, node: ast.AST, e: BaseException) -> BaseExce
         if getattr(e, "_qd_src", src) is not src and e.args and isinstance(e.args[0], str):
             head, _, rest = e.args[0].partition("\n")
             e.args = (f"{head}\n{src.frame(node)}{rest}", *e.args[1:])
+            if isinstance(e, SyntaxError):  # (its str() is `msg`, set once from args[0] when it was made)
+                e.msg = e.args[0]
             e._qd_src = src  # type: ignore[attr-defined]
         return e
     text = str(e) if str(e) else type(e).__name__

@@ -19,8 +19,9 @@ from typing import Any
 
 from qd import _launch as _clib
 from qd import _logging, ir
+from qd.base import config as _config
 from qd.base import gcpause
-from qd.errors import QuadrantsCompilationError, QuadrantsSyntaxError
+from qd.errors import QuadrantsCompilationError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError
 from qd.frontend import args as _args
 from qd.frontend import builder as _bm
 from qd.frontend.builder import BuildRecord
@@ -58,6 +59,25 @@ def _clear_caches() -> None:
 
 _program.on_reset(_clear_caches)
 
+
+
+def _shown_from_the_call(run: Callable) -> Callable:
+    """`run` (a kernel call) with the compile errors and argument type errors it raises shown from the call: their
+    traceback cut here, without the frontend's dozens of frames (the message names the kernel's file:line and each
+    inlined `qd.func`'s), unless `qd.init(print_full_traceback=True)` asks for qd's own frames. A cause they carry
+    (a user's Python function that raised at compile time) keeps its traceback."""
+
+    @functools.wraps(run)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return run(*args, **kwargs)
+        except (QuadrantsCompilationError, QuadrantsRuntimeTypeError) as e:
+            if _config.current().print_full_traceback:
+                raise
+            e.__suppress_context__ = True
+            raise e.with_traceback(None)  # noqa: B904  (the cause, if any, is `e`'s own)
+
+    return call
 
 class Kernel(_clib.KernelEntry):
     """A `@qd.kernel`: compiled per instantiation key, launched on call (`__call__` is `KernelEntry`'s, in C: the
@@ -124,6 +144,7 @@ class Kernel(_clib.KernelEntry):
                 return r
         return self._run(args, kwargs, "fwd" if _tape.active_fwd() is not None else "")
 
+    @_shown_from_the_call
     def _run(self, args: tuple, kwargs: dict, mode: str) -> Any:
         """Launches the instance of `mode` ("" primal, "fwd" forward mode, "grad" reverse mode); a primal
         launch inside a `qd.ad.Tape(validation=True)` with debug on runs the "validate" instance."""
