@@ -57,7 +57,7 @@ class KernelProfilerQueryResult:
     """What `query_kernel_profiler_info` returns: `counter` launches and their `min`, `max`, `avg` time in ms
     (all 0 for a name never launched), as Quadrants' object of that name."""
 
-    def __init__(self, counter: int = 0, min: float = 0.0, max: float = 0.0, avg: float = 0.0) -> None:  # noqa: A002
+    def __init__(self, counter: int = 0, min: float = 0.0, max: float = 0.0, avg: float = 0.0) -> None:
         self.counter = counter
         self.min = min
         self.max = max
@@ -113,10 +113,8 @@ class KernelProfiler:
 
     def clear_info(self) -> None:
         """Drops every record (the mode stays)."""
-        if self._off():
-            return None
-        _records.clear()
-        return None
+        if not self._off():
+            _records.clear()
 
     def query_info(self, name: str) -> KernelProfilerQueryResult | None:
         """The launches recorded under `name` exactly (see the module docstring)."""
@@ -130,7 +128,7 @@ class KernelProfiler:
     def print_info(self, mode: str = COUNT) -> None:
         """Prints the 'count' table (per kernel name) or the 'trace' table (per launch)."""
         if self._off():
-            return None
+            return
         if mode == self.COUNT:
             print(count_table(_records.records()))
         elif mode == self.TRACE:
@@ -138,7 +136,6 @@ class KernelProfiler:
         else:
             raise QuadrantsOptionError(
                 f"qd.profiler.print_kernel_profiler_info: mode must be 'count' or 'trace', not {mode!r}")
-        return None
 
     def _off(self) -> bool:
         """True (after the warning Quadrants gives) while the profiler is off."""
