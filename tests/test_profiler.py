@@ -8,6 +8,7 @@ import pytest
 import qd
 from qd.errors import QuadrantsOptionError, QuadrantsRuntimeTypeError
 from qd.profiler import kernel_profiler as kp
+from qd.profiler import scoped_profiler as kp_scoped
 from qd.runtime.profiler import LaunchRecord
 
 
@@ -184,3 +185,31 @@ def test_count_table_is_sorted_by_total_time():
     assert [r.rsplit("] ", 1)[1] for r in rows] == ["b", "a", "c"]
     assert rows[0].startswith("[ 52.63%") and " 2x |" in rows[1]
     assert "number of results: 3" in kp.count_table(records)
+
+
+def test_scoped_profiler_lists_each_compiled_kernel(arch, capsys):
+    qd.profiler.clear_scoped_profiler_info()
+    x = qd.field(qd.f32, shape=4, needs_grad=True)
+    y = qd.field(qd.f32, shape=(), needs_grad=True)
+
+    @qd.kernel
+    def scoped_loss():
+        for i in x:
+            y[None] += x[i] * x[i]
+
+    scoped_loss()
+    scoped_loss.grad()
+    qd.profiler.print_scoped_profiler_info()
+    out = capsys.readouterr().out
+    block = out.split("scoped_loss", 1)[1].split("====", 1)[0]
+    assert "frontend" in block and "autodiff" in block and "[2 x" in block  # primal and reverse instances
+    assert ("codegen cpu" in block) == (arch is qd.cpu)
+    qd.profiler.clear_scoped_profiler_info()
+    qd.profiler.print_scoped_profiler_info()
+    assert "scoped_loss" not in capsys.readouterr().out
+
+
+def test_scoped_table_shares():
+    text = kp_scoped.scoped_table({("k", "frontend"): (1, 0.001), ("k", "passes"): (2, 0.003)})
+    assert "  25.00%  [1 x 1.000 ms]" in text and "  75.00%  [2 x 1.500 ms]" in text
+    assert "total (1 kernels)" in text
