@@ -12,6 +12,7 @@ from qd.runtime.kernel import Kernel, kernel, pure  # noqa: F401  (`@qd.kernel` 
 from qd.lang.api import *  # noqa: F403  (Vector, Matrix, BufferView, ...)
 from qd import types, math, extension, lang, ad, algorithms, _lib  # noqa: E402,F401
 from qd.lang import simt  # noqa: E402,F401  (`qd.simt`)
+from qd import profiler as profiler  # `qd.profiler` (Quadrants' profiler functions)
 
 # The compile pipeline is loaded with qd, not at the first kernel call: a first call pays for its own
 # work only. (LLVM itself is initialised in the background by qd.init on qd.cpu.)

@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("backends", ("qd.bytecode", "qd._interp", "qd._sizer", "qd.jit", "qd.gpu")),
     ("frontend", ("qd.frontend",)),
     ("runtime", ("qd.runtime", "qd._launch")),
-    ("api", ("qd.lang", "qd.math", "qd.algorithms", "qd.debug", "qd._tensor", "qd._lib", "qd")),
+    ("api", ("qd.lang", "qd.math", "qd.algorithms", "qd.debug", "qd._tensor", "qd._lib", "qd.profiler", "qd")),
 )
 # Pairs of a lower layer's packages that stay apart although the order would allow the import.
 APART: tuple[tuple[str, str], ...] = (("qd.jit", "qd.ad"), ("qd.gpu", "qd.ad"), ("qd.codegen", "qd.ad"),

@@ -42,13 +42,16 @@ raises an error naming the option.
 | short_circuit_operators          | True               | `and`/`or` in kernels short-circuit                |
 | unrolling_limit                  | 32                 | a `qd.static` loop past it warns (SyntaxWarning);  |
 |                                  |                    | past 256 x it is refused; 0: no limit              |
+| kernel_profiler                  | False              | times every kernel launch for `qd.profiler`        |
+|                                  |                    | (`qd/runtime/profiler.py`; launches take the Python|
+|                                  |                    | path while on)                                     |
 | ad_stack_sparse_threshold_bytes  | 100 MiB            | no effect: qd sizes every adstack heap exactly     |
 | cfg_optimization                 | True               | no effect (qd's passes do not depend on it)        |
 | advanced_optimization, opt_level | True, 1            | no effect                                          |
 | force_scalarize_matrix           | False              | no effect: qd always scalarizes vectors and        |
 |                                  |                    | matrices                                           |
 | gdb_trigger                      | False              | no effect                                          |
-| kernel_profiler, timeline        | False              | no effect (no profiler yet)                        |
+| timeline                         | False              | no effect                                          |
 | verbose, verbose_kernel_launches | True, False        | no effect                                          |
 | every other Quadrants option     | (see _NO_EFFECT)   | no effect: accepted for compatibility              |
 """
@@ -84,6 +87,7 @@ _EFFECTIVE: dict[str, Any] = {
     "unrolling_limit": 32,
     "src_ll_cache": True,  # the fastcache of `@qd.kernel(fastcache=True)` kernels (`qd/frontend/fastcache.py`)
     "print_non_pure": False,  # prints the name of every kernel compiled that is not marked fastcache=True
+    "kernel_profiler": False,  # every launch timed for `qd.profiler` (`qd/runtime/profiler.py`)
 }
 
 # Quadrants options accepted without effect in qd (same names and defaults as Quadrants).
@@ -96,7 +100,6 @@ _NO_EFFECT: dict[str, Any] = {
     "force_scalarize_matrix": False,
     "real_matrix_scalarize": True,
     "gdb_trigger": False,
-    "kernel_profiler": False,
     "timeline": False,
     "verbose": True,
     "verbose_kernel_launches": False,

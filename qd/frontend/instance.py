@@ -11,6 +11,7 @@ tier attaches per launch (code, plans, launch states, caches) lives in the runti
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ from qd.ad.validation import check_reverse_supported as _check_reverse
 from qd.ad.validation import stale_read_errors as _stale_read_errors
 from qd.ad.validation import validate_global_access as _validate
 from qd.base import config as _config
+from qd.base import scoped_profiler as _scoped
 from qd.errors import QuadrantsNotImplementedError, QuadrantsRuntimeError
 from qd.frontend import guards as _guards
 from qd.frontend import kernel as _fk
@@ -58,7 +60,8 @@ def instantiate(kernel: Any, values: list, mode: str = "", nd_grads: tuple = (),
     "fwd", "grad", "validate"); `nd_grads`: the ndarray arguments whose gradients `kernel.grad` launches;
     `sources` receives the files a pure kernel's build read (`build_kernel_ir`)."""
     hidden: list[tuple[int, str]] = []
-    k_ir, bindings = _fk.build_kernel_ir(kernel, values, hidden, sources)
+    with _scoped.phase(kernel.fn.__name__, "frontend"):
+        k_ir, bindings = _fk.build_kernel_ir(kernel, values, hidden, sources)
     if mode == "grad" and any(h[0] != "lifted" for h in hidden):
         raise QuadrantsRuntimeError(_GRAD_OF_GRAD)
     stale: dict = {}
@@ -67,12 +70,13 @@ def instantiate(kernel: Any, values: list, mode: str = "", nd_grads: tuple = (),
             f"kernel {k_ir.name}: {_AD_MODES[mode]} cannot differentiate a kernel with qd.graph.do_while loops (how "
             "often they repeat is read from device memory at run time); differentiate a kernel holding one "
             "iteration's loops and repeat it from the host under the Tape instead")
-    if mode == "fwd":
-        k_ir, bindings = _forward_instance(k_ir, bindings)
-    elif mode == "grad":
-        k_ir, bindings, stale = _reverse_instance(k_ir, bindings, nd_grads)
-    elif mode == "validate":
-        k_ir, bindings = _validation_instance(k_ir, bindings)
+    with _scoped.phase(k_ir.name, "autodiff") if mode else contextlib.nullcontext():
+        if mode == "fwd":
+            k_ir, bindings = _forward_instance(k_ir, bindings)
+        elif mode == "grad":
+            k_ir, bindings, stale = _reverse_instance(k_ir, bindings, nd_grads)
+        elif mode == "validate":
+            k_ir, bindings = _validation_instance(k_ir, bindings)
     sig = kernel.signature
     guards = _guards.find([(i, v) for i, (p, v) in enumerate(zip(sig.params, values)) if p.kind == "template"],
                           bindings)
@@ -84,7 +88,8 @@ def lowered(k: ir.KernelIR, bindings: tuple = (), hidden: tuple = (), guards: tu
     """The instance of a frontend kernel IR `k` after the pass pipeline (offload included)."""
     from qd.passes.runner import default_pipeline, run_passes
 
-    out = run_passes(k, default_pipeline(_config.current()))
+    with _scoped.phase(k.name, "passes"):
+        out = run_passes(k, default_pipeline(_config.current()))
     counter = lowered(out.counter) if out.stacks and out.counter is not None else None
     written = _written_buffers(out)
     written_args = tuple(sorted((out.buffers[b].arg, b) for b in written if out.buffers[b].kind == "ndarray"))

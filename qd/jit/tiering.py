@@ -34,7 +34,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from qd import ir
-from qd.base import config, gcpause
+from qd.base import config, gcpause, scoped_profiler
 from qd.ops import Op
 
 # A first launch predicted to run more bytecode instructions than this, plus `WAIT_PER_STATEMENT` per statement of
@@ -101,7 +101,8 @@ def _compile(k: ir.KernelIR, quick: bool = False, options: tuple | None = None) 
     from qd.jit.cpu import compile_native
 
     fast_math, use_cache, cache_dir = options or _options()
-    with gcpause.paused():  # (module building allocates as the frontend does: `qd/base/gcpause.py`)
+    with gcpause.paused(), scoped_profiler.phase(k.name, "codegen cpu quick" if quick else "codegen cpu"):
+        # (module building allocates as the frontend does: `qd/base/gcpause.py`)
         return compile_native(k, fast_math, use_cache=use_cache, cache_dir=cache_dir, quick=quick)
 
 

@@ -33,7 +33,7 @@ from qd import _launch as _clib
 from qd import ir
 from qd.ad.adstack import OVERFLOW_KIND
 from qd.ad.counting import COUNTS_KIND
-from qd.base import abi, config, gcpause
+from qd.base import abi, config, gcpause, scoped_profiler
 from qd.base.abi import M64 as _M64
 from qd.base.abi import register_bits
 from qd.errors import QuadrantsRuntimeError
@@ -59,7 +59,8 @@ class _State:
     def __init__(self, rt: DeviceRuntime, ck: Any, fast_math: bool) -> None:
         cfg = config.current()
         cache = (os.path.join(str(cfg.offline_cache_file_path), rt.backend.name) if cfg.offline_cache else None)
-        with gcpause.paused():  # (the code generator allocates as the frontend does: `qd/base/gcpause.py`)
+        # (the code generator allocates as the frontend does: `qd/base/gcpause.py`)
+        with gcpause.paused(), scoped_profiler.phase(ck.ir.name, f"codegen {rt.backend.name}"):
             self.prog = rt.backend.compile(ck.ir, fast_math, abi.PRINT_WORDS, cache)
         self.heaps: dict[int, Any] = {}  # buffer index -> device heap
         self.launches = 0

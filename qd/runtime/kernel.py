@@ -32,6 +32,7 @@ from qd.frontend.instance import Checkbits as _Checkbits
 from qd.frontend.instance import KernelInstance, instantiate
 from qd.runtime import ad_tape as _tape
 from qd.runtime import launch as _launch
+from qd.runtime import profiler as _profiler
 from qd.runtime import program as _program
 from qd.runtime import pyquadrants as _pyq
 from qd.runtime import tiers as _tiers
@@ -221,7 +222,11 @@ class Kernel(_clib.KernelEntry):
         current = copies.put_back() if copies is not None else None
         try:
             tier = _tiers.tier_for(cfg.arch)  # (the config's: a launch never changes it)
-            result = tier.launch(ck, bindings, launch_args)
+            if cfg.kernel_profiler:  # every launch timed and recorded (`qd/runtime/profiler.py`)
+                result = _profiler.timed_launch(_profiler.launch_name(self.fn.__name__, mode), tier, ck,
+                                                lambda: tier.launch(ck, bindings, launch_args))
+            else:
+                result = tier.launch(ck, bindings, launch_args)
         except RecursionError:  # compiling for a tier at its first launch (GPU code, native code)
             raise self._too_deep() from None
         finally:
@@ -233,8 +238,9 @@ class Kernel(_clib.KernelEntry):
             taped.generations = {r.buffer: getattr(taped.owners[r.buffer], "generation", None) for r in taped.reads}
             tape.launched(taped)
         if mode in ("", "grad"):  # the plan later calls of this shape launch through (primal, or kernel.grad)
+            # (none while the profiler is on: a plan's launch would bypass `timed_launch`)
             plan = None if tape is not None or nd_grads or ck.stale is not None or _copies_before(ck) \
-                or _args.unchecked(key) else \
+                or _args.unchecked(key) or cfg.kernel_profiler else \
                 tier.plan(ck, sig, values, bindings, self._guards.get(key, ())) if key not in self._hidden else None
             if mode:
                 self._grad_plan = plan
