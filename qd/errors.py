@@ -48,6 +48,12 @@ class QuadrantsOptionError(QuadrantsRuntimeError, ValueError):
     `QuadrantsRuntimeTypeError`."""
 
 
+class SparseSNodeError(QuadrantsRuntimeError, NotImplementedError):
+    """A sparse SNode (`qd.root.pointer`, `.bitmasked`, `.dynamic`, ...): qd supports dense SNodes only. A
+    QuadrantsRuntimeError worded as Quadrants words it on a backend without sparse SNodes, so code matching on that
+    keeps matching, and a NotImplementedError, as every Quadrants feature qd lacks (`UnsupportedFeatureError`)."""
+
+
 class QuadrantsTypeWarning(Warning):
     pass
 
@@ -84,5 +90,5 @@ __all__ = [
     "QuadrantsCompilationError", "QuadrantsSyntaxError", "QuadrantsNameError", "QuadrantsIndexError",
     "QuadrantsTypeError", "QuadrantsRuntimeError", "QuadrantsAssertionError", "QuadrantsRuntimeTypeError",
     "QuadrantsTypeWarning", "QuadrantsWarning", "QuadrantsNotImplementedError", "HostIndexError", "QuadrantsOptionError",
-    "QuadrantsArchError", "UnsupportedFeatureError",
+    "QuadrantsArchError", "UnsupportedFeatureError", "SparseSNodeError",
 ]

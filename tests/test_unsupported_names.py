@@ -139,3 +139,25 @@ def test_every_quadrants_name_is_in_qd_or_in_the_table(module: str) -> None:
     uncovered = [n for n in names if not _covered(prefix + n)]
     assert not uncovered, (f"Quadrants' {'quadrants.' + prefix}{uncovered} are neither in qd nor in "
                            "qd/_unsupported.py")
+
+
+def test_sparse_snodes_raise_not_implemented() -> None:
+    """`qd.root.pointer` exists (Quadrants code calls it) and refuses with Quadrants' wording, as a
+    NotImplementedError too."""
+    for kind in ("pointer", "bitmasked", "dynamic"):
+        with pytest.raises(NotImplementedError, match=r"SNode is not supported on this backend.*unsupported\.md"):
+            getattr(qd.root, kind)(qd.i, 8)
+    with pytest.raises(qd.QuadrantsRuntimeError):
+        qd.root.pointer(qd.i, 8)
+
+
+def test_a_kernel_using_a_missing_name_names_the_feature(arch: object) -> None:
+    x = qd.field(qd.f32, shape=4)
+
+    @qd.kernel
+    def k():
+        for i in x:
+            x[i] = qd.frexp(1.0)
+
+    with pytest.raises(qd.QuadrantsCompilationError, match=r"qd\.frexp is not implemented in qd yet"):
+        k()

@@ -5,8 +5,9 @@ image array has shape (width, height) or (width, height, channels), x runs to th
 (the top) holds y = height - 1. A field of shape (w, h), or a vector field of n = 1, 3 or 4 components, is written
 as it is displayed.
 
-Values on write: uint8 as they are; uint16/32/64 divided by (their max // 256), i.e. their top byte; floats clipped
-to [0, 1] and scaled by 255, truncated (1.0 -> 255, 0.5 -> 127). `imread` returns uint8 of shape (w, h, c).
+Values on write: uint8 as they are; uint16/32/64 their top byte (Taichi divides by max // 256, which wraps the
+largest values round to small ones: 65535 -> 257 -> 1); floats clipped to [0, 1] and scaled by 255, truncated
+(1.0 -> 255, 0.5 -> 127), as Taichi's. `imread` returns uint8 of shape (w, h, c).
 
 The files go through Pillow, an optional dependency (`pip install "qd-lang[image]"`); its absence is reported only
 when an image is read or written. The format follows the file's extension (.png, .jpg, .bmp, ...).
@@ -41,7 +42,7 @@ def to_uint8(img: np.ndarray) -> np.ndarray:
     if img.dtype == np.uint8:
         return img
     if img.dtype in (np.uint16, np.uint32, np.uint64):
-        return (img // (np.iinfo(img.dtype).max // 256)).astype(np.uint8)
+        return (img >> (8 * img.dtype.itemsize - 8)).astype(np.uint8)
     if np.issubdtype(img.dtype, np.floating):
         return (np.clip(img, 0.0, 1.0) * 255.0).astype(np.uint8)
     raise ValueError(f"qd.tools.imwrite: images of dtype {img.dtype} are not supported "
