@@ -33,9 +33,12 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> object:
-    """`qd.debug` is imported on first use: a program that never debugs never loads it."""
-    if name == "debug":
+    """`qd.debug` and `qd.tools` are imported on first use: a program that never debugs never loads them. A
+    Quadrants name qd lacks raises an error naming its feature (qd/_unsupported.py)."""
+    if name in ("debug", "tools"):
         import importlib
 
-        return importlib.import_module("qd.debug")
-    raise AttributeError(f"module 'qd' has no attribute {name!r}")
+        return importlib.import_module(f"qd.{name}")
+    from qd._unsupported import missing
+
+    raise missing("qd", name)

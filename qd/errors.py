@@ -48,6 +48,12 @@ class QuadrantsOptionError(QuadrantsRuntimeError, ValueError):
     `QuadrantsRuntimeTypeError`."""
 
 
+class SparseSNodeError(QuadrantsRuntimeError, NotImplementedError):
+    """A sparse SNode (`qd.root.pointer`, `.bitmasked`, `.dynamic`, ...): qd supports dense SNodes only. A
+    QuadrantsRuntimeError worded as Quadrants words it on a backend without sparse SNodes, so code matching on that
+    keeps matching, and a NotImplementedError, as every Quadrants feature qd lacks (`UnsupportedFeatureError`)."""
+
+
 class QuadrantsTypeWarning(Warning):
     pass
 
@@ -64,9 +70,25 @@ class QuadrantsNotImplementedError(QuadrantsCompilationError, NotImplementedErro
     pass
 
 
+class UnsupportedFeatureError(NotImplementedError, AttributeError):
+    """A Quadrants name qd does not implement (yet), looked up on a qd module (`qd.checkpoint`, `qd.linalg`).
+
+    A NotImplementedError, so the message (it names the Quadrants feature and the docs page listing every
+    unsupported one) is what a user sees; and an AttributeError, so code that probes the namespace
+    (`hasattr(qd, "x")`, `getattr(qd, "x", None)`) keeps working. The two bases combine: AttributeError's instance
+    layout extends NotImplementedError's (BaseException's) by its `name`/`obj` slots, so Python finds one layout.
+    `obj` stays unset: with it, Python appends a "Did you mean" guess to the message, which misleads here. A
+    `from qd import x` of such a name still reports only Python's "cannot import name" (the import statement
+    replaces any AttributeError)."""
+
+    def __init__(self, message: str, name: str | None = None) -> None:
+        super().__init__(message)
+        self.name = name
+
+
 __all__ = [
     "QuadrantsCompilationError", "QuadrantsSyntaxError", "QuadrantsNameError", "QuadrantsIndexError",
     "QuadrantsTypeError", "QuadrantsRuntimeError", "QuadrantsAssertionError", "QuadrantsRuntimeTypeError",
     "QuadrantsTypeWarning", "QuadrantsWarning", "QuadrantsNotImplementedError", "HostIndexError", "QuadrantsOptionError",
-    "QuadrantsArchError",
+    "QuadrantsArchError", "UnsupportedFeatureError", "SparseSNodeError",
 ]

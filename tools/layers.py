@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Low to high. A name is a module or a package (its modules, unless a longer name claims them).
 # Backends sit below the frontend: they compile IR, never Python source, and the frontend needs none of them.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("floor", ("qd.errors", "qd._logging", "qd.ops", "qd.types", "qd.base", "qd.extension")),
+    ("floor", ("qd.errors", "qd._unsupported", "qd._logging", "qd.ops", "qd.types", "qd.base", "qd.extension")),
     ("ir", ("qd.ir", "qd.ir_text", "qd.ir_parse", "qd.ir_pack", "qd.ir_emit", "qd.verify")),
     ("ad", ("qd.ad",)),  # the AD transforms of the IR (the host-side Tape is the runtime's)
     ("passes", ("qd.passes",)),  # the pass pipeline, the AD passes included
@@ -29,7 +29,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("backends", ("qd.bytecode", "qd._interp", "qd._sizer", "qd.jit", "qd.gpu")),
     ("frontend", ("qd.frontend",)),
     ("runtime", ("qd.runtime", "qd._launch")),
-    ("api", ("qd.lang", "qd.math", "qd.algorithms", "qd.debug", "qd._tensor", "qd._lib", "qd.profiler", "qd")),
+    ("api", ("qd.lang", "qd.math", "qd.algorithms", "qd.debug", "qd._tensor", "qd._lib", "qd.profiler", "qd.tools",
+             "qd")),
 )
 # Pairs of a lower layer's packages that stay apart although the order would allow the import.
 APART: tuple[tuple[str, str], ...] = (("qd.jit", "qd.ad"), ("qd.gpu", "qd.ad"), ("qd.codegen", "qd.ad"),

@@ -16,3 +16,10 @@ def do_while(condition: Any) -> bool:
 
 
 __all__ = ["do_while"]
+
+
+def __getattr__(name: str) -> Any:
+    """A Quadrants `qd.graph` name qd lacks (`parallel`, ...) raises an error naming its feature."""
+    from qd._unsupported import missing
+
+    raise missing("qd.graph", name)

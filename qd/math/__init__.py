@@ -7,3 +7,10 @@ from qd.math.mathimpl import *
 __all__ = mathimpl.__all__ + _complex.__all__
 
 del _complex, mathimpl
+
+
+def __getattr__(name: str) -> object:
+    """A Quadrants `qd.math` name qd lacks raises an error naming its feature (qd/_unsupported.py)."""
+    from qd._unsupported import missing
+
+    raise missing("qd.math", name)

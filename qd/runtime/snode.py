@@ -12,7 +12,7 @@ from __future__ import annotations
 import numbers
 from typing import TYPE_CHECKING, Any, Iterator
 
-from qd.errors import QuadrantsRuntimeError
+from qd.errors import QuadrantsRuntimeError, SparseSNodeError
 from qd.types.enums import SNodeGradType
 
 if TYPE_CHECKING:
@@ -51,10 +51,11 @@ _SPARSE_NAMES = {
 }
 
 
-def _sparse_error(kind: str) -> QuadrantsRuntimeError:
+def _sparse_error(kind: str) -> SparseSNodeError:
     # Quadrants' own wording first, so code matching on it keeps matching.
-    return QuadrantsRuntimeError(f"{_SPARSE_NAMES[kind]} SNode is not supported on this backend: "
-                                 f"qd supports dense SNodes only; sparse SNode '{kind}' is not supported")
+    return SparseSNodeError(f"{_SPARSE_NAMES[kind]} SNode is not supported on this backend: qd supports dense "
+                            f"SNodes only; sparse SNode '{kind}' is not supported (qd's docs/unsupported.md lists "
+                            "the Quadrants features qd lacks)")
 
 
 class SNode:

@@ -27,4 +27,6 @@ def __getattr__(name: str) -> Any:
         from qd.lang.simt import tile
 
         return getattr(tile, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from qd._unsupported import missing
+
+    raise missing("qd.simt", name)

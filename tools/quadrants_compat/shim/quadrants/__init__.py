@@ -58,7 +58,10 @@ for _name in ("lang", "types", "math", "extension", "ad", "errors"):
 
 
 def __getattr__(name: str) -> Any:
+    """`qd`'s attribute; a Quadrants name qd lacks keeps qd's error, which names the feature."""
     try:
         return getattr(qd, name)
+    except qd.UnsupportedFeatureError:
+        raise
     except AttributeError:
         raise AttributeError(f"module 'quadrants' (qd compat shim) has no attribute {name!r}") from None
