@@ -26,6 +26,18 @@ from qd.errors import QuadrantsOptionError, QuadrantsRuntimeTypeError, Quadrants
 from tests.conftest import init_arch
 
 _T0 = 1_700_000_000 * 10**9  # a fixed epoch (ns) for the entries' times
+_HOUR = 3600 * 10**9
+
+
+@pytest.fixture
+def later(monkeypatch: pytest.MonkeyPatch) -> int:
+    """`touch`'s clock moved a day ahead; the time it reads (ns). Entries a test loads are given access times
+    in the next hours: after their change time, so a read alone does not move them (Linux's `relatime` moves the
+    access time of a file read when it is not after the modification or change time, or is a day old), and
+    only a load that marks the entry used makes it the most recent."""
+    t = time.time_ns() + 24 * _HOUR
+    monkeypatch.setattr(cache_dir, "_now", lambda: t)
+    return t
 
 
 def _key(i: int) -> str:
@@ -125,21 +137,21 @@ def test_a_cleaning_in_progress_is_not_repeated(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ loads mark entries used
 
 
-def test_a_loaded_native_entry_survives(tmp_path: Path) -> None:
+def test_a_loaded_native_entry_survives(tmp_path: Path, later: int) -> None:
     cache.store(str(tmp_path / "cpu"), _key(1), b"code one", {"meta": 1})
     cache.store(str(tmp_path / "cpu"), _key(2), b"code two", {"meta": 2})
-    for p in (tmp_path / "cpu").iterdir():  # entry 1 written and used before entry 2
-        t = _T0 + (1 if _key(1) in p.name else 2) * 10**9
-        os.utime(p, ns=(t, t))
-    before = time.time_ns()
+    now = time.time_ns()
+    written = now - 2 * _HOUR
+    for p in (tmp_path / "cpu").iterdir():  # entry 1 used before entry 2
+        os.utime(p, ns=(now + (_HOUR if _key(1) in p.name else 2 * _HOUR), written))
     assert cache.load(str(tmp_path / "cpu"), _key(1)) == (b"code one", {"meta": 1})
     used = {e.paths[0].split(os.sep)[-1][:64]: e for e in cache_dir.entries(str(tmp_path))}
-    assert used[_key(1)].used_ns >= before and used[_key(1)].written_ns == _T0 + 10**9  # written time kept
+    assert used[_key(1)].used_ns == later and used[_key(1)].written_ns == written  # the written time is kept
     assert cache_dir.evict(str(tmp_path), "lru", 1, 0.5) == 1
     assert cache.load(str(tmp_path / "cpu"), _key(1)) is not None and cache.load(str(tmp_path / "cpu"), _key(2)) is None
 
 
-def test_a_loaded_fastcache_entry_survives(tmp_path: Path) -> None:
+def test_a_loaded_fastcache_entry_survives(tmp_path: Path, later: int) -> None:
     def run() -> qd.Kernel:
         init_arch(qd.interp, offline_cache_file_path=str(tmp_path), offline_cache_cleaning_policy="never")
 
@@ -155,10 +167,13 @@ def test_a_loaded_fastcache_entry_survives(tmp_path: Path) -> None:
 
     assert vars(run()._primal.src_ll_cache_observations)["cache_stored"]
     entry = next((tmp_path / "fastcache").glob("*.qfc"))
-    old = _make(tmp_path, "fastcache", 7, ("qfc",), used=5, written=5)  # an entry no one loads
-    os.utime(entry, ns=(_T0, _T0))  # older than it, until loaded
+    old = _make(tmp_path, "fastcache", 7, ("qfc",))  # an entry no one loads
+    now = time.time_ns()
+    os.utime(old[0], ns=(now + 2 * _HOUR, now - 2 * _HOUR))
+    os.utime(entry, ns=(now + _HOUR, now - 2 * _HOUR))  # used before it, until loaded
     assert vars(run()._primal.src_ll_cache_observations)["cache_loaded"]
     qd.reset()
+    assert os.stat(entry).st_atime_ns == later
     assert cache_dir.evict(str(tmp_path), "lru", 1, 0.5) == 1
     assert entry.exists() and not old[0].exists()
 

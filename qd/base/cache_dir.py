@@ -44,6 +44,7 @@ from qd import _logging
 POLICIES: tuple[str, ...] = ("never", "version", "lru", "fifo")
 _ENTRY_FILE = re.compile(r"([0-9a-f]{64})\.[a-z]+")
 _LOCK = ".clean.lock"
+_now = time.time_ns  # the clock `touch` reads (a test moves it forward)
 
 
 def default_path() -> str:
@@ -58,7 +59,7 @@ def touch(path: str) -> None:
     """Marks the entry file `path` as used now (its access time; the modification time is kept). Best effort: a
     file another process removed meanwhile, or a read-only cache, is no error."""
     try:
-        os.utime(path, ns=(time.time_ns(), os.stat(path).st_mtime_ns))
+        os.utime(path, ns=(_now(), os.stat(path).st_mtime_ns))
     except OSError:
         pass
 
