@@ -13,7 +13,7 @@ setup_venv() {
     # a new venv ships an old setuptools that cannot build editable Cython projects
     "$VENV/bin/pip" install -q -U pip setuptools wheel
   fi
-  "$VENV/bin/pip" install -q "cython>=3.0" "numpy>=1.24,<3" "llvmlite>=0.50,<0.51" "$@"
+  "$VENV/bin/pip" install -q "cython>=3.0" "numpy>=1.24,<3" "llvmlite>=0.50,<0.51" "platformdirs>=3,<5" "$@"
 }
 
 build() {

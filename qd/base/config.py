@@ -20,7 +20,17 @@ raises an error naming the option.
 | fast_math                        | True               | allows contraction/reassociation (DESIGN.md        |
 |                                  |                    | section 4)                                         |
 | random_seed                      | 0                  | key of the counter-based `qd.random`               |
-| offline_cache / _file_path       | True / ~/.cache/qd | on-disk cache of compiled artifacts                |
+| offline_cache / _file_path       | True / platform    | on-disk cache of compiled artifacts; the path:     |
+|                                  | cache dir          | argument, else QD_OFFLINE_CACHE_FILE_PATH, else    |
+|                                  |                    | platformdirs' user cache dir for "qd"              |
+|                                  |                    | (~/.cache/qd on Linux; `qd/base/cache_dir.py`)     |
+| offline_cache_max_size_of_files  | 100 MiB            | size cap (bytes, at least 1) of every entry kind;  |
+|                                  |                    | at or above it when a program ends, cleaning       |
+|                                  |                    | removes entries (`qd/base/cache_dir.py`)           |
+| offline_cache_cleaning_policy    | "lru"              | "lru" (least recently loaded/stored first),        |
+|                                  |                    | "fifo" (first written first), "never", "version"   |
+|                                  |                    | (removes nothing in qd)                            |
+| offline_cache_cleaning_factor    | 0.25               | share of the entries a cleaning removes            |
 | src_ll_cache                     | True               | fastcache of `fastcache=True` kernels (needs       |
 |                                  |                    | offline_cache; `qd/frontend/fastcache.py`)         |
 | print_non_pure                   | False              | prints each compiled kernel not marked fastcache   |
@@ -58,11 +68,10 @@ raises an error naming the option.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
-from qd.base import option_check
+from qd.base import cache_dir, option_check
 
 # log levels as Quadrants spells them (`qd.WARN` etc. are these strings); other modules read them here
 from qd.base.option_check import CRITICAL, DEBUG, ERROR, INFO, JIT_MODES, LOG_LEVELS, TRACE, WARN  # noqa: F401
@@ -74,7 +83,10 @@ _EFFECTIVE: dict[str, Any] = {
     "fast_math": True,
     "random_seed": 0,
     "offline_cache": True,
-    "offline_cache_file_path": os.path.join(os.path.expanduser("~"), ".cache", "qd"),
+    "offline_cache_file_path": cache_dir.default_path(),  # (read again by every `Config()`)
+    "offline_cache_cleaning_policy": "lru",
+    "offline_cache_max_size_of_files": 100 * 1024 * 1024,
+    "offline_cache_cleaning_factor": 0.25,
     "log_level": INFO,
     "jit": "auto",
     "cpu_max_num_threads": option_check.usable_cores(),
@@ -142,9 +154,6 @@ _NO_EFFECT: dict[str, Any] = {
     "quant_opt_store_fusion": True,
     "quant_opt_atomic_demotion": True,
     "make_mesh_block_local": True,
-    "offline_cache_cleaning_policy": "lru",
-    "offline_cache_max_size_of_files": 100 * 1024 * 1024,
-    "offline_cache_cleaning_factor": 0.25,
     "num_compile_threads": 4,
     "vk_api_version": "",
     "cuda_stack_limit": 0,
@@ -165,6 +174,7 @@ class Config:
         self.default_ip = dtypes.i32
         for name, default in OPTIONS.items():
             setattr(self, name, default)
+        self.offline_cache_file_path = cache_dir.default_path()  # the environment as it is now
 
     # check_out_of_bound is implied by debug (as Quadrants' CompileConfig::fit does), also when
     # `qd.cfg.debug` is set after init, hence a property rather than a one-off fix-up.

@@ -23,6 +23,7 @@ import sys
 import warnings
 from typing import Any
 
+from qd.base.cache_dir import POLICIES
 from qd.errors import QuadrantsOptionError, QuadrantsRuntimeTypeError, QuadrantsWarning
 
 TRACE, DEBUG, INFO, WARN, ERROR, CRITICAL = "trace", "debug", "info", "warn", "error", "critical"
@@ -126,6 +127,24 @@ def _path(name: str, value: Any) -> str:
     return os.fspath(value)
 
 
+def _cleaning_policy(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise _type_error(name, value, f"one of the strings {', '.join(POLICIES)}")
+    if value not in POLICIES:
+        raise QuadrantsOptionError(f"qd.init: unknown {name} {value!r} (expected one of {', '.join(POLICIES)}; "
+                                   f"\"never\" keeps every entry)")
+    return value
+
+
+def _cache_cap(name: str, value: Any) -> int:
+    v = _int(name, value)
+    if v <= 0:  # (Quadrants accepts it, then fails when its program ends)
+        raise QuadrantsOptionError(f"qd.init: option {name}={v} is out of range: the cache's size cap must be at "
+                                   f"least 1 byte. To keep every entry pass offline_cache_cleaning_policy=\"never\"; "
+                                   f"to keep no cache, offline_cache=False")
+    return v
+
+
 def _seed(name: str, value: Any) -> int:
     return _int(name, value, -(1 << 63), (1 << 64) - 1)  # kept as given, used modulo 2^64
 
@@ -162,7 +181,8 @@ _RULES: dict[str, Any] = {
     "device_memory_GB": lambda n, v: _float(n, v),
     "device_memory_fraction": lambda n, v: _float(n, v, 0.0, 1.0),
     "ad_stack_sparse_threshold_bytes": lambda n, v: _int(n, v, 0),
-    "offline_cache_max_size_of_files": lambda n, v: _int(n, v, 0),
+    "offline_cache_max_size_of_files": _cache_cap,
+    "offline_cache_cleaning_policy": _cleaning_policy,
     "offline_cache_cleaning_factor": lambda n, v: _float(n, v, 0.0, 1.0),
     "num_compile_threads": lambda n, v: _int(n, v, 1),
     "opt_level": lambda n, v: _int(n, v, 0),

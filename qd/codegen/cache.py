@@ -5,7 +5,9 @@ print/check tables, under a key hashing everything the machine code depends on: 
 `ir_digest`, kept on the IR object; the fastcache sets it on the IRs it rebuilds), the
 target (triple, CPU, features, LLVM version, and the digest of the tier's own generator sources), fast_math,
 the qd version and the sources of this shared floor (qd/codegen). Entries are written atomically (temp file +
-rename); a corrupt, truncated or stale entry reads as a miss and is rebuilt, never an error.
+rename); a corrupt, truncated or stale entry reads as a miss and is rebuilt, never an error, and so is one that
+another process's cleaning removed while it was read. A load marks the entry used (`qd.base.cache_dir`: the size
+cap and its least-recently-used cleaning).
 
 An entry whose digest matches can still be bad for the loader it feeds (issue 27 item 13: a bad object made LLVM's
 object loader or PoCL's binary loader crash every later run). `load_with` runs the caller's loader: an entry it
@@ -27,6 +29,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from qd import ir
+from qd.base import cache_dir
 
 _FORMAT = 1
 _R = TypeVar("_R")
@@ -212,6 +215,7 @@ def load(directory: str | None, key: str) -> tuple[bytes, Any] | None:
     # The digest guards LLVM's object loader against a truncated or overwritten object file.
     if fmt != _FORMAT or meta_key != key or hashlib.sha256(obj).hexdigest() != digest:
         return None
+    cache_dir.touch(meta_path)  # a use: recency for the size cap's "lru" cleaning
     return obj, meta
 
 

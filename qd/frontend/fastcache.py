@@ -14,7 +14,8 @@ template arguments to the objects bound to its buffers, its guards, hidden argum
 digests (so the native code cache finds its code without digesting the IR again: `qd.codegen.cache.ir_digest`),
 and the digests of every file whose code the build ran (the kernel's, the funcs', Python helpers'): an entry
 whose files changed since is a miss. Entries are written atomically and start with the sha256 of the rest; a
-corrupt, stale or unreadable entry is a miss that deletes itself. `qd.init(src_ll_cache=False)` (or
+corrupt, stale or unreadable entry is a miss that deletes itself; one removed by another process's cleaning
+(`qd/base/cache_dir.py`, which a load marks the entry used for) is a miss. `qd.init(src_ll_cache=False)` (or
 `offline_cache=False`) turns the fastcache off.
 """
 
@@ -32,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from qd import _logging, ir_pack
+from qd.base import cache_dir as _cache_dir
 from qd.codegen import cache as _cache
 from qd.frontend import guards as _guards
 from qd.frontend import purity as _purity
@@ -337,6 +339,7 @@ def _read(cfg: Any, key: str) -> tuple | None:
     if not isinstance(entry, tuple) or len(entry) != 13 or entry[0] != FORMAT or entry[1] != key:
         discard(cfg, key)
         return None
+    _cache_dir.touch(_path(cfg, key))  # a use: recency for the size cap's "lru" cleaning
     return entry
 
 

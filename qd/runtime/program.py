@@ -7,6 +7,7 @@ config.
 
 from __future__ import annotations
 
+import atexit
 import copy
 import os
 import sys
@@ -16,8 +17,8 @@ from typing import Any
 
 from qd import _logging
 from qd.base import arch as _arch
+from qd.base import cache_dir, option_check
 from qd.base import config as _config
-from qd.base import option_check
 from qd.errors import QuadrantsOptionError, QuadrantsWarning
 from qd.runtime import pyquadrants
 from qd.types import dtypes
@@ -39,11 +40,28 @@ def on_reset(hook: Callable[[], None]) -> None:
 
 def reset() -> None:
     """Drop all fields, ndarrays, the root SNode tree and kernel caches; restore the default config. The runtime
-    object's `clear` runs first (`qd/runtime/pyquadrants.py`)."""
+    object's `clear` runs first (`qd/runtime/pyquadrants.py`); the program's offline cache is cleaned last
+    (`_end_program`)."""
     pyquadrants.clear()
     for hook in _reset_hooks:
         hook()
+    _end_program()
     _config.install(None)
+
+
+_program: _config.Config | None = None  # the options of the program `qd.init` started, until it ends
+
+
+def _end_program() -> None:
+    """The program `qd.init` started ends (`qd.reset`, the next `qd.init`, interpreter exit): its offline cache
+    is cleaned by its policy and size cap (`qd/base/cache_dir.py`), as Quadrants cleans when a program ends."""
+    global _program
+    cfg, _program = _program, None
+    if cfg is not None:
+        cache_dir.clean(cfg)
+
+
+atexit.register(_end_program)
 
 
 def sync() -> None:
@@ -158,6 +176,8 @@ def init(arch: Any = None, default_fp: Any = None, default_ip: Any = None,
         arch = [a for a in env_arch.split(",") if a.strip()]
     cfg.arch = _arch.select(arch, cfg.enable_fallback)
     _config.install(cfg)
+    global _program
+    _program = cfg
     if cfg.arch is _arch.cpu:
         from qd.jit import tiering
 
