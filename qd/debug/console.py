@@ -1,63 +1,64 @@
-"""The terminal front end: pdb-like commands read from a terminal, a pipe or a list of strings.
+"""The terminal front end: pdb's commands (on `cmd.Cmd`) read from a terminal, a pipe or a list of strings.
 
-    b [file:]line [if cond]   breakpoint (no argument: list them)     cl [n]   clear breakpoint(s)
-    s / n / r / c             step (into funcs) / next / finish (return from the func) / continue
-    p expr                    print an expression over locals, loop indices, `tid` and globals `x[i]`
-    locals                    the selected frame's locals (and adstack depths in reverse-mode kernels)
-    l [n]                     source around the current line (n lines of context)
-    bt, u, d                  call stack across @qd.func frames; select the frame up / down
-    thread [N]                show the current thread; follow thread N (stop at its first line)
-    display [expr], undisplay show expr at every stop (no argument: list) / stop showing them
-    q                         stop debugging (the program goes on undebugged)   h   this help
+    b [file:]line|func [, cond]   breakpoint (no argument: list)   tbreak   cl [n...|file:line]
+    disable / enable n...         condition n [cond]    ignore n [count]
+    s / n / unt [line] / r / c    step (into funcs) / next / until a later line / return from the func / continue
+    p / pp expr, a, locals        print an expression (locals, loop indices, `tid`, globals `x[i]`) / args / locals
+    l [first[, last]], ll         source around the current line / the whole kernel or func
+    w, u [n], d [n]               call stack across @qd.func frames; select the frame up / down
+    thread [N]                    show the current thread; follow thread N (stop at its first line)
+    display [expr], undisplay     show expr at each stop where it changed (no argument: list) / stop
+    q                             stop debugging (the program goes on undebugged)
+    h [cmd]                       this help, or a command's; an empty line repeats the last command
+    j(ump) and retval are refused (help j, help retval say why)
 """
 
 from __future__ import annotations
 
-import os
+import cmd
+import inspect
 import sys
-from typing import Callable, Iterable, TextIO
+from collections.abc import Iterable
+from typing import TextIO
 
-import numpy as np
-
+from qd.debug.console_break import BreakCommands
+from qd.debug.console_show import ShowCommands, fmt
 from qd.debug.frame import Frame
 from qd.debug.lines import BreakpointError
 from qd.debug.session import Debugger
 
-_RESUME = {"s": "step", "step": "step", "n": "next", "next": "next", "r": "finish", "finish": "finish",
-           "return": "finish", "c": "continue", "cont": "continue", "continue": "continue", "q": "quit",
-           "quit": "quit", "exit": "quit"}
+__all__ = ["Console", "fmt"]
 
 
-def fmt(value: object) -> str:
-    """A value as the console shows it: arrays and numpy scalars without their type names."""
-    if isinstance(value, np.ndarray):
-        return np.array2string(np.asarray(value), separator=", ")
-    if isinstance(value, np.generic):
-        return str(value)
-    if type(value) in (tuple, list):
-        inner = ", ".join(fmt(v) for v in value)
-        return f"({inner}{',' if len(value) == 1 else ''})" if isinstance(value, tuple) else f"[{inner}]"
-    return repr(value)
-
-
-class Console:
-    """An `on_stop` callback driven by text commands (`commands`, else lines of `stdin`)."""
+class Console(BreakCommands, ShowCommands, cmd.Cmd):
+    """An `on_stop` callback driven by pdb's text commands (`commands`, else lines of `stdin`)."""
 
     prompt = "(qd-dbg) "
+    identchars = cmd.Cmd.identchars + "?"
 
     def __init__(self, commands: Iterable[str] | None = None, stdin: TextIO | None = None,
                  stdout: TextIO | None = None, main_file: str | None = None) -> None:
+        cmd.Cmd.__init__(self, stdin=stdin or sys.stdin, stdout=stdout or sys.stdout)
         self.main_file = main_file  # the script `python -m qd.debug` runs: where `b LINE` points before a stop
         self.commands = list(commands) if commands is not None else None
-        self.stdin = stdin or sys.stdin
-        self.stdout = stdout or sys.stdout
+        self.tty = commands is None and self.stdin is sys.stdin and self.stdin.isatty()
         self.echo = commands is not None or not self.stdin.isatty()
-        self.displays: list[str] = []
-        if commands is None and self.stdin is sys.stdin and self.stdin.isatty():
-            try:
-                import readline  # noqa: F401  (line editing and history at the prompt)
-            except ImportError:
-                pass
+        self.displays: dict[str, str | None] = {}  # expression -> the value last shown
+        self.dbg: Debugger | None = None
+        self.frame: Frame | None = None
+        self.last_listed: int | None = None
+        self._resume: str | None = None
+        if self.tty:
+            self._use_readline()
+
+    def _use_readline(self) -> None:
+        try:
+            import readline
+        except ImportError:
+            return
+        readline.set_completer(self.complete)
+        readline.set_completer_delims(" \t\n`~!@#$%^&*()-=+[{]}\\|;:'\",<>/?")
+        readline.parse_and_bind("tab: complete")
 
     # -------------------------------------------------------------- I/O
     def out(self, text: str = "") -> None:
@@ -67,171 +68,164 @@ class Console:
     def readline(self) -> str | None:
         if self.commands is not None:
             line = self.commands.pop(0) if self.commands else None
+        elif self.tty:
+            try:
+                line = input(self.prompt)
+            except EOFError:
+                line = None
         else:
-            if self.stdin.isatty():
-                self.stdout.write(self.prompt)
-                self.stdout.flush()
             raw = self.stdin.readline()
             line = raw.rstrip("\n") if raw else None
         if line is not None and self.echo:
             self.out(self.prompt + line)
         return line
 
-    # -------------------------------------------------------------- before the program runs
-    def setup(self, dbg: Debugger) -> bool:
-        """Reads commands until the program should run (`c`, `s`, `n`); False to quit at once."""
-        self.out("qd debugger: set breakpoints (b file:line), then c to run; s stops at the first kernel line")
-        while True:
-            line = self.readline()
-            if line is None:
-                return True
-            word = line.strip().split(" ", 1)[0]
-            if word in _RESUME:
-                if _RESUME[word] == "quit":
-                    return False
-                dbg.mode = "step" if _RESUME[word] in ("step", "next") else "continue"
-                return True
-            self.command(dbg, None, line)
-
-    # -------------------------------------------------------------- at a stop
-    def __call__(self, dbg: Debugger, frame: Frame, reason: str) -> str:
-        self.out(f"> {frame.where()}  [{reason}]")
-        self.show_line(frame)
-        for expr in self.displays:
-            self.command(dbg, frame, f"display {expr}")
-        while True:
+    def _loop(self) -> str:
+        """Runs commands until one resumes the program; returns how ("quit" at the end of the input)."""
+        self._resume = None
+        while self._resume is None:
             line = self.readline()
             if line is None:
                 return "quit"
-            word = line.strip().split(" ", 1)[0]
-            if word in _RESUME:
-                return _RESUME[word]
-            self.command(dbg, frame, line)
+            self.onecmd(line)
+        return self._resume
 
-    def show_line(self, frame: Frame) -> None:
-        for text in frame.source(0):
-            self.out(text)
-
-    def command(self, dbg: Debugger, frame: Frame | None, line: str) -> None:
-        word, _, rest = line.strip().partition(" ")
-        rest = rest.strip()
-        handler = _COMMANDS.get(word)
+    def onecmd(self, line: str) -> bool:
         try:
-            if handler is not None:
-                handler(self, dbg, frame, rest)
-            elif line.strip():
-                _print(self, dbg, frame, line.strip())
+            return bool(cmd.Cmd.onecmd(self, line))
         except BreakpointError as e:  # as pdb: "*** Blank or comment"
             self.out(f"*** {e}")
-        except Exception as e:  # a command's error is shown, never fatal
+        except Exception as e:  # noqa: BLE001  (a command's error is shown, never fatal)
             self.out(f"*** {type(e).__name__}: {e}")
+        return False
 
+    def default(self, line: str) -> None:
+        """A line that is no command is an expression to print (pdb runs it as a statement)."""
+        self.do_p(line)
 
-# ------------------------------------------------------------------ commands
+    # -------------------------------------------------------------- before the program runs
+    def setup(self, dbg: Debugger) -> bool:
+        """Reads commands until the program should run (`c`, `s`, `n`); False to quit at once."""
+        self.dbg, self.frame = dbg, None
+        self.out("qd debugger: set breakpoints (b file:line), then c to run; s stops at the first kernel line")
+        how = self._loop()
+        if how == "quit":
+            return self._resume is None  # the end of the input runs the program; `q` does not
+        dbg.mode = "step" if how in ("step", "next") else "continue"
+        return True
 
-
-def _need(frame: Frame | None) -> Frame:
-    if frame is None:
-        raise RuntimeError("no kernel is running yet")
-    return frame
-
-
-def _break(c: Console, dbg: Debugger, frame: Frame | None, rest: str) -> None:
-    if not rest:
-        for bp in dbg.breakpoints:
-            c.out(f"{bp} (hits {bp.hits})")
-        return
-    where, _, cond = rest.partition(" if ")
-    where = where.strip()
-    if ":" not in where:  # a bare line: the current file at a stop, the main script before (as pdb)
-        if not where.lstrip("-").isdigit():
-            raise BreakpointError(f"give file:line or a line number, not {where!r}")
-        file = frame.here().file if frame is not None else c.main_file
-        if file is None:
-            raise BreakpointError("give file:line before the program runs")
-        where = f"{os.path.abspath(file)}:{where}"
-    bp = dbg.break_at(where, cond.strip() or None, c.main_file)
-    c.out(f"{bp}" + (f" ({bp.note})" if bp.note else ""))
-
-
-def _clear(c: Console, dbg: Debugger, frame: Frame | None, rest: str) -> None:
-    dbg.clear(int(rest) if rest else None)
-    c.out("cleared")
-
-
-def _print(c: Console, dbg: Debugger, frame: Frame | None, rest: str) -> None:
-    c.out(fmt(_need(frame).eval(rest)))
-
-
-def _locals(c: Console, dbg: Debugger, frame: Frame | None, rest: str) -> None:
-    f = _need(frame)
-    for name, v in f.locals().items():
-        c.out(f"{name} = {fmt(v)}")
-    for label, depth in f.adstack_depths().items():
-        c.out(f"[{label}] depth = {depth}")
-
-
-def _list(c: Console, dbg: Debugger, frame: Frame | None, rest: str) -> None:
-    for text in _need(frame).source(int(rest) if rest else 5):
-        c.out(text)
-
-
-def _bt(c: Console, dbg: Debugger, frame: Frame | None, rest: str) -> None:
-    for text in _need(frame).backtrace():
-        c.out(text)
-
-
-def _move(delta: int) -> Callable[[Console, Debugger, Frame | None, str], None]:
-    def move(c: Console, dbg: Debugger, frame: Frame | None, rest: str) -> None:
-        f = _need(frame)
-        level = f.level + delta
-        if not 0 <= level < len(f.stack()):
-            raise IndexError("no such frame")
-        f.level = level
-        c.out(f"> {f.where()}")
-        c.show_line(f)
-    return move
-
-
-def _thread(c: Console, dbg: Debugger, frame: Frame | None, rest: str) -> None:
-    if not rest:
-        f = _need(frame)
-        c.out(f"thread {f.tid} of task {f.thread.task_id} (following {sorted(dbg.threads) or 'first index'})")
-        return
-    tid = int(rest)
-    dbg.follow(tid)
-    if frame is not None and tid <= frame.tid:
-        c.out(f"thread {tid} already ran in this task: following it from the next range task on")
-    else:
-        c.out(f"following thread {tid}: stopping at its first line (continue or step to go there)")
-
-
-def _display(c: Console, dbg: Debugger, frame: Frame | None, rest: str) -> None:
-    if not rest:
-        for expr in c.displays:
-            c.out(f"display {expr}")
-        return
-    if rest not in c.displays:
-        c.displays.append(rest)
-    if frame is not None:
+    # -------------------------------------------------------------- at a stop
+    def __call__(self, dbg: Debugger, frame: Frame, reason: str) -> str:
+        self.dbg, self.frame, self.last_listed = dbg, frame, None
+        self.out(f"> {frame.where()}  [{reason}]")
+        self.show_line(frame)
+        self.show_displays()
         try:
-            value = fmt(frame.eval(rest))
-        except Exception as e:  # not defined here (yet)
-            value = f"<{type(e).__name__}: {e}>"
-        c.out(f"display {rest}: {value}")
+            return self._loop()
+        finally:
+            self.frame = None
 
+    # -------------------------------------------------------------- resuming
+    def _go(self, how: str) -> bool:
+        self._resume = how
+        return True
 
-def _undisplay(c: Console, dbg: Debugger, frame: Frame | None, rest: str) -> None:
-    c.displays = [d for d in c.displays if rest and d != rest]
+    def do_step(self, arg: str) -> bool:
+        """s(tep)
+        Run the current line, stopping at the next line run (in a called @qd.func too)."""
+        return self._go("step")
 
+    do_s = do_step
 
-def _help(c: Console, dbg: Debugger, frame: Frame | None, rest: str) -> None:
-    c.out((__doc__ or "").split("\n\n", 1)[1].rstrip())
+    def do_next(self, arg: str) -> bool:
+        """n(ext)
+        Run to the next line of the selected frame (calls run without stopping)."""
+        return self._go("next")
 
+    do_n = do_next
 
-_COMMANDS: dict[str, Callable[[Console, Debugger, Frame | None, str], None]] = {
-    "b": _break, "break": _break, "cl": _clear, "clear": _clear, "p": _print, "pp": _print, "print": _print,
-    "locals": _locals, "info": _locals, "a": _locals, "l": _list, "list": _list, "bt": _bt, "where": _bt, "w": _bt,
-    "u": _move(1), "up": _move(1), "d": _move(-1), "down": _move(-1), "thread": _thread, "h": _help, "help": _help,
-    "display": _display, "undisplay": _undisplay,
-}
+    def do_until(self, arg: str) -> bool:
+        """unt(il) [lineno]
+        Without argument: run until a line greater than the current one is reached in this frame (leaves a
+        loop) or the frame returns. With lineno: run until a line greater than or equal to it is reached."""
+        f = self._need()
+        target = int(arg) if arg.strip() else 0
+        if target and target <= f.here().line:
+            raise ValueError(f'"until" line number {target} is not after the current line {f.here().line}')
+        self.dbg.until_line = target
+        return self._go("until")
+
+    do_unt = do_until
+
+    def do_return(self, arg: str) -> bool:
+        """r(eturn)
+        Run until the selected @qd.func returns (stop at its caller's line)."""
+        self._need()
+        return self._go("finish")
+
+    do_r = do_finish = do_return
+
+    def do_continue(self, arg: str) -> bool:
+        """c(ont(inue))
+        Run until a breakpoint stops (or a followed thread's first line)."""
+        return self._go("continue")
+
+    do_c = do_cont = do_continue
+
+    def do_quit(self, arg: str) -> bool:
+        """q(uit)
+        Stop debugging: the program goes on, undebugged."""
+        return self._go("quit")
+
+    do_q = do_exit = do_quit
+
+    def do_jump(self, arg: str) -> None:
+        """j(ump) lineno
+        Refused: a kernel runs as compiled IR in which each value is defined once, so skipping lines would
+        leave values undefined and repeating them would redo atomics and stores; the launch would no longer
+        compute what an undebugged launch computes. To run forward to a line use `until lineno` (or
+        `tbreak lineno` then `c`)."""
+        raise RuntimeError("jump is not supported in a kernel (help jump says why): use until LINE or tbreak LINE + c")
+
+    do_j = do_jump
+
+    def do_retval(self, arg: str) -> None:
+        """retval | rv
+        Refused: a @qd.func is inlined into its kernel and its return value is not kept once it returns.
+        After `r` the caller's line is still running: `n` then `p` the variable the call was assigned to
+        (or, inside the func, `p` the returned expression before it returns)."""
+        raise RuntimeError("retval is not kept for an inlined @qd.func (help retval says what to do instead)")
+
+    do_rv = do_retval
+
+    # -------------------------------------------------------------- help and completion
+    def do_help(self, arg: str) -> None:
+        """h(elp) [command]
+        Without argument: the list of commands. With one: its usage and what it does."""
+        if not arg:
+            self.out((__doc__ or "").split("\n\n", 1)[1].rstrip())
+            return
+        fn = getattr(self, "do_" + arg.strip(), None)
+        if fn is None:
+            raise KeyError(f"no command {arg.strip()!r} (h lists them)")
+        self.out(inspect.cleandoc(fn.__doc__ or ""))
+
+    do_h = do_help
+
+    def completedefault(self, text: str, line: str, begidx: int, endidx: int) -> list[str]:
+        """Names visible in the stopped frame (locals, loop indices, buffers, module globals), and after a dot
+        the attributes of what precedes it."""
+        if self.frame is None:
+            return []
+        ns = self.frame.namespace()
+        if "." in text:
+            head, _, tail = text.rpartition(".")
+            try:
+                obj = self.frame.eval(head)
+            except Exception:  # noqa: BLE001  (nothing to complete)
+                return []
+            return [f"{head}.{a}" for a in dir(obj) if a.startswith(tail) and not a.startswith("_")]
+        return sorted(n for n in ns if n.startswith(text) and not n.startswith("__"))
+
+    def complete_help(self, text: str, *rest: object) -> list[str]:
+        return self.completenames(text)

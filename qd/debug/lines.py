@@ -127,6 +127,54 @@ def _has_code(lines: list[str], n: int) -> bool:
     return bool(text) and not text.startswith("#")
 
 
+def find_function(path: str, name: str) -> tuple[int, str] | None:
+    """(the first line of the function `name` defined in `path`, decorators included; its kind: "kernel",
+    "func" or "" for host code), the first such definition in the file, or None if the file defines none."""
+    linecache.checkcache(path)
+    try:
+        with PARSE_LOCK:
+            tree = ast.parse("".join(linecache.getlines(path)))
+    except SyntaxError:
+        return None
+    wrapped = _wrapped_names(tree)
+    defs = [fn for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == name]
+    if not defs:
+        return None
+    fn = min(defs, key=lambda f: f.lineno)
+    return min([d.lineno for d in fn.decorator_list] + [fn.lineno]), _kind(fn, wrapped)
+
+
+def function_start(name: str, namespace: dict, files: list[str]) -> tuple[str, int]:
+    """(file, first line) of the `@qd.kernel` or `@qd.func` called `name`: an object of that name in `namespace`
+    (a dotted name is evaluated there), else a definition of it in one of `files` (before the program has
+    defined it, as pdb). Raises `BreakpointError` for a host function or a name found nowhere."""
+    try:
+        obj = eval(name, {"__builtins__": {}}, namespace)
+    except Exception:  # noqa: BLE001  (not defined yet): look for its `def` in the files, as pdb does
+        obj = None
+    if obj is not None:
+        fn = getattr(obj, "fn", None)
+        code = getattr(fn, "__code__", None) or getattr(obj, "__code__", None)
+        if code is None:
+            raise BreakpointError(f"{name} is a {type(obj).__name__}, not a function: give a @qd.kernel or @qd.func")
+        path, first = os.path.abspath(code.co_filename), code.co_firstlineno
+        spans, _ = kernel_lines(path)
+        if fn is None or not any(lo <= first <= hi for lo, hi in spans):
+            raise BreakpointError(f"{name} is host code, not a @qd.kernel or @qd.func: the qd debugger stops only "
+                                  f"in kernel code (use pdb for host code)")
+        return path, first
+    for path in files:
+        found = find_function(path, name)
+        if found is None:
+            continue
+        if not found[1]:
+            raise BreakpointError(f"{name} ({path}:{found[0]}) is host code, not a @qd.kernel or @qd.func: the qd "
+                                  f"debugger stops only in kernel code (use pdb for host code)")
+        return path, found[0]
+    raise BreakpointError(f"no function {name!r} is defined here or in {', '.join(files) or 'the script'}: give "
+                          f"file:line, a line, or the name of a @qd.kernel or @qd.func")
+
+
 def check(path: str, line: int) -> tuple[int, str]:
     """The line a breakpoint at `path:line` stops at and a note when it moved there ("" if not); raises
     `BreakpointError` as pdb does for a line past the end or a blank or comment line, and for a line of
@@ -154,4 +202,4 @@ def check(path: str, line: int) -> tuple[int, str]:
                           f"stops only in kernel code (use pdb for host code); the nearest kernel line is {near}")
 
 
-__all__ = ["BreakpointError", "check", "find_file", "kernel_lines"]
+__all__ = ["BreakpointError", "check", "find_file", "find_function", "function_start", "kernel_lines"]

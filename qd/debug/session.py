@@ -39,6 +39,9 @@ class Breakpoint:
     hits: int = 0
     number: int = 0
     note: str = ""  # why the breakpoint is not on the line asked for (it moved to the next kernel line)
+    enabled: bool = True
+    temporary: bool = False  # `tbreak`: deleted at its first stop
+    ignore: int = 0  # `ignore N count`: crossings (with a true condition) still to pass without stopping
 
     def matches(self, loc: ir.SrcLoc) -> bool:
         if loc.line != self.line:
@@ -48,7 +51,8 @@ class Breakpoint:
 
     def __str__(self) -> str:
         tail = f" if {self.cond}" if self.cond else ""
-        return f"breakpoint {self.number} at {self.file}:{self.line}{tail}"
+        kind = "temporary breakpoint" if self.temporary else "breakpoint"
+        return f"{kind} {self.number} at {self.file}:{self.line}{tail}"
 
 
 @dataclass
@@ -83,6 +87,7 @@ class Debugger(Policy):
         self.mode = "step" if stop_at_start else "continue"
         self.mode_depth = 0
         self.mode_thread: tuple[int, int] | None = None
+        self.until_line = 0  # `until`: stop at a line past this one in the frame it was given in
         self.visited: list[Stop] = []
         self.frame: Frame | None = None
         self.failure: str | None = None
@@ -95,13 +100,15 @@ class Debugger(Policy):
         self.result: Any = None
 
     # -------------------------------------------------------------- configuration
-    def break_at(self, where: str, cond: str | None = None, main_file: str | None = None) -> Breakpoint:
+    def break_at(self, where: str, cond: str | None = None, main_file: str | None = None,
+                 temporary: bool = False) -> Breakpoint:
         """A breakpoint at `file:line` (a basename is enough) or `line` (any file), optionally when
         `cond` (a Python expression over locals, `tid` and globals) is true. `tid == N` in the
         condition makes the debugger follow thread N. Raises `BreakpointError` where it could never
         stop (`qd/debug/lines.py`: a file not found, a line past the end, blank, a comment or host code);
         a line in a kernel without a statement of its own moves to the next kernel line (`bp.note`).
-        `main_file`: where a relative file name is looked up first (the script being debugged)."""
+        `main_file`: where a relative file name is looked up first (the script being debugged).
+        `temporary`: deleted at its first stop (pdb's `tbreak`)."""
         file, _, text = where.strip().rpartition(":")
         try:
             line = int(text)
@@ -116,16 +123,30 @@ class Debugger(Policy):
             line, note = lines.check(path, line)
         elif line < 1:
             raise BreakpointError(f"End of file: there is no line {line}")
-        if cond:
-            try:
-                compile(cond, "<condition>", "eval")
-            except SyntaxError as e:
-                raise BreakpointError(f"the condition {cond!r} is not a Python expression: {e.msg}") from None
-        bp = Breakpoint(file, line, cond, number=self._next_bp, note=note)
+        check_condition(cond)
+        bp = Breakpoint(file, line, cond, number=self._next_bp, note=note, temporary=temporary)
         self._next_bp += 1
         self.breakpoints.append(bp)
+        self._follow_tids(cond)
+        return bp
+
+    def _follow_tids(self, cond: str | None) -> None:
         for m in _TID_EQ.finditer(cond or ""):
             self.threads.add(int(m.group(1)))
+
+    def breakpoint(self, number: int) -> Breakpoint:
+        """The breakpoint numbered `number`; raises `BreakpointError` if there is none (deleted or never set)."""
+        for bp in self.breakpoints:
+            if bp.number == number:
+                return bp
+        raise BreakpointError(f"there is no breakpoint {number} (b lists them)")
+
+    def set_condition(self, number: int, cond: str | None) -> Breakpoint:
+        """Replaces breakpoint `number`'s condition (None: unconditional)."""
+        check_condition(cond)
+        bp = self.breakpoint(number)
+        bp.cond = cond
+        self._follow_tids(cond)
         return bp
 
     def clear(self, number: int | None = None) -> None:
@@ -236,21 +257,35 @@ class Debugger(Policy):
             return "next"
         if mode == "finish" and (here != self.mode_thread or depth < self.mode_depth):
             return "finish"
+        if mode == "until" and (here != self.mode_thread or depth < self.mode_depth
+                                or (depth == self.mode_depth and stmt.loc.line > self.until_line)):
+            return "until"
         return self._breakpoint_hit(thread, stmt)
 
     def _breakpoint_hit(self, thread: Thread, stmt: ir.Stmt) -> str | None:
+        """The reason to stop at `stmt` for a breakpoint, as bdb's `effective`: an enabled breakpoint counts a hit
+        whenever it is crossed; it stops when its condition is true and its ignore count is spent (a true
+        condition spends one crossing). A condition that raises stops regardless of the ignore count (the reason
+        names the error) and does not delete a temporary breakpoint. A temporary breakpoint is deleted when it
+        stops."""
         for bp in self.breakpoints:
-            if not bp.matches(stmt.loc):
+            if not bp.enabled or not bp.matches(stmt.loc):
                 continue
-            error = ""
+            bp.hits += 1
             if bp.cond:
                 try:
-                    if not Frame(thread, stmt).eval(bp.cond):
-                        continue
+                    true = Frame(thread, stmt).eval(bp.cond)
                 except Exception as e:  # as pdb: a condition that raises stops (and here the error is told)
-                    error = f" (the condition raised {type(e).__name__}: {e}; stopping as if it were true)"
-            bp.hits += 1
-            return str(bp) + error
+                    return f"{bp} (the condition raised {type(e).__name__}: {e}; stopping as if it were true)"
+                if not true:
+                    continue
+            if bp.ignore > 0:
+                bp.ignore -= 1
+                continue
+            if bp.temporary:
+                self.clear(bp.number)
+                return f"{bp}: deleted"
+            return str(bp)
         return None
 
     def _interact(self, frame: Frame, reason: str) -> None:
@@ -262,12 +297,25 @@ class Debugger(Policy):
         self.resume(cmd or "continue", frame)
 
     def resume(self, cmd: str, frame: Frame) -> None:
-        if cmd not in ("step", "next", "finish", "continue", "quit"):
+        """Goes on from `frame` by `cmd`: "step", "next", "finish", "continue", "quit", or "until" (to a line past
+        `until_line` in this frame, or its return; set `until_line` first, 0 meaning the current line)."""
+        if cmd not in ("step", "next", "finish", "continue", "quit", "until"):
             raise ValueError(f"unknown resume command {cmd!r}")
         self.mode = cmd
         self.mode_depth = len(frame.loc.stack) - frame.level
         self.mode_thread = (frame.thread.task_id, frame.tid)
+        if cmd == "until":
+            self.until_line = max(self.until_line - 1, frame.here().line)
         self.frame = None
+
+
+def check_condition(cond: str | None) -> None:
+    """Raises `BreakpointError` when `cond` is not a Python expression."""
+    if cond:
+        try:
+            compile(cond, "<condition>", "eval")
+        except SyntaxError as e:
+            raise BreakpointError(f"the condition {cond!r} is not a Python expression: {e.msg}") from None
 
 
 class DebugTier:
