@@ -182,3 +182,31 @@ def test_dev_sh_bench_path_detection(args, has_path):
     script = 'eval "$(sed -n "/^bench_has_path()/,/^}/p" dev.sh)"; bench_has_path "$@"'
     rc = subprocess.run(["bash", "-c", script, "sh", *args], cwd=ROOT, check=False).returncode
     assert (rc == 0) == has_path
+
+
+# -- examples/demo.py's picture ----------------------------------------------------------------------------------
+
+
+def _demo() -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location("qd_demo", ROOT / "examples" / "demo.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_demo_plots_throws_or_says_how(tmp_path, monkeypatch):
+    import numpy as np
+
+    demo = _demo()
+    before = np.full((3, 2), 3.0, np.float32)
+    after = np.array([[2.0, 4.0], [3.0, 1.0], [4.0, 2.0]], np.float32)
+    steps = np.array([100, 200, 300])
+    target = np.stack([p[-1] for p in demo.trajectories(after, steps)])
+    assert np.allclose(demo.trajectories(after[:1], steps[:1])[0][0], 0.0)  # thrown from the origin
+    out = tmp_path / "throws.png"
+    with monkeypatch.context() as m:  # import fails: no plot, no error (the real module is put back after)
+        m.setitem(sys.modules, "matplotlib", None)
+        assert demo.plot_throws(str(out), before, after, steps, target, balls=3) is None
+    pytest.importorskip("matplotlib", reason='matplotlib is not installed (pip install "qd-lang[plot]")')
+    assert demo.plot_throws(str(out), before, after, steps, target, balls=3) == str(out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
