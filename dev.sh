@@ -79,6 +79,27 @@ install_apt_tools() {
   fi
 }
 
+bench_has_path() {
+  # True when an argument is a path pytest would collect (a file or folder, optionally with ::test), i.e. not
+  # an option nor the value of an option that takes one (-k EXPR, -m MARKEXPR, -p NAME, ...).
+  local prev="" a
+  for a in "$@"; do
+    case "$prev" in
+      -k|-m|-p|-o|-c|-W|--deselect|--ignore|--ignore-glob|--rootdir|--confcutdir|--basetemp|--override-ini \
+      |--benchmark-json|--benchmark-storage|--benchmark-save|--benchmark-compare|--benchmark-compare-fail \
+      |--benchmark-columns|--benchmark-sort|--benchmark-group-by|--benchmark-name|--benchmark-histogram \
+      |--benchmark-min-rounds|--benchmark-min-time|--benchmark-max-time|--benchmark-timer|--benchmark-warmup \
+      |--benchmark-warmup-iterations|--benchmark-calibration-precision|--benchmark-time-unit \
+      |--benchmark-cprofile|--benchmark-cprofile-loops|--benchmark-cprofile-top|--benchmark-cprofile-dump \
+      |--benchmark-netrc) prev=""; continue ;;
+    esac
+    prev="$a"
+    case "$a" in -*) continue ;; esac
+    [ -e "${a%%::*}" ] && return 0
+  done
+  return 1
+}
+
 case "${1:-}" in
   demo)
     setup_venv
@@ -101,10 +122,14 @@ case "${1:-}" in
     install_numba
     install_torch  # the peer of bench/test_ad.py (torch autograd); without it those benchmarks skip
     shift
+    # like pytest: paths given (bench/test_cpu.py, bench/test_cpu.py::test_x) run those only; none runs bench/
+    if bench_has_path "$@"; then
+      exec "$VENV/bin/python" -m pytest -q --benchmark-only "$@"
+    fi
     exec "$VENV/bin/python" -m pytest bench -q --benchmark-only "$@"
     ;;
   *)
-    echo "usage: bash dev.sh demo|test|bench [args]" >&2
+    echo "usage: bash dev.sh demo [ARGS] | test [PYTEST ARGS] | bench [FILE[::TEST]] [-k EXPR] [PYTEST ARGS]" >&2
     exit 2
     ;;
 esac
