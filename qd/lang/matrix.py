@@ -99,7 +99,20 @@ def _parse(arr: Any) -> tuple[list, int, int, int]:
 
 
 class Matrix:
-    """A small row-major matrix of scalars (`qd.Matrix([[1, 2], [3, 4]])`, `qd.Matrix(arr, dt)`)."""
+    """A small matrix of scalars, row-major: `qd.Matrix([[1, 2], [3, 4]])`.
+
+    In a kernel a matrix is a value held in registers (its size is fixed when the kernel is compiled), with
+    `+ - * /` elementwise, `@` the matrix product, `m[i, j]` an entry, and the methods `transpose()`,
+    `determinant()`, `inverse()`, `trace()`, `norm()`, `dot()`, `sum()`, `max()`, `min()`... On the host it
+    is a small container that converts with `to_numpy()`.
+
+    `arr` is a list of rows (or a flat list with `ndim=1`, or a numpy array); `dt` the dtype of the entries
+    (by default inferred: `qd.init`'s `default_fp` for floats, `default_ip` for ints). Rows of different
+    lengths raise `qd.QuadrantsTypeError`.
+
+    `qd.Matrix.field(n, m, dtype, shape=...)` and `qd.Matrix.ndarray(n, m, dtype, shape)` make arrays of
+    matrices; `qd.types.matrix(n, m, dtype)` is the type for annotations.
+    """
 
     _is_quadrants_class = True
     _is_matrix_class = True
@@ -420,14 +433,23 @@ class Matrix:
     def field(cls, n: int, m: int, dtype: Any, shape: Any = None, order: Any = None, name: str = "",
               offset: Any = None, needs_grad: bool = False, needs_dual: bool = False, layout: Any = None,
               ndim: int | None = None) -> Any:
-        """A field whose elements are n x m matrices (`ndim=1`: vectors of n)."""
+        """Declare a field whose elements are `n` x `m` matrices of `dtype`.
+
+        `qd.Matrix.field(3, 3, qd.f32, shape=100)` is 100 3x3 matrices; `f[i]` is one matrix and `f[i][r, c]`
+        one entry. `ndim=1` makes the elements vectors of `n` (as `qd.Vector.field`). The other arguments are
+        `qd.field`'s (`shape`, `order`, `name`, `offset`, `needs_grad`, `needs_dual`); `layout` is
+        `qd.Layout.AOS` (the default: each matrix contiguous) or `qd.Layout.SOA` (each entry its own
+        array). `f.to_numpy()` has shape `shape + (n, m)`.
+        """
         mt = dtypes.vector(n, dtype) if ndim == 1 else dtypes.matrix(n, m, dtype)
         return _ops.make_field(mt, shape=shape, order=order, name=name, offset=offset,
                                needs_grad=needs_grad, needs_dual=needs_dual, layout=layout)
 
     @classmethod
     def ndarray(cls, n: int, m: int, dtype: Any, shape: Any, needs_grad: bool = False) -> Any:
-        """An ndarray whose elements are n x m matrices."""
+        """Make a zero-filled ndarray whose elements are `n` x `m` matrices of `dtype` (see `qd.ndarray`);
+        its `to_numpy()` has shape `shape + (n, m)`. A kernel takes it through
+        `qd.types.ndarray(qd.types.matrix(n, m, dtype), ndim)`."""
         return _ops.make_ndarray(dtypes.matrix(n, m, dtype), shape, needs_grad)
 
     @classmethod
@@ -452,7 +474,17 @@ class Matrix:
 
 
 class Vector(Matrix):
-    """A 1-D matrix: `qd.Vector([1, 2, 3])`, `qd.Vector([..], dt=qd.f32)`."""
+    """A small vector of scalars: `qd.Vector([1.0, 2.0, 3.0])`, or `qd.Vector([1, 2], dt=qd.f32)`.
+
+    A `qd.Matrix` with one column: in a kernel a value held in registers, with `+ - * /` elementwise,
+    `v[i]` an entry, `v.x`/`v.y`/`v.z`/`v.w` (and swizzles such as `v.xy`), and `dot()`, `cross()`,
+    `norm()`, `normalized()`, `outer_product()`, `sum()`... `arr` must be flat (a list, or an n x 1 / 1 x n
+    nesting): anything else raises `qd.QuadrantsTypeError`. `dt` is the dtype of the entries (inferred by
+    default).
+
+    `qd.Vector.field(n, dtype, shape=...)` and `qd.Vector.ndarray(n, dtype, shape)` make arrays of vectors;
+    `qd.types.vector(n, dtype)` (or `qd.math.vec3` etc.) is the type for annotations.
+    """
 
     def __init__(self, arr: Any, dt: Any = None, **kwargs: Any) -> None:
         entries, n, m, nd = _parse(arr)
@@ -462,14 +494,22 @@ class Vector(Matrix):
 
     @classmethod
     def field(cls, n: int, dtype: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-        """A field whose elements are vectors of n."""
+        """Declare a field whose elements are vectors of `n` entries of `dtype`.
+
+        `qd.Vector.field(3, qd.f32, shape=(64, 64))` is a 64 x 64 grid of 3-vectors; `f[i, j]` is one vector
+        and `f[i, j][k]` one entry. The other arguments are `qd.Matrix.field`'s (`shape`, `order`, `name`,
+        `offset`, `needs_grad`, `needs_dual`, `layout`), given by keyword. `f.to_numpy()` has shape
+        `shape + (n,)`.
+        """
         kwargs["ndim"] = 1
         return Matrix.field(n, 1, dtype, *args, **kwargs)
 
     @classmethod
     def ndarray(  # type: ignore[override]
             cls, n: int, dtype: Any, shape: Any, needs_grad: bool = False) -> Any:
-        """An ndarray whose elements are vectors of n."""
+        """Make a zero-filled ndarray whose elements are vectors of `n` entries of `dtype` (see `qd.ndarray`);
+        its `to_numpy()` has shape `shape + (n,)`. A kernel takes it through
+        `qd.types.ndarray(qd.types.vector(n, dtype), ndim)`."""
         return _ops.make_ndarray(dtypes.vector(n, dtype), shape, needs_grad)
 
     @classmethod

@@ -109,10 +109,31 @@ class _GradChecker:
 
 
 class Tape:
-    """`with qd.ad.Tape(loss=None, clear_gradients=True, validation=False, grad_check=None):`.
+    """Reverse-mode autodiff of the kernels launched in a `with` block: `with qd.ad.Tape(loss=loss): ...`.
 
-    Records the kernel launches (and `grad_replaced` / `no_grad` calls) of its block in `calls`; on exit,
-    when `loss` was given, seeds `loss.grad` with 1 and runs their gradients in reverse order.
+    The Tape records the kernel launches of its block (and the calls of `qd.ad.grad_replaced` /
+    `qd.ad.no_grad` functions) in `calls`. When the block ends and `loss` was given, it sets `loss.grad`
+    to 1 and runs the recorded launches' gradients in reverse order, so every field, ndarray or tensor
+    with `needs_grad=True` that they read ends up holding d loss / d itself in its `.grad`.
+
+    Arguments:
+
+    loss
+        A 0-D field with `needs_grad=True` (or a one-element ndarray or torch tensor). Without it the
+        Tape only records; nothing runs at the end.
+    clear_gradients
+        `True` (the default): every gradient field is set to zero on entry (`qd.ad.clear_all_gradients`),
+        and `loss`'s gradient in any case.
+    validation
+        `True`: check that the kernels follow the rules reverse mode needs (warns unless
+        `qd.init(debug=True)`).
+    grad_check
+        A list of fields: after the reverse pass, compare their gradients with central finite differences
+        of the recorded calls, and fail if they disagree.
+
+    Errors: a read the gradient would replay with a value overwritten since (by a later kernel of the
+    Tape, or from the host inside the Tape) raises `qd.QuadrantsCompilationError` naming the lines (see the
+    autodiff page); a `loss` that is not a scalar, or has no gradient, raises `RuntimeError`.
     """
 
     def __init__(self, loss: Any = None, clear_gradients: bool = True, validation: bool = False,

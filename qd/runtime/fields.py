@@ -260,7 +260,33 @@ def _check_order(order: str | None, ndim: int) -> None:
 
 def field(dtype: Any, shape: Any = None, name: str = "", offset: Any = None, needs_grad: bool = False,
           needs_dual: bool = False, order: str | None = None) -> Field:
-    """Declare a field of scalar (or vector/matrix) `dtype`; with `shape`, it is placed at once."""
+    """Declare a field: a global array of `dtype` elements that qd owns and kernels use by name.
+
+    `qd.field(qd.f32, shape=(64, 64))` makes a 64 x 64 field of floats, zero-filled. `dtype` is a scalar
+    type, or a vector/matrix type (`qd.types.vector(3, qd.f32)`; `qd.Vector.field` and `qd.Matrix.field`
+    say the same). Without `shape` the field is not placed yet: place it in an SNode tree
+    (`qd.root.dense(qd.ij, (64, 64)).place(f)`) before the first kernel uses it.
+
+    Arguments:
+
+    shape
+        An int or a tuple of ints; `()` makes a 0-D field, read as `f[None]`.
+    name
+        Used in error messages.
+    offset
+        The index of the first element along each axis (default 0): indices run from `offset` to
+        `offset + shape`.
+    needs_grad
+        Also allocate `f.grad`, a field of the same shape that reverse-mode autodiff accumulates into.
+    needs_dual
+        Also allocate `f.dual`, for forward mode (`qd.ad.FwdMode`).
+    order
+        The axis order of the layout, as in Quadrants (`"ij"`, `"ji"`, ...).
+
+    On the host a field is read and written with `f[i]`, `f.fill(v)`, `f.to_numpy()`, `f.from_numpy(a)`,
+    `f.to_torch()`/`f.from_torch(t)`. Fields live until `qd.reset()` (or the next `qd.init`); using one
+    after that raises `qd.QuadrantsRuntimeError`. A wrong `dtype`, `shape` or `offset` raises at once.
+    """
     kw = dict(name=name, offset=offset, needs_grad=needs_grad, needs_dual=needs_dual, order=order)
     if isinstance(dtype, MatrixType):
         return hooks.impl.Matrix._typed_field(dtype, shape, **kw)

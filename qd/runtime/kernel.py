@@ -462,7 +462,36 @@ class _BoundKernel:
 
 
 def kernel(fn: Callable | None = None, **options: Any) -> Any:
-    """`@qd.kernel` or `@qd.kernel(fastcache=..., pure=..., graph=..., checkpoints=...)` (options accepted)."""
+    """Make a function a kernel: `@qd.kernel`, or with options `@qd.kernel(fastcache=True)`.
+
+    A kernel is compiled at its first call for the types of its arguments (and the values of its
+    `qd.template()` arguments), then launched on the arch `qd.init` chose. Its parameters are annotated:
+    scalars (`qd.f32`, `qd.i32`, ...), `qd.types.ndarray(dtype, ndim)` (numpy arrays, torch tensors and
+    `qd.ndarray`s, passed in place), `qd.types.vector/matrix` types, `qd.BufferView[dtype]` and
+    `qd.template()`. Fields are read and written as globals. The loop at the top level of the body runs in
+    parallel; a kernel may return a scalar, vector or matrix (annotated `-> qd.f32` etc.).
+
+    Options:
+
+    fastcache
+        `True`: the kernel reads only its parameters (captured globals are refused or checked), so a new
+        process loads its compiled instance from the disk cache without running the frontend or the passes.
+    pure
+        The same as `fastcache` (Quadrants' older spelling; `@qd.pure` above `@qd.kernel` too).
+    graph
+        `True`: the kernel's top-level loops run in order as one graph; `while qd.graph.do_while(c):` loops
+        may appear in it (on `qd.cuda` they run on the device as CUDA graphs).
+
+    Other options Quadrants accepts (`checkpoints`, ...) are accepted and have no effect.
+
+    The returned `Kernel` is called like the function. `kernel.grad(*args)` runs its reverse-mode
+    version (gradients accumulate into the `.grad` of the fields it read); `kernel.stats` says which tier
+    ran the last launch and how long compiling took.
+
+    Errors: a construct qd cannot compile raises `qd.QuadrantsSyntaxError` / `qd.QuadrantsCompilationError`
+    at the first call, naming the line; an argument of the wrong type raises `qd.QuadrantsRuntimeTypeError`.
+    With `qd.init(debug=True)` a failed bounds check or `assert` raises `qd.QuadrantsAssertionError`.
+    """
     if fn is None:
         return lambda f: Kernel(f, **options)
     return Kernel(fn, **options)

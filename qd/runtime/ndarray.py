@@ -176,7 +176,22 @@ def num_alive() -> int:
 
 
 def ndarray(dtype: Any, shape: Any, needs_grad: bool = False) -> Ndarray:
-    """`qd.ndarray(dtype, shape)`: a zero-filled ndarray; `dtype` may be a vector/matrix type."""
+    """Make a zero-filled ndarray: an array passed to kernels as an argument.
+
+    `qd.ndarray(qd.f32, shape=(n, 3))` makes an n x 3 array of floats; `dtype` may be a vector or matrix
+    type (`qd.types.vector(3, qd.f32)`), and then each element is one vector (`qd.Vector.ndarray` and
+    `qd.Matrix.ndarray` say the same). A kernel takes it through a parameter annotated
+    `qd.types.ndarray(dtype, ndim)`, like a numpy array or a torch tensor; one compiled instance serves
+    every ndarray of that dtype and rank whatever its shape. Unlike a field, it is not a global: a kernel
+    only sees the ndarrays passed to it.
+
+    With `needs_grad=True` it has a `.grad` ndarray of the same shape, for reverse-mode autodiff of the
+    kernels it is passed to.
+
+    On the host: `a[i, j]`, `a.fill(v)`, `a.to_numpy()`, `a.from_numpy(x)`, `a.to_torch()`, `a[lo:hi]` (a
+    `qd.BufferView` of a 1-D ndarray). On a GPU tier the data lives on the device. An ndarray is destroyed by
+    `qd.reset()` (and `qd.init`); using it afterwards raises `qd.QuadrantsRuntimeError`.
+    """
     if isinstance(dtype, MatrixType):
         return hooks.impl.Matrix._typed_ndarray(dtype, shape, needs_grad=needs_grad)
     return Ndarray(dtype, shape, needs_grad)

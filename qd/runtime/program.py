@@ -39,9 +39,16 @@ def on_reset(hook: Callable[[], None]) -> None:
 
 
 def reset() -> None:
-    """Drop all fields, ndarrays, the root SNode tree and kernel caches; restore the default config. The runtime
-    object's `clear` runs first (`qd/runtime/pyquadrants.py`); the program's offline cache is cleaned last
-    (`_end_program`)."""
+    """End the current program: drop every field, ndarray, the SNode trees and the compiled kernels' instances,
+    and restore the default configuration (`qd.init` calls it first).
+
+    Fields and ndarrays made before the reset cannot be used after it (they raise
+    `qd.QuadrantsRuntimeError` naming the reset); kernels are recompiled at their next call. The disk cache
+    of compiled code is kept, and cleaned to its size cap. The logging level set by `qd.set_logging_level`
+    is kept, as in Quadrants.
+    """
+    # the runtime object's `clear` runs first (`qd/runtime/pyquadrants.py`); the program's offline cache is
+    # cleaned last (`_end_program`)
     pyquadrants.clear()
     for hook in _reset_hooks:
         hook()
@@ -65,7 +72,16 @@ atexit.register(_end_program)
 
 
 def sync() -> None:
-    """`qd.sync()`: materialize (`qd/runtime/pyquadrants.py`), then `synchronize()`."""
+    """Wait for every kernel launched so far to finish, and raise the errors they recorded.
+
+    On the GPU tiers (`qd.vulkan`, `qd.cuda`, `qd.opencl`) launches are asynchronous: a kernel's errors
+    (an adstack overflow; with `debug=True` failed `assert`s and bounds checks, as
+    `qd.QuadrantsAssertionError`) and its `print` output come back here, or at the next read from the host
+    (`to_numpy()`, `f[i]`). On `qd.cpu` and `qd.interp` launches finish before the call returns, so `sync`
+    only places fields declared but not placed yet. Timing a GPU kernel needs `qd.sync()` before reading
+    the clock.
+    """
+    # materialize (`qd/runtime/pyquadrants.py`), then `synchronize()`
     pyquadrants.materialize()
     synchronize()
 
@@ -142,11 +158,76 @@ def _resolve_default(arg: Any, env_name: str, options: dict[str, dtypes.DataType
 
 def init(arch: Any = None, default_fp: Any = None, default_ip: Any = None,
          **kwargs: Any) -> _config.Config | None:
-    """Start a program: reset, read options (kwargs win over `QD_<NAME>`), select the arch.
+    """Start a program: reset qd (`qd.reset`), set the options, and choose the arch kernels run on.
 
-    `arch` may be an arch, its name, or a list (the first available is used). `QD_ARCH` (a name or a
-    comma-separated list) overrides `arch`, as in Quadrants, so a script can be moved to another arch
-    without editing it; `QD_JIT` overrides `jit` the same way.
+    `qd.init(arch=qd.cpu, debug=True)`. Call it before declaring fields or launching kernels; calling it
+    again ends the previous program (its fields and ndarrays are destroyed). Without any call, qd runs
+    with the defaults on `qd.cpu`.
+
+    `arch` may be an arch (`qd.cpu`, `qd.interp`, `qd.vulkan`, `qd.cuda`, `qd.opencl`, `qd.gpu`), its name,
+    or a list (the first available one is used). The environment variable `QD_ARCH` (a name or a
+    comma-separated list) overrides `arch`, as in Quadrants, so a script moves to another arch without
+    editing it; `QD_JIT` overrides `jit` the same way. An arch that is not available here falls back to
+    `qd.cpu` with a warning, unless `enable_fallback=False`. `default_fp` / `default_ip` (`qd.f32` or
+    `qd.f64`, `qd.i32` or `qd.i64`) are what `float` and `int` mean in kernels and field dtypes.
+
+    Every other option is a keyword argument, or else read from the environment variable `QD_<NAME>`
+    (`QD_DEBUG=1`); the keyword wins. Each value is checked: a wrong type raises
+    `qd.QuadrantsRuntimeTypeError`, a value out of range `qd.QuadrantsOptionError`, both naming the option,
+    and an unknown name raises `KeyError`. The options that
+    change what qd does:
+
+    debug
+        `False`. Bounds checks on every global access and checked `assert`s, on every tier; failures raise
+        `qd.QuadrantsAssertionError` naming the kernel, thread, index and line. Implies `check_out_of_bound`.
+    check_out_of_bound
+        `False`. Bounds checks on global accesses only.
+    fast_math
+        `True`. Lets the compiler contract and reassociate float arithmetic and use vector math libraries;
+        `False` makes `qd.cpu` agree with `qd.interp` bit for bit.
+    random_seed
+        `0`. The key of `qd.random`'s counter-based generator.
+    jit
+        `"auto"`. On `qd.cpu`: `"auto"` interprets a kernel's first launches while LLVM compiles it in the
+        background; `"eager"` compiles before the first launch; `"interp"` never compiles.
+    cpu_max_num_threads
+        The usable cores. Worker threads of the CPU tiers (at most 8 per usable core and 1024).
+    offline_cache, offline_cache_file_path
+        `True`, the platform's cache directory (`~/.cache/qd` on Linux). The disk cache of compiled code.
+    offline_cache_max_size_of_files
+        100 MiB. The cache's size cap; when a program ends above it, entries are removed.
+    offline_cache_cleaning_policy
+        `"lru"`. Which entries go first: `"lru"`, `"fifo"`, `"never"` (`"version"` removes nothing).
+    offline_cache_cleaning_factor
+        `0.25`. The share of the entries a cleaning removes.
+    src_ll_cache
+        `True`. The disk cache of `@qd.kernel(fastcache=True)` kernels (needs `offline_cache`).
+    print_non_pure
+        `False`. Print each compiled kernel that is not a fastcache kernel.
+    ad_stack_experimental_enabled
+        `True`. Allow adstacks (loops with data-dependent trip counts) in reverse mode.
+    ad_stack_size
+        `0`. `0` sizes every adstack exactly from the data before each reverse launch; `N` forces `N`
+        slots (a push beyond them raises an overflow error).
+    enable_fallback
+        `True`. An arch that is not built or has no driver falls back to `qd.cpu`; `False` raises.
+    log_level
+        `"info"`. `"info"` prints the start banner; `"warn"` and `"error"` do not.
+    print_ir
+        `False`. Print each kernel's IR after the passes.
+    print_full_traceback
+        `False`. Compile and argument errors keep qd's own frames (otherwise their traceback ends at the
+        kernel call).
+    short_circuit_operators
+        `True`. `and` / `or` in kernels short-circuit.
+    unrolling_limit
+        `32`. A `qd.static` loop with more iterations warns; past 256 times that it is refused; `0`: no limit.
+    kernel_profiler
+        `False`. Time every launch for `qd.profiler`.
+
+    Every other Quadrants option (`advanced_optimization`, `device_memory_GB`, ...) is accepted and has no
+    effect, so Quadrants code runs unchanged. After `qd.init` the options are `qd.cfg`'s attributes.
+    Returns `None` (the `Config` when called with `_test_mode=True`).
     """
     if "default_up" in kwargs:
         raise KeyError("'default_up' is always the unsigned type of 'default_ip'. "

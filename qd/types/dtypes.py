@@ -218,6 +218,9 @@ def _elem_spec(dtype: Any) -> Any:
 
 
 def vector(n: int, dtype=None, unpacked: bool = False) -> MatrixType:
+    """`qd.types.vector(n, dtype)`: the type of vectors of `n` entries of `dtype` (by default `default_fp`),
+    for annotations, `qd.field(vec3, ...)` and `qd.ndarray(vec3, ...)`; calling it builds one
+    (`vec3(0.0)`, `vec3(1, 2, 3)`). `unpacked=True` is for members of a `qd.dataclass`."""
     if unpacked:  # a @qd.dataclass member stored as n scalar members (qd/lang/struct.py)
         from qd.types.struct_type import UnpackedVectorType
 
@@ -226,6 +229,8 @@ def vector(n: int, dtype=None, unpacked: bool = False) -> MatrixType:
 
 
 def matrix(n: int, m: int, dtype=None) -> MatrixType:
+    """`qd.types.matrix(n, m, dtype)`: the type of `n` x `m` matrices of `dtype` (by default `default_fp`), for
+    annotations, fields and ndarrays; calling it builds one."""
     return MatrixType(n, m, _elem_spec(dtype), 2)
 
 
