@@ -233,8 +233,13 @@ class Matrix:
             vals = [value] * count
         for (r, c), v in zip(itertools.product(rows, cols), vals):
             self._store(r, c, self._cast_store(v))
+        self._written()
+
+    def _written(self) -> None:
+        """An element of a field/ndarray read in Python scope writes through to it: `x[i][j] = v`, `x[i].y = v`,
+        `x[i].xy = u`, `x[i].fill(v)`."""
         write_back = self.__dict__.get("_write_back")
-        if write_back is not None:  # an element of a field/ndarray read in Python scope: `x[i][j] = v`
+        if write_back is not None:
             write_back(self)
 
     def _cast_store(self, v: Any) -> Any:
@@ -364,6 +369,7 @@ class Matrix:
         """Sets every entry to `val` (in place)."""
         v = self._cast_store(val)
         self.entries[:] = [v] * len(self.entries)
+        self._written()
 
     # ------------------------------------------------------------ constructors
     @staticmethod
@@ -604,6 +610,7 @@ def _swizzle_property(group: str, pattern: str) -> property:
             raise QuadrantsTypeError(f"value len does not match the swizzle pattern={pattern}")
         for i, v in zip(idx, vals):
             self.entries[i] = self._cast_store(v)
+        self._written()
 
     return property(get, set_)
 

@@ -37,7 +37,7 @@ from qd.frontend.builtins import (
 )
 from qd.frontend.expr import is_expr
 from qd.lang.matrix import Matrix
-from qd.types.dtypes import f32, f64, matrix, u32, u64, vector
+from qd.types.dtypes import DEFAULT_UP, f32, f64, matrix, u32, u64, vector
 
 e = math.e
 """The mathematical constant e = 2.718281..."""
@@ -52,7 +52,7 @@ nan = math.nan
 # which is what Quadrants' tests observe (e.g. a field of `ivec2` has dtype `default_ip`).
 vec2, vec3, vec4 = vector(2, float), vector(3, float), vector(4, float)
 ivec2, ivec3, ivec4 = vector(2, int), vector(3, int), vector(4, int)
-uvec2, uvec3, uvec4 = vector(2, u32), vector(3, u32), vector(4, u32)
+uvec2, uvec3, uvec4 = vector(2, DEFAULT_UP), vector(3, DEFAULT_UP), vector(4, DEFAULT_UP)  # (u64 under default_ip=i64)
 mat2, mat3, mat4 = matrix(2, 2, float), matrix(3, 3, float), matrix(4, 4, float)
 
 

@@ -170,20 +170,40 @@ def promote(a: DataType, b: DataType) -> DataType:
 # ---------------------------------------------------------------- vector / matrix types
 
 
+class _DefaultUnsigned:
+    """The unsigned type of `default_ip` (u32; u64 under `default_ip=qd.i64`), resolved where a type is used, as
+    Quadrants' `default_up`: the element type of `qd.math.uvec2/3/4`."""
+
+    def __repr__(self) -> str:
+        return "default_up"
+
+
+DEFAULT_UP = _DefaultUnsigned()
+
+
+def default_up() -> DataType:
+    """The unsigned type of the current `default_ip`, as wide."""
+    ip = to_dtype(int)
+    return next(t for t in (u8, u16, u32, u64) if t.bits == ip.bits)
+
+
 @dataclass(frozen=True, eq=False)
 class MatrixType:
     """`qd.types.matrix(n, m, dtype)`; a vector is a MatrixType with ndim == 1."""
 
     n: int
     m: int
-    spec: Any  # a DataType; Python `int` / `float` (the default type when used, as in Quadrants); or None
+    spec: Any  # a DataType; Python `int` / `float` / `DEFAULT_UP` (the default type when used, as in Quadrants); or None
     ndim: int = 2
 
     @property
     def dtype(self) -> DataType | None:
-        """The element dtype; `int` / `float` resolve to the current `default_ip` / `default_fp`."""
+        """The element dtype; `int` / `float` / `DEFAULT_UP` resolve to the current `default_ip` / `default_fp` /
+        the unsigned type of `default_ip`."""
         if self.spec is int or self.spec is float:
             return to_dtype(self.spec)
+        if self.spec is DEFAULT_UP:
+            return default_up()
         return self.spec
 
     def __eq__(self, other: object) -> bool:  # `vector(3, float) == vector(3, f32)` under default_fp f32
@@ -214,7 +234,7 @@ class MatrixType:
 
 
 def _elem_spec(dtype: Any) -> Any:
-    return dtype if dtype is None or dtype is int or dtype is float else to_dtype(dtype)
+    return dtype if dtype is None or dtype is int or dtype is float or dtype is DEFAULT_UP else to_dtype(dtype)
 
 
 def vector(n: int, dtype=None, unpacked: bool = False) -> MatrixType:
