@@ -39,6 +39,7 @@ from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.object cimport PyObject
 from cpython.pythread cimport PyThread_get_thread_ident
 cimport numpy as cnp
+import weakref
 import numpy as np
 
 from qd._abi cimport (B_FIELD, B_TEMP, MAX_NDIM, P_NDARRAY, P_SCALAR, P_TEMPLATE, RC_DONE, RC_FAILED, RC_INTERRUPTED,
@@ -47,6 +48,8 @@ from qd._abi cimport (B_FIELD, B_TEMP, MAX_NDIM, P_NDARRAY, P_SCALAR, P_TEMPLATE
 from qd._interp cimport Launch
 
 cnp.import_array()
+
+_WeakRef = weakref.ref
 
 MISS = object()  # what `Plan.launch` returns when the call must take the Python path
 
@@ -558,6 +561,8 @@ cdef class Plan:
                 nd_bound[i] = v if isinstance(v, self.nd_base) else None
             else:
                 e = self.pexpect[i]
+                if type(e) is _WeakRef:  # (a template keying the instance by identity, held weakly)
+                    e = e()
                 if v is not e and not (type(v) is type(e) and (type(e) is int or type(e) is float or type(e) is bool
                                                                 or type(e) is str) and v == e):
                     return MISS

@@ -633,6 +633,22 @@ def _hidden_of(p: Param, v: Any, attr: str) -> Any:
     return g
 
 
+def keyed_by_identity(v: Any, name: str) -> bool:
+    """Whether template argument `v` keys its instance by its identity (`("id", id(v))`: a `@qd.data_oriented`
+    object, a field, any unhashable object): the instance is only valid while it lives."""
+    return _template_key(v, name)[0] == "id"
+
+
+def identity_keyed(sig: Signature, values: list) -> list:
+    """The template arguments of a call that key its instance by their identity (`keyed_by_identity`)."""
+    out = []
+    for p, v in zip(sig.params, values):
+        p = resolved_param(p, v)
+        if p.kind == "template" and keyed_by_identity(v, p.name):
+            out.append(v)
+    return out
+
+
 def convert(sig: Signature, values: list) -> tuple[tuple, list, list]:
     """(instantiation key, launch args per ArgDecl, post-launch callbacks) of a kernel call."""
     key: list = []

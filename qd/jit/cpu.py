@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +56,36 @@ class NativeKernel:
         if self.unconfirmed is not None:
             cache.confirm(*self.unconfirmed)
             self.unconfirmed = None
+
+
+class _Loaded:
+    """Machine code loaded in this process (its engine owns it) with its tables, shared by every instance whose IR
+    has the same cache key: a `@qd.data_oriented` object made per use instantiates an identical kernel each time,
+    which must not load its code (and keep an engine) again (Quadrants' `test_memory::test_oop_memory_leak`). Kept
+    while an instance uses it (`_LOADED` holds it weakly), within one program (`forget_loaded`)."""
+
+    __slots__ = ("ee", "tasks", "prints", "check_args", "quick", "__weakref__")
+
+    def __init__(self, ee: Any, tasks: list, prints: list, check_args: list, quick: bool) -> None:
+        self.ee, self.tasks, self.prints, self.check_args, self.quick = ee, tasks, prints, check_args, quick
+
+
+_LOADED: weakref.WeakValueDictionary[str, _Loaded] = weakref.WeakValueDictionary()
+
+
+def forget_loaded() -> None:
+    """A new program (`qd.reset`, so `qd.init`) shares no code with the one before: its instances load theirs from
+    the disk cache, or compile, as any program's first instances."""
+    _LOADED.clear()
+
+
+def _shared(key: str | None, quick_key: str | None) -> _Loaded | None:
+    """The code of `key` (or, for a quick compile, its quick code) this process has loaded and still uses."""
+    for k in (key, quick_key):
+        loaded = _LOADED.get(k) if k else None
+        if loaded is not None:
+            return loaded
+    return None
 
 
 def _machine() -> tuple[Any, CpuTarget]:
@@ -270,6 +301,10 @@ def compile_native(k: ir.KernelIR, fast_math: bool, use_cache: bool = True,
     key = cache.key_for(k, f"{target_key()}|{generator_digest()}", fast_math) if use_cache else None
     hit = cache.load_with(cache_dir, key, lambda obj, meta: _load_cached(obj, meta, k), True) if key else None
     quick_key = f"{key}-quick" if key and quick else None
+    shared = _shared(key, quick_key)
+    if shared is not None:
+        return NativeKernel(list(shared.tasks), shared.prints, shared.check_args, (time.perf_counter() - t0) * 1e3,
+                            True, [shared], shared.quick)
     from_quick = False
     if hit is None and quick_key:  # the quick code a process before this one made (no O3 code yet)
         hit = cache.load_with(cache_dir, quick_key, lambda obj, meta: _load_cached(obj, meta, k), True)
@@ -295,6 +330,9 @@ def compile_native(k: ir.KernelIR, fast_math: bool, use_cache: bool = True,
         tasks = [NativeTask(s.kind, ee.get_function_address(s.fn),
                             ee.get_function_address(s.prologue) if s.prologue else 0,
                             2 if s.heavy else 4096, getattr(s, "lanes", 1)) for s in symbols]
+        loaded = _Loaded(ee, tasks, prints, check_args, quick)
+        if key:
+            _LOADED[quick_key if quick else key] = loaded
     ms = (time.perf_counter() - t0) * 1e3
     unconfirmed = (cache_dir, quick_key if from_quick else key) if hit is not None else None
-    return NativeKernel(tasks, prints, check_args, ms, hit is not None, [ee], quick, unconfirmed)
+    return NativeKernel(list(tasks), prints, check_args, ms, hit is not None, [loaded], quick, unconfirmed)

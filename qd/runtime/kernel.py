@@ -62,6 +62,15 @@ _program.on_reset(_clear_caches)
 
 
 
+def _drop_instance(kernel_ref: weakref.ref, key: tuple) -> None:
+    """A template argument of instance `key` died: the kernel forgets the instance (and what it kept for it)."""
+    kernel = kernel_ref()
+    if kernel is None:
+        return
+    for table in (kernel._instances, kernel._guards, kernel._hidden):
+        table.pop(key, None)
+
+
 def _shown_from_the_call(run: Callable) -> Callable:
     """`run` (a kernel call) with the compile errors and argument type errors it raises shown from the call: their
     traceback cut here, without the frontend's dozens of frames (the message names the kernel's file:line and each
@@ -271,11 +280,22 @@ class Kernel(_clib.KernelEntry):
                 inst = self._instances.get(key)
                 if inst is None:
                     inst = self._instances[key] = self._compile(values, mode, nd_grads, key)
+                    self._drop_with(key, values)
                 return inst
         finally:
             with self._compiling_lock:
                 if self._compiling.get(key) is gate:
                     del self._compiling[key]
+
+    def _drop_with(self, key: tuple, values: list) -> None:
+        """The instance of `key` goes when a template argument that keys it by identity dies (a
+        `@qd.data_oriented` object made per use): its bindings would keep that object's fields alive, and its id
+        may later be another object's (Quadrants' `test_memory::test_oop_memory_leak`)."""
+        for v in _args.identity_keyed(self.signature, values):
+            try:
+                weakref.finalize(v, _drop_instance, weakref.ref(self), key)
+            except TypeError:  # (not weakly referenceable: kept, as before)
+                pass
 
     def _compile(self, values: list, mode: str = "", nd_grads: tuple = (), key: tuple | None = None) -> tuple:
         """(compiled kernel, bindings per buffer) of one instance. Its hidden args, the (launch arg index

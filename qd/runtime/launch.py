@@ -25,6 +25,7 @@ while-loop counts are shared).
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +51,17 @@ from qd.runtime.status import check_error, decode_returns, flush_prints
 # same `random_seed` draws the same numbers, as in Quadrants. The counter lives in `qd/_launch.pyx`, which
 # takes numbers for the compiled launch plans too.
 program.on_reset(_launch.reset_launch_ids)
+
+
+def _forget_loaded_code() -> None:
+    """A program shares machine code between identical instances only (`qd.jit.cpu.forget_loaded`; not imported
+    here: `import qd` does not load LLVM)."""
+    cpu = sys.modules.get("qd.jit.cpu")
+    if cpu is not None:
+        cpu.forget_loaded()
+
+
+program.on_reset(_forget_loaded_code)
 
 
 @dataclass

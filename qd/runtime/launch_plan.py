@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -204,6 +205,18 @@ def _with_adstack(plan: Any, ck: Any, sc: Any, bindings: Sequence[Any], launch_p
     return True
 
 
+def _expected_template(v: Any, name: str) -> Any:
+    """What a plan compares template argument `v` with: `v`, or a weak reference to it where it keys the instance
+    by identity (a `@qd.data_oriented` object made per use): the plan must not keep it alive, since the instance
+    goes with it (`Kernel._drop_with`)."""
+    if _args.keyed_by_identity(v, name):
+        try:
+            return weakref.ref(v)
+        except TypeError:  # (not weakly referenceable: kept)
+            pass
+    return v
+
+
 def _params(k: Any, sig: _args.Signature, values: list, written: frozenset) -> list | None:
     """Per parameter: (kind, slot, code, storage ndim, written, expected) (see `_launch.Plan`)."""
     buffer_of = {d.arg: b for b, d in enumerate(k.buffers) if d.kind == "ndarray"}
@@ -211,7 +224,7 @@ def _params(k: Any, sig: _args.Signature, values: list, written: frozenset) -> l
     ai = 0  # the launch argument (ArgDecl) of the parameter
     for p, v in zip(_resolved(sig, values), values):
         if p.kind == "template":
-            out.append((abi.P_TEMPLATE, 0, 0, 0, 0, v))
+            out.append((abi.P_TEMPLATE, 0, 0, 0, 0, _expected_template(v, p.name)))
         elif p.kind == "scalar":
             code = abi.value_code(dtypes.to_dtype(p.ann))
             if code is None or (code & abi.V_FLOAT and code & abi.V_BITS == 16):
