@@ -24,9 +24,9 @@ from qd.base import gcpause
 from qd.errors import QuadrantsCompilationError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError
 from qd.frontend import args as _args
 from qd.frontend import builder as _bm
-from qd.frontend.builder import BuildRecord
 from qd.frontend import fastcache as _fastcache
 from qd.frontend import guards as _guards
+from qd.frontend.builder import BuildRecord
 from qd.frontend.context import TOO_DEEP, file_stamp
 from qd.frontend.instance import Checkbits as _Checkbits
 from qd.frontend.instance import KernelInstance, instantiate
@@ -85,7 +85,7 @@ def _shown_from_the_call(run: Callable) -> Callable:
             if _config.current().print_full_traceback:
                 raise
             e.__suppress_context__ = True
-            raise e.with_traceback(None)  # noqa: B904  (the cause, if any, is `e`'s own)
+            raise e.with_traceback(None)  # (a cause `e` carries is kept)
 
     return call
 
