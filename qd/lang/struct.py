@@ -143,7 +143,7 @@ class Struct:
 
 class StructField:
     """`qd.StructField`: a field of structs, made by `StructType.field(shape=...)` (e.g.
-    `qd.types.struct(pos=qd.types.vector(2, qd.f32), mass=qd.f32).field(shape=4)`) or `qd.Struct.field`.
+    `qd.types.struct(pos=qd.types.vector(2, qd.f32), mass=qd.f32).field(shape=4)`).
 
     It is stored as one field per member, all of the struct field's shape (structure of arrays): `sf.mass`
     is a scalar field, `sf.pos` a vector field, and nested structs give nested StructFields. `sf.keys()` lists
