@@ -50,7 +50,16 @@ def get_logging_level() -> str:
 
 
 def is_logging_effective(level: str) -> bool:
-    """Whether a message at `level` is written under the current level."""
+    """`qd.is_logging_effective(level)`: whether a log message at `level` would be written under the current
+    process-wide logging level (`qd.set_logging_level`, or `qd.init(log_level=...)`; default "info").
+
+    `level` is one of "trace", "debug", "info", "warn", "error", "critical" (case-insensitive; "warning" and
+    "fatal" are accepted as "warn" and "critical"). Returns True when `level` is at or above the current level,
+    so under the default, `qd.is_logging_effective("warn")` is True and `qd.is_logging_effective("debug")` is
+    False; under "off" every level gives False. An unknown level raises `RuntimeError` naming the known ones.
+
+    Example: `if qd.is_logging_effective("debug"): print(expensive_summary())`.
+    """
     return _RANK[_checked(level)] >= _RANK[_level]
 
 

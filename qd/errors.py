@@ -2,31 +2,46 @@
 
 
 class QuadrantsCompilationError(Exception):
-    """A kernel or function could not be compiled."""
+    """`qd.QuadrantsCompilationError`: a kernel or func could not be compiled. Raised when the kernel is first
+    called (compiled) for a given set of template arguments, with the kernel source line in the message;
+    the base class of `QuadrantsSyntaxError`, `QuadrantsNameError`, `QuadrantsIndexError`,
+    `QuadrantsTypeError`, `QuadrantsArchError` and `QuadrantsNotImplementedError`, so one `except` catches
+    them all. A failed `qd.static_assert` raises it directly."""
 
 
 class QuadrantsSyntaxError(QuadrantsCompilationError, SyntaxError):
-    """Unsupported or invalid syntax inside a kernel."""
+    """`qd.QuadrantsSyntaxError`: a construct a kernel or func cannot compile: unsupported Python syntax, a runtime
+    value where a compile-time one is needed (`qd.static(n)` of a kernel argument), a `qd.func` called from
+    Python scope, an atomic on a non-writable target. Also a `SyntaxError`."""
 
 
 class QuadrantsNameError(QuadrantsCompilationError, NameError):
-    """An undefined name inside a kernel."""
+    """`qd.QuadrantsNameError`: a name used in a kernel or func that is defined neither locally nor in the
+    function's globals or closure. Also a `NameError`."""
 
 
 class QuadrantsIndexError(QuadrantsCompilationError, IndexError):
-    """Wrong number of indices, or a constant index out of range."""
+    """`qd.QuadrantsIndexError`: found at compile time: the wrong number of indices for a field, ndarray or matrix,
+    or a constant index out of range of a vector or matrix. Also an `IndexError`."""
 
 
 class QuadrantsTypeError(QuadrantsCompilationError, TypeError):
-    """A type error found at compile time."""
+    """`qd.QuadrantsTypeError`: a type error found at compile time (a bit operation on floats, a float
+    `qd.atomic_cas`, a bad struct member type, an integer literal outside its dtype's range), or a wrong
+    argument to a host-side helper such as `qd.algorithms.parallel_sort`. Also a `TypeError`."""
 
 
 class QuadrantsRuntimeError(RuntimeError):
-    """An error raised while running a kernel."""
+    """`qd.QuadrantsRuntimeError`: an error raised by the runtime rather than the compiler: while running a
+    kernel, or while setting up fields and SNodes (a non-positive field dimension). The base of
+    `QuadrantsAssertionError`, `QuadrantsRuntimeTypeError`, `QuadrantsOptionError` and `SparseSNodeError`.
+    Also a `RuntimeError`."""
 
 
 class QuadrantsAssertionError(QuadrantsRuntimeError, AssertionError):
-    """A failed `assert`, bound check or adstack overflow in a kernel."""
+    """`qd.QuadrantsAssertionError`: a check that failed while a kernel ran: an `assert` in the kernel (in debug
+    mode), an out-of-bounds field/ndarray access or local-matrix index (with `debug=True` or
+    `check_out_of_bound=True`), or an autodiff stack overflow. Also an `AssertionError`."""
 
 
 class HostIndexError(IndexError, AssertionError):
@@ -55,11 +70,12 @@ class SparseSNodeError(QuadrantsRuntimeError, NotImplementedError):
 
 
 class QuadrantsTypeWarning(Warning):
-    pass
+    """`qd.QuadrantsTypeWarning`: Quadrants' warning category for type issues, kept for code that filters on it
+    (`warnings.filterwarnings("ignore", category=qd.QuadrantsTypeWarning)`)."""
 
 
 class QuadrantsWarning(Warning):
-    pass
+    """`qd.QuadrantsWarning`: Quadrants' general warning category, kept for code that filters on it."""
 
 
 class QuadrantsArchError(QuadrantsCompilationError, ValueError):
@@ -67,7 +83,8 @@ class QuadrantsArchError(QuadrantsCompilationError, ValueError):
 
 
 class QuadrantsNotImplementedError(QuadrantsCompilationError, NotImplementedError):
-    pass
+    """`qd.QuadrantsNotImplementedError`: a kernel uses a construct the compiler recognises but does not implement.
+    A `QuadrantsCompilationError` and a `NotImplementedError`."""
 
 
 class UnsupportedFeatureError(NotImplementedError, AttributeError):

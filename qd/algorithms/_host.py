@@ -27,7 +27,16 @@ def _host(x: Any, what: str) -> np.ndarray:
 
 
 def parallel_sort(keys: Any, values: Any = None) -> None:
-    """Sort `keys` ascending; permute `values` (same length) alike. NaN keys go last."""
+    """`qd.algorithms.parallel_sort(keys, values=None)`: sort the 1-D field or ndarray `keys` in place, ascending,
+    and apply the same permutation to `values` (a 1-D field or ndarray of the same length), if given.
+
+    Called from Python scope (not in a kernel). The sort is stable (equal keys keep their order, and so do
+    their values) and NaN keys go last. It currently runs on a host copy through numpy's sort. Returns None.
+    A `keys` or `values` that is not a field or ndarray, or is not 1-D, and a length mismatch raise
+    `qd.QuadrantsTypeError`.
+
+    Example: `qd.algorithms.parallel_sort(cell_ids, particle_ids)`.
+    """
     k = _host(keys, "keys")
     order = np.argsort(k, kind="stable")
     keys.from_numpy(k[order])

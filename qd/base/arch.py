@@ -135,7 +135,16 @@ def set_available(a: Arch, probe: Callable[[], bool] | bool = True,
 
 
 def is_arch_supported(a: "Arch | str") -> bool:
-    """Whether `a` can run here (for `gpu`: whether any GPU arch can)."""
+    """`qd.is_arch_supported(arch)`: whether kernels can run on `arch` on this machine.
+
+    `arch` is an arch object (`qd.cpu`, `qd.cuda`, `qd.vulkan`, ...) or its name as a string ("cpu", "x64",
+    "cuda", ...). True when qd's tier for that arch is built and its probe finds the hardware and driver here
+    (`qd.cpu` is True wherever qd runs); for `qd.gpu`, True when any GPU arch is. It starts nothing and can be
+    called before `qd.init`. An unknown name raises `ValueError` (listing the known names); a value that is not
+    an arch or a string raises `TypeError`.
+
+    Example: `qd.init(arch=qd.cuda if qd.is_arch_supported(qd.cuda) else qd.cpu)`.
+    """
     a = to_arch(a)
     if a is gpu:
         return any(g.available() for g in GPU_ORDER)

@@ -70,7 +70,15 @@ bit_not = _unary("bit_not")
 
 
 def floor_(x: Any, dtype: Any = None) -> Any:
-    """`qd.floor(x, dtype=None)`: round toward -inf, then optionally cast to `dtype`."""
+    """`qd.floor(x, dtype=None)`: the largest integer value not above `x` (rounds toward -inf).
+
+    In a kernel or func the result keeps the float dtype of `x` (an integer `x` is first converted to
+    `default_fp`, so `qd.floor(3)` is `3.0`); with `dtype` it is then cast to it, as `qd.cast(qd.floor(x), dtype)`.
+    Elementwise on vectors and matrices (`qd.floor(qd.Vector([1.5, -2.5]))` is `[1.0, -3.0]`). In Python scope a
+    Python float gives a Python int (`qd.floor(-2.5)` is `-3`).
+
+    Example: `i = qd.floor(x, qd.i32)` (a cell index from a float coordinate).
+    """
     r = _e.unary("floor", x)
     return r if dtype is None else cast(r, dtype)
 
@@ -118,22 +126,48 @@ def _fold(name: str, args: tuple) -> Any:
 
 
 def max_(*args: Any) -> Any:
-    """n-ary elementwise maximum."""
+    """`qd.max(a, b, *more)`: the largest of two or more values (also `qd.max([a, b, c])`).
+
+    In a kernel or func the operands are promoted to a common dtype first, as for `+` (`qd.max(qd.i32(3), 2.5)`
+    is the float `3.0`); vectors and matrices are compared entry by entry, and a scalar operand is broadcast
+    (`qd.max(v, 0.0)` clamps every entry of `v` at zero). On Python numbers it is evaluated in Python
+    (`qd.max(1, 2.5)` is `2.5`). Fewer than two values raise `qd.QuadrantsTypeError`.
+    """
     return _fold("max", args)
 
 
 def min_(*args: Any) -> Any:
-    """n-ary elementwise minimum."""
+    """`qd.min(a, b, *more)`: the smallest of two or more values (also `qd.min([a, b, c])`).
+
+    The same rules as `qd.max`: operands promoted to a common dtype, elementwise on vectors and matrices
+    with scalars broadcast, Python numbers evaluated in Python, and fewer than two values raise
+    `qd.QuadrantsTypeError`. Example: `d = qd.min(d, qd.sqrt(r2))`.
+    """
     return _fold("min", args)
 
 
 def bit_shr(x: Any, n: Any) -> Any:
-    """Logical shift right whatever the signedness of `x`."""
+    """`qd.bit_shr(x, n)`: logical shift right of the integer `x` by `n` bits: zeros come in at the top,
+    whatever the signedness of `x`, within the width of `x`'s dtype.
+
+    `x >> n` is an arithmetic shift on signed ints (the sign bit is copied in); `qd.bit_shr` is not:
+    `qd.bit_shr(qd.i8(-16), 2)` is `60` (`0xF0` shifted to `0x3C`) where `qd.i8(-16) >> 2` is `-4`. On unsigned
+    ints the two are the same. Elementwise on integer vectors. Note that Python int operands (in Python scope,
+    or two literals in a kernel) are shifted as 64-bit values: `qd.bit_shr(-16, 2)` is `4611686018427387900`.
+    """
     return _e.binary("bit_shr", x, n)
 
 
 def raw_div(a: Any, b: Any) -> Any:
-    """C-style division: truncating for two ints, `/` otherwise."""
+    """`qd.raw_div(a, b)`: C-style division.
+
+    For two integers the quotient is truncated toward zero, as in C: `qd.raw_div(-7, 2)` is `-3`, where
+    Python's (and a kernel's) `-7 // 2` is `-4`. If either operand is a float it is true division, `a / b`
+    (`qd.raw_div(-7.0, 2)` is `-3.5`). Works in kernels and funcs (operands promoted as for `/` and `//`),
+    on Python numbers (evaluated in Python: a zero divisor raises `ZeroDivisionError`), and elementwise on
+    vectors and matrices. In a kernel, integer division by zero does not raise; its result is unspecified.
+    See `qd.raw_mod` for the matching remainder.
+    """
     if _e.is_matrix(a) or _e.is_matrix(b):
         return a._zip(b, raw_div) if _e.is_matrix(a) else b._map(lambda y: raw_div(a, y))
     if not is_expr(a) and not is_expr(b):
@@ -152,7 +186,15 @@ def raw_div(a: Any, b: Any) -> Any:
 
 
 def raw_mod(a: Any, b: Any) -> Any:
-    """C-style remainder (sign of the dividend): `a - raw_div(a, b) * b`."""
+    """`qd.raw_mod(a, b)`: C-style remainder, `a - qd.raw_div(a, b) * b`; it has the sign of the dividend `a`.
+
+    `qd.raw_mod(-7, 2)` is `-1` and `qd.raw_mod(7, -2)` is `1`, where Python's (and a kernel's) `%` gives `1` and
+    `-1` (the sign of the divisor). With a float operand it is C's `fmod`: `qd.raw_mod(-7.5, 2.0)` is `-1.5`
+    (in kernels both operands are converted to a common float dtype first). Works in kernels and funcs, on
+    Python numbers (evaluated in Python: `ZeroDivisionError` for an integer zero divisor, `ValueError` from
+    `math.fmod` for a float one), and elementwise on vectors and matrices. In a kernel, an integer zero divisor
+    does not raise; its result is unspecified.
+    """
     if _e.is_matrix(a):
         return a._zip(b, raw_mod)
     if _e.is_matrix(b):
@@ -226,7 +268,12 @@ def zero(x: Any) -> Any:
 
 
 def one(x: Any) -> Any:
-    """`qd.one(x)`: ones of `x`'s type and shape."""
+    """`qd.one(x)`: a one of `x`'s dtype and shape: `1` for an int, `1.0` for a float, all-ones for a vector or
+    matrix. Computed as `qd.zero(x) + 1` (that is, `x * 0 + 1`), so it works in kernels, funcs and on Python
+    numbers (`qd.one(2.5)` is `1.0`), and keeps `x`'s dtype (`qd.one(qd.i8(3))` is an i8).
+
+    Example: `w = qd.one(v)` (a vector of ones shaped like `v`).
+    """
     return zero(x) + 1
 
 
@@ -244,9 +291,29 @@ def _atomic(op: Op, name: str) -> Callable[[Any, Any], Any]:
                                        f"qd.{name} needs a field/ndarray element or a local variable")
         return atomic_rmw(op, x, y)
     fn.__name__ = name
-    fn.__doc__ = f"`{name}(x, y)`: atomically update `x` with `y`; returns the old value."
+    fn.__doc__ = _ATOMIC_DOC.format(name=name, what=_ATOMIC_WHAT[name])
     return fn
 
+
+_ATOMIC_WHAT = {
+    "atomic_add": "`x + y`", "atomic_sub": "`x - y`", "atomic_mul": "`x * y`", "atomic_min": "`min(x, y)`",
+    "atomic_max": "`max(x, y)`", "atomic_and": "`x & y` (integers only)", "atomic_or": "`x | y` (integers only)",
+    "atomic_xor": "`x ^ y` (integers only)",
+}
+
+_ATOMIC_DOC = """`qd.{name}(x, y)`: atomically replace `x` with {what}; returns the old value of `x`.
+
+In a kernel or func, `x` must be a writable place: a field or ndarray element (`f[i]`, `f[None]`) or a
+local variable. Concurrent updates of one element from a parallel loop are never lost. `y` is cast to
+`x`'s dtype first (a float added to an i32 element is truncated toward zero). A vector or matrix `x` is
+updated entry by entry (a scalar `y` is broadcast) and the old vector or matrix is returned. The augmented
+assignments on field/ndarray elements (`f[i] += y`, `-=`, `*=`, `|=`, `^=`, ...) are atomic too.
+
+Errors: a non-writable `x` (a literal, an expression, or any call from Python scope) raises
+`qd.QuadrantsSyntaxError`; a bit operation (`atomic_and`/`or`/`xor`) on a float raises `qd.QuadrantsTypeError`.
+
+Example: `old = qd.{name}(f[None], y)` (inside a kernel; `f` a 0-d field).
+"""
 
 _BIN_NAME = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul", Op.MIN: "min", Op.MAX: "max", Op.BIT_AND: "and",
              Op.BIT_OR: "or", Op.BIT_XOR: "xor"}

@@ -57,7 +57,21 @@ def build_kernel_ir(kernel: Any, values: list, hidden: list | None = None,
 
 
 class Func:
-    """A `@qd.func`: inlined into the calling kernel at every call."""
+    """What `@qd.func` (and `@qd.real_func`) return: a function callable from kernels and funcs.
+
+    Each call made while a kernel compiles inlines the function body into the caller (qd compiles no separate
+    function calls), binding the arguments by the function's annotations, or by the caller's types where a
+    parameter is bare. Attributes: `fn` (the decorated Python function), `is_real_function` (True from
+    `qd.real_func`), `requires_top_level`. Used as a method (`@qd.func` in a `@qd.data_oriented` class) it
+    binds `self` like a Python method.
+
+    Errors: calling it from Python scope raises `qd.QuadrantsSyntaxError` (use `qd.pyfunc` for a function
+    callable from both); one declared `requires_top_level=True` raises `qd.QuadrantsSyntaxError` when called
+    inside a runtime `for`/`if`/`while`; inlining deeper than 64 levels (recursion that does not end through
+    `qd.static` conditions) raises `qd.QuadrantsSyntaxError`.
+
+    `isinstance(f, qd.Func)` tells whether `f` was made by `qd.func`.
+    """
 
     _is_qd_func = True
 
@@ -147,12 +161,32 @@ def func(fn: Callable | None = None, is_real_function: bool = False, requires_to
 
 
 def real_func(fn: Callable) -> Func:
-    """`@qd.real_func`: inlined like `qd.func` in qd."""
+    """`@qd.real_func`: Quadrants' decorator for a func compiled once and called (not inlined); in qd it is the
+    same as `@qd.func(is_real_function=True)`, a `qd.Func` that is inlined at every call like any other func.
+
+    Its parameters and return value should be annotated (`def f(x: qd.f32) -> qd.f32`), as Quadrants requires
+    for real functions; the result is the same as with `@qd.func`. Calling it from Python scope raises
+    `qd.QuadrantsSyntaxError`.
+    """
     return Func(fn, True)
 
 
 def pyfunc(fn: Callable) -> Callable:
-    """`@qd.pyfunc`: callable from Python and from kernels (inlined there)."""
+    """`@qd.pyfunc`: a function callable both from Python scope and from kernels and funcs.
+
+    Called while a kernel compiles, it is a `qd.func` (inlined, with the func's argument rules); called from
+    Python, it is the plain Python function, run on Python values. The returned object is a wrapper function
+    (not a `qd.Func`).
+
+    Example::
+
+        @qd.pyfunc
+        def sq(x):
+            return x * x
+
+        sq(3)            # 9, computed in Python
+        # inside a kernel: f[i] = sq(f[i])
+    """
     f = Func(fn)
 
     @functools.wraps(fn)

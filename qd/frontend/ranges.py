@@ -84,7 +84,24 @@ class grouped:  # noqa: N801
 
 
 def static(x: Any, *xs: Any) -> Any:
-    """`qd.static(x)`: marks a compile-time value (condition, loop iterable, object)."""
+    """`qd.static(x)` (or `qd.static(x, y, ...)`): use `x` as a compile-time value inside a kernel or func.
+
+    Returns `x` unchanged (a tuple for several arguments) and tells the compiler to evaluate the construct
+    around it in Python while the kernel compiles:
+
+    - `if qd.static(cond):` keeps only the taken branch (the other is not compiled at all);
+    - `for i in qd.static(range(3)):` unrolls the loop, with `i` a Python int in each copy; it also
+      iterates Python lists, tuples and `qd.grouped(qd.ndrange(...))`;
+    - `qd.static(obj)` for a field, ndarray, Python number or other object passes it through as-is.
+
+    The argument must be known at compile time: Python values, template arguments, fields and global values
+    reached by name. A runtime value (a kernel's scalar argument, a value computed in the kernel) raises
+    `qd.QuadrantsSyntaxError`, as does a primitive member of a
+    `@qd.data_oriented(template_primitives=False)` object (a runtime argument there). Outside a kernel it simply
+    returns its argument(s).
+
+    Example: `for d in qd.static(range(3)): x[i][d] += v[d]`.
+    """
     vals = (x,) + xs
     for v in vals:
         b = _e.bld() if isinstance(v, _e.Expr) else None
@@ -100,7 +117,15 @@ def static(x: Any, *xs: Any) -> Any:
 
 
 def static_assert(cond: Any, msg: str | None = None) -> None:
-    """Checked while the kernel compiles."""
+    """`qd.static_assert(cond, msg=None)`: check `cond` while the kernel compiles, not when it runs.
+
+    `cond` must be a compile-time value (Python values, template arguments, shapes of fields,
+    `qd.static` expressions); if it is false, compilation fails with `qd.QuadrantsCompilationError`
+    ("Static assertion failed: <msg>"). A runtime condition raises `qd.QuadrantsSyntaxError` (use `assert`
+    for a check at run time). In Python scope it checks `cond` at once, with the same error.
+
+    Example: `qd.static_assert(x.shape[0] % 4 == 0, "x must have a multiple of 4 rows")` (`x` a template arg).
+    """
     if isinstance(cond, _e.Expr):
         raise QuadrantsSyntaxError("qd.static_assert() needs a compile-time condition")
     if not cond:
@@ -110,7 +135,15 @@ def static_assert(cond: Any, msg: str | None = None) -> None:
 
 
 def static_print(*args: Any, **kwargs: Any) -> None:
-    """Print at compile time (once per kernel instance)."""
+    """`qd.static_print(*args, **kwargs)`: Python's `print`, run while the kernel compiles.
+
+    It prints once per compiled kernel instance (each new set of template arguments compiles, and prints,
+    again; a launch that reuses a compiled kernel prints nothing), and takes `print`'s keyword arguments
+    (`sep`, `end`, `file`, `flush`). Python values print as themselves; a runtime value prints as its symbolic
+    compile-time expression (`<qd Expr i32>`), not as a number: use `print` in the kernel for run-time values.
+
+    Example: `qd.static_print("block size", qd.static(bs))`.
+    """
     print(*args, **kwargs)
 
 

@@ -142,7 +142,16 @@ class Struct:
 # ---------------------------------------------------------------- struct fields
 
 class StructField:
-    """A field of structs: one field per member (SoA)."""
+    """`qd.StructField`: a field of structs, made by `StructType.field(shape=...)` (e.g.
+    `qd.types.struct(pos=qd.types.vector(2, qd.f32), mass=qd.f32).field(shape=4)`).
+
+    It is stored as one field per member, all of the struct field's shape (structure of arrays): `sf.mass`
+    is a scalar field, `sf.pos` a vector field, and nested structs give nested StructFields. `sf.keys()` lists
+    the member names. In a kernel, `sf[i]` is a struct value (assign a whole struct with `sf[i] = p`, or one
+    member with `sf[i].mass = m`); in Python scope `sf[i]` reads an element, and `sf.to_numpy()` gives a dict of
+    arrays, one per member. With `needs_grad=True` only the float members get `.grad`. A missing member name
+    raises `AttributeError`.
+    """
 
     _qd_struct_field = True
 

@@ -234,13 +234,24 @@ class _ElementTensor(Tensor):
 
 
 class VectorTensor(_ElementTensor):
-    """A tensor of vectors (`qd.Vector.tensor`)."""
+    """`qd.VectorTensor`: a tensor whose elements are vectors, as made by `qd.Vector.tensor(n, dtype, shape,
+    backend=...)` (or `qd.wrap` of a vector field or ndarray).
+
+    Besides `qd.Tensor`'s interface (`shape`, `dtype`, `backend`, `to_numpy`, `from_numpy`, `fill`, indexing,
+    ...), it has `n` (the vector length) and `element_shape` (`(n,)`). Constructed directly around a field or
+    ndarray whose elements are not vectors, it raises `TypeError`.
+    """
 
     _rank, _what = 1, "vector"
 
 
 class MatrixTensor(_ElementTensor):
-    """A tensor of matrices (`qd.Matrix.tensor`)."""
+    """`qd.MatrixTensor`: a tensor whose elements are `n x m` matrices, as made by `qd.Matrix.tensor(n, m, dtype,
+    shape, backend=...)` (or `qd.wrap` of a matrix field or ndarray).
+
+    Besides `qd.Tensor`'s interface it has `n` (rows), `m` (columns) and `element_shape` (`(n, m)`).
+    Constructed directly around a field or ndarray whose elements are not matrices, it raises `TypeError`.
+    """
 
     _rank, _what = 2, "matrix"
 
@@ -253,7 +264,13 @@ TENSOR_TYPES = (Tensor, VectorTensor, MatrixTensor)
 
 
 def wrap(impl: Any) -> Tensor:
-    """`qd.wrap`: the most specific Tensor class around a bare field or ndarray."""
+    """`qd.wrap(x)`: the field or ndarray `x` wrapped in the most specific tensor class: a `qd.VectorTensor` for
+    vector elements, a `qd.MatrixTensor` for matrix elements, a `qd.Tensor` for scalars.
+
+    The wrapper shares `x`'s data (nothing is copied) and can be passed to kernels like `x` itself.
+    Anything other than a field or ndarray raises `TypeError`. Example: `t = qd.wrap(qd.Vector.field(3, qd.f32,
+    8))` gives a VectorTensor with `t.n == 3`.
+    """
     es = getattr(impl, "elem_shape", ())
     cls = {1: VectorTensor, 2: MatrixTensor}.get(len(es), Tensor) if isinstance(impl, (Field, Ndarray)) else Tensor
     return cls(impl)

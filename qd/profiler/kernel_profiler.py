@@ -184,7 +184,10 @@ _default = KernelProfiler()
 
 
 def get_default_kernel_profiler() -> KernelProfiler:
-    """The one kernel profiler (Quadrants keeps one too)."""
+    """`qd.profiler.get_default_kernel_profiler()`: the one `KernelProfiler` object of the process (Quadrants
+    keeps one too). Its methods mirror the module functions: `set_kernel_profiler_mode(mode)`,
+    `get_kernel_profiler_mode()`, `set_toolkit(name)`, `get_total_time()`, `clear_info()`, `query_info(name)`,
+    `print_info(mode)`."""
     return _default
 
 
@@ -202,12 +205,18 @@ def query_kernel_profiler_info(name: str) -> KernelProfilerQueryResult | None:
 
 
 def clear_kernel_profiler_info() -> None:
-    """Drops every profiled launch (the profiler stays on)."""
+    """`qd.profiler.clear_kernel_profiler_info()`: drop every kernel launch recorded so far; the profiler stays
+    on, so later launches are recorded afresh. Afterwards `get_kernel_profiler_total_time()` is 0.0 and
+    `query_kernel_profiler_info(name)` reports `counter=0` until the kernel runs again. With the profiler off
+    (no `qd.init(kernel_profiler=True)`) it only logs a warning saying how to turn it on."""
     get_default_kernel_profiler().clear_info()
 
 
 def get_kernel_profiler_total_time() -> float:
-    """The time of every profiled launch since the last clear, in seconds (as Quadrants)."""
+    """`qd.profiler.get_kernel_profiler_total_time()`: the summed time of every kernel launch recorded since
+    `qd.init(kernel_profiler=True)` or the last `clear_kernel_profiler_info()`, as a float in seconds (note:
+    `query_kernel_profiler_info` reports milliseconds), as Quadrants does. With the profiler off it logs a
+    warning and returns 0.0."""
     return get_default_kernel_profiler().get_total_time()
 
 

@@ -39,7 +39,9 @@ def print_scoped_profiler_info() -> None:
 
 
 def clear_scoped_profiler_info() -> None:
-    """Drops the compile times recorded so far."""
+    """`qd.profiler.clear_scoped_profiler_info()`: drop the kernel compile times recorded so far, so the next
+    `print_scoped_profiler_info()` shows only compiles after this call. The scoped profiler is always on; this
+    does not turn it off."""
     _scoped.clear()
 
 

@@ -320,7 +320,12 @@ class _FieldKind(type):
 
 
 class ScalarField(metaclass=_FieldKind):
-    """A field of scalars, for `isinstance` checks (make fields with `qd.field`)."""
+    """`qd.ScalarField`: the class of fields of scalars, for `isinstance` checks only.
+
+    qd has one field class (`type(qd.field(qd.f32, 3))` is `Field`); `isinstance(f, qd.ScalarField)` is True
+    for a field made by `qd.field(dtype, ...)` (a scalar per element) and False for a vector or matrix field,
+    which is a `qd.MatrixField` instead. Make fields with `qd.field`, not by calling this class.
+    """
 
     _matrix = False
 

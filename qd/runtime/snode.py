@@ -36,7 +36,12 @@ class Axis:
 
 
 def axes(*indices: int) -> list[Axis]:
-    """Quadrants' `qd.axes(0, 1)`: a list of axes."""
+    """`qd.axes(*indices)`: the list of axes with those indices, to pass to `SNode.dense`.
+
+    `qd.axes(0, 1)` is the same as `qd.ij` (`qd.i`, `qd.j`, `qd.k`, `qd.l` are axes 0 to 3, and their
+    combinations `qd.ij`, `qd.ijk`, ... are predefined). Example: `qd.root.dense(qd.axes(0, 1), (4, 3)).place(x)`
+    gives `x` the shape `(4, 3)`.
+    """
     return [Axis(i) for i in indices]
 
 
@@ -59,7 +64,18 @@ def _sparse_error(kind: str) -> SparseSNodeError:
 
 
 class SNode:
-    """A node of the layout tree: kind 'root', 'dense' or 'place'."""
+    """`qd.SNode`: a node of the field layout tree (Quadrants' structural node), rooted at `qd.root`.
+
+    `kind` is 'root', 'dense' or 'place'. `node.dense(axes, sizes)` adds and returns a dense child over those
+    axes (`qd.ij`, `qd.axes(0, 1)`; an int size applies to every axis), and `node.place(*fields)` lays the
+    fields out under it (they take the shape of the path from the root) and returns the node, so
+    `qd.root.dense(qd.ij, (4, 3)).place(x, y)` makes two `(4, 3)` fields. `shape` is the node's extent along
+    each axis; `parent(n=1)` walks up; `lazy_grad()` / `lazy_dual()` place the missing `.grad` / `.dual` of
+    the float fields under it.
+
+    qd supports dense SNodes only: `pointer`, `bitmasked`, `dynamic`, `hash`, `bit_struct` and `quant_array`
+    raise `qd.SparseSNodeError`. A non-positive size or mismatched axes/sizes raise `qd.QuadrantsRuntimeError`.
+    """
 
     def __init__(self, kind: str, parent: "SNode | None", axis_sizes: tuple[tuple[int, int], ...] = (),
                  field: "Field | None" = None) -> None:

@@ -68,7 +68,16 @@ def _member_type(name: str, t: Any) -> Any:
 
 
 class StructType:
-    """`qd.types.struct(**members)`: a struct type; see the module docstring."""
+    """`qd.types.struct(**members)`: a struct type with the given members, in order.
+
+    Each member type is a scalar dtype (`qd.f32`), a vector or matrix type (`qd.types.vector(3, qd.f32)`) or
+    another struct type; anything else raises `qd.QuadrantsTypeError`. Calling the type builds a value, by
+    keyword or by position (`P(pos=[1.0, 2.0], mass=2.0)` or `P([1.0, 2.0], 2.0)`): a struct value in a kernel
+    or func (members read and written as `p.mass`), a host `qd.Struct` in Python scope. `P.field(shape=...)`
+    makes a `qd.StructField`; the type also annotates kernel/func parameters and return values.
+
+    Example: `P = qd.types.struct(pos=qd.types.vector(2, qd.f32), mass=qd.f32)`.
+    """
 
     def __init__(self, **members: Any) -> None:
         members, self._unpacked_groups = _expand_unpacked(members)
