@@ -115,6 +115,20 @@ def reset_launch_ids():
     _launch_id = 0
 
 
+cdef object _last_launched = None  # the instance (`CompiledKernel`) the program launched last
+
+
+def note_launched(object ck):
+    """`ck` was launched (the Python path; a plan notes its own launches)."""
+    global _last_launched
+    _last_launched = ck
+
+
+def last_launched():
+    """The kernel instance launched last (Quadrants' `prog.get_..._on_last_call` queries read it), or None."""
+    return _last_launched
+
+
 _U64_MAX = (1 << 64) - 1
 
 
@@ -253,6 +267,7 @@ cdef class Plan:
     cdef uint64_t bound_epoch    # `_storage_epoch` when every ndarray parameter was last checked and bound
     cdef uint64_t fields_epoch   # `_storage_epoch` when every field buffer was last checked and bound
     cdef public object runner    # a GPU tier's launch in C (`CudaRunner`), tried before `device_run`; or None
+    cdef public object owner     # the instance (`CompiledKernel`) whose launches it makes (`last_launched`)
     cdef public object members_unchanged  # (args) -> bool: the fields/ndarrays reached through templates are the
                                           # instance's (`qd/frontend/guards.py`); None: no such members
     cdef uint64_t seed
@@ -520,8 +535,10 @@ cdef class Plan:
         busy from its first write into its launch state to its returns (a call from another thread meanwhile,
         or from the same thread's hooks, misses and takes the Python path, which has launch states of its own).
         The plan's memory of arguments seen before (`struct_kept`, `nd_seen`) is read and written only while busy."""
+        global _last_launched
         if not self._guarded():
             return MISS
+        _last_launched = self.owner
         self.busy = True
         try:
             if self.struct_spec is not None:

@@ -83,6 +83,7 @@ cdef class CudaRunner:
     cdef object make_graph
     cdef cu_graph_launch_t cu_graph_launch
     cdef public long long graph_launches
+    cdef public bint last_graph  # the last launch was one graph of the whole kernel
     # the whole kernel as one graph: its exec (NULL: not made), the grids and loop counter addresses it was made for
     cdef object make_whole
     cdef bint whole
@@ -177,7 +178,7 @@ cdef class CudaRunner:
             self.fns[i], self.blocks[i], self.grids[i] = <void*><size_t>fn, block, max(1, grid)
             self.shmem[i] = shared
         self._set_loops(loops or [])
-        self.make_whole, self.wexec, self.wmade = make_whole, NULL, 0
+        self.make_whole, self.wexec, self.wmade, self.last_graph = make_whole, NULL, 0, False
         self.whole = make_whole is not None and gslot != 0 and self.cu_graph_launch != NULL
         self.wgrids = <unsigned*>calloc(self.ntasks + 1, sizeof(unsigned))
         self.wcounter = <uint64_t*>calloc(self.nloops + 1, sizeof(uint64_t))
@@ -292,6 +293,16 @@ cdef class CudaRunner:
         self._call(self.cu_graph_launch(self.gexec[lp], self.stream), "cuGraphLaunch")
         self.graph_launches += 1
         return True
+
+    @property
+    def has_graph(self):
+        """A graph of the whole kernel is made (Quadrants' graph cache counts these)."""
+        return self.wexec != NULL
+
+    @property
+    def graph_builds(self):
+        """How many times the whole kernel's graph was made."""
+        return self.wmade
 
     cdef bint _whole_graph(self) except -1:
         """Launches the kernel as its graph (made, or made again where needed); False when it cannot be one (it then
@@ -427,7 +438,8 @@ cdef class CudaRunner:
             if timing:
                 self._call(self.cu_record(self.ev_start, self.stream), "cuEventRecord")
             launch = _next_id()
-            i = 0 if not (self.whole and self._whole_graph()) else self.ntasks
+            self.last_graph = self.whole and self._whole_graph()
+            i = self.ntasks if self.last_graph else 0
             while 0 <= i < self.ntasks:
                 if self.graph_at[i] >= 0 and self._graph_loop(self.graph_at[i]):
                     i = self.loop_end[self.graph_at[i]]

@@ -330,6 +330,7 @@ def _whole_graph_runs() -> dict:
             x[i] += 1.0
 
     out: dict = {"step": [], "three": [], "noise": []}
+    prog = qd.lang.impl.get_runtime().prog
     counter = qd.ndarray(qd.i32, ())
     for size in (100, 5000):
         x, y = qd.ndarray(qd.f32, (size,)), qd.ndarray(qd.f32, (2 * size + 1,))
@@ -346,6 +347,11 @@ def _whole_graph_runs() -> dict:
             np.testing.assert_array_equal(y.to_numpy(), yw)
             assert counter.to_numpy() == 0
         out["step"].append(y.to_numpy())
+    counter[()] = 1
+    step(counter, x, y, 0.0)  # (one more call, the last: its values are not checked again)
+    out["queries"] = (prog.get_graph_cache_used_on_last_call(), prog.get_graph_num_nodes_on_last_call(),
+                      prog.get_num_offloaded_tasks_on_last_call(), prog.get_graph_cache_size(),
+                      prog.get_graph_total_builds())
     for size in range(1, 41):  # a new grid at every size: graphs made up to MAX_REMAKES times, then task by task
         x = qd.ndarray(qd.f32, (size * 300,))  # (more than a 256-wide block more at each size)
         three(x, 1.5)
@@ -379,12 +385,16 @@ def test_a_graph_kernel_is_one_cuda_graph_launch(arch, monkeypatch):
         pytest.skip(f"CUDA graphs unavailable here: {why}")
     graphs = _whole_graph_runs()
     assert graphs["graphs"]["step"] == graphs["launches"]["step"] >= 4
+    # Quadrants' queries (its test_graph.py): the last call of `step` was one graph of one node per task
+    assert graphs["queries"][0] is True and graphs["queries"][1] == graphs["queries"][2] >= 4
+    assert graphs["queries"][3] >= 1 and graphs["queries"][4] >= graphs["queries"][3]
     assert graphs["graphs"]["three"] == 16 and graphs["launches"]["three"] >= 40
     assert graphs["graphs"]["noise"] == 0 < graphs["launches"]["noise"]
     monkeypatch.setenv("QD_CUDA_GRAPH_LOOPS", "0")
     qd.init(arch=qd.cuda, enable_fallback=False, log_level="warn")
     plain = _whole_graph_runs()
     assert set(plain["graphs"].values()) == {0}
+    assert plain["queries"][0] is False and plain["queries"][1] == 0 and plain["queries"][3] == 0
     for key in ("step", "three"):
         for a, b in zip(graphs[key], plain[key]):
             np.testing.assert_array_equal(a, b)

@@ -149,3 +149,38 @@ def test_arg_checks_switched_off(arch: object, no_arg_checks: None) -> None:
     qd.lang._template_mapper.__builtins__["__debug__"] = True
     with pytest.raises(qd.QuadrantsRuntimeTypeError, match="expected an ndarray of dtype f32, got i32"):
         k(qd.ndarray(qd.i32, 4))
+
+
+def test_last_call_queries(arch: object) -> None:
+    """Quadrants' `prog.get_num_offloaded_tasks_on_last_call()` and graph-cache queries (its test_graph.py reads
+    them): the tasks of the instance launched last, through the Python path and through the plan alike; no graph on
+    a tier that makes none (the CUDA tier's graphs: tests/test_cuda_launch.py)."""
+    import numpy as np
+
+    from qd.lang import impl
+
+    prog = impl.get_runtime().prog
+
+    @qd.kernel(graph=True)
+    def three(x: qd.types.ndarray(qd.f32, 1)):
+        for i in x:
+            x[i] += 1.0
+        for i in x:
+            x[i] *= 2.0
+        x[0] = 0.0
+
+    @qd.kernel
+    def one(x: qd.types.ndarray(qd.f32, 1)):
+        for i in x:
+            x[i] = 1.0
+
+    x = qd.ndarray(qd.f32, (8,))
+    for _ in range(3):  # (the first call takes the Python path, the later ones the plan)
+        three(x)
+        assert prog.get_num_offloaded_tasks_on_last_call() == 3
+        one(x)
+        assert prog.get_num_offloaded_tasks_on_last_call() == 1
+    np.testing.assert_array_equal(x.to_numpy(), np.ones(8, np.float32))
+    if qd.cfg.arch is not qd.cuda:
+        assert prog.get_graph_cache_size() == 0 and not prog.get_graph_cache_used_on_last_call()
+        assert prog.get_graph_num_nodes_on_last_call() == 0

@@ -62,6 +62,11 @@ _program.on_reset(_clear_caches)
 
 
 
+def live_instances() -> list:
+    """The compiled instances (`CompiledKernel`) of every live kernel."""
+    return [ck for k in list(_KERNELS) for ck, _ in list(k._instances.values())]
+
+
 def _drop_instance(kernel_ref: weakref.ref, key: tuple) -> None:
     """A template argument of instance `key` died: the kernel forgets the instance (and what it kept for it)."""
     kernel = kernel_ref()
@@ -236,6 +241,7 @@ class Kernel(_clib.KernelEntry):
                                                 lambda: tier.launch(ck, bindings, launch_args))
             else:
                 result = tier.launch(ck, bindings, launch_args)
+            _clib.note_launched(ck)
         except RecursionError:  # compiling for a tier at its first launch (GPU code, native code)
             raise self._too_deep() from None
         finally:

@@ -94,6 +94,8 @@ def _plan_of(ck: Any, sig: _args.Signature, values: list, bindings: Sequence[Any
                 plan = _build(ck, sig, values, bindings, rt) or False
                 if plan is not False and guards:
                     plan.members_unchanged = lambda args: not _guards.stale(guards, args)
+                if plan is not False:
+                    plan.owner = ck  # (what `_launch.last_launched` answers after its launches)
                 ck.plan = plan
     return plan or None
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from qd import _launch
 from qd.base import config as _config
 from qd.types.dtypes import DataType, to_dtype
 
@@ -47,6 +48,12 @@ class _DeviceCaps:
         return int(self._caps.get(cap, 0))
 
 
+def _runner_of(ck: Any) -> Any:
+    """The CUDA C launcher of instance `ck`'s plan, or None."""
+    plan = getattr(ck, "plan", None) if ck is not None else None
+    return getattr(plan, "runner", None) if plan else None
+
+
 class _Prog:
     """Stands in for Quadrants' C++ Program object."""
 
@@ -70,16 +77,34 @@ class _Prog:
     def _reset_max_reducer_dispatch_count(self) -> None:
         _call_hook("reset_max_reducer_dispatch_count")
 
-    # Quadrants' CUDA-graph cache queries: qd builds no CUDA graph (a `graph=True` kernel launches its tasks, and a
-    # `qd.graph.do_while` loop repeats them from the host), so there is never a graph to count or to have used.
-    def get_graph_cache_size(self) -> int:
-        return 0
+    # Quadrants' queries of the last call and of its CUDA-graph cache. qd makes CUDA graphs on `qd.cuda` only: a
+    # `@qd.kernel(graph=True)` kernel launched from its plan is one graph (`qd/gpu/cuda_graphs.py`); elsewhere
+    # there is never a graph to count or to have used, as in Quadrants on its non-CUDA backends.
+    def get_num_offloaded_tasks_on_last_call(self) -> int:
+        """The tasks (offloaded loops and serial blocks) of the kernel instance launched last (0: none yet)."""
+        ck = _launch.last_launched()
+        return len(ck.ir.tasks) if ck is not None and ck.ir.tasks is not None else 0
 
     def get_graph_cache_used_on_last_call(self) -> bool:
-        return False
+        """The last call was one CUDA graph launch of its whole kernel."""
+        runner = _runner_of(_launch.last_launched())
+        return bool(runner is not None and runner.last_graph)
+
+    def get_graph_num_nodes_on_last_call(self) -> int:
+        """The kernel nodes of the graph the last call launched: one per task (0: the last call was no graph)."""
+        return self.get_num_offloaded_tasks_on_last_call() if self.get_graph_cache_used_on_last_call() else 0
+
+    def get_graph_cache_size(self) -> int:
+        """The kernel instances with a CUDA graph made, in the live kernels."""
+        from qd.runtime.kernel import live_instances
+
+        return sum(1 for ck in live_instances() if getattr(_runner_of(ck), "has_graph", False))
 
     def get_graph_total_builds(self) -> int:
-        return 0
+        """The CUDA graphs of whole kernels made so far in the live kernels (made again when a grid changed)."""
+        from qd.runtime.kernel import live_instances
+
+        return sum(getattr(_runner_of(ck), "graph_builds", 0) for ck in live_instances())
 
     def get_device_caps(self) -> _DeviceCaps:
         """What the current GPU device offers, under Quadrants' `DeviceCapability` names (empty on the CPU)."""
