@@ -42,8 +42,6 @@ FEATURES: dict[str, Feature] = {
                     "fields or ndarrays of vertices and element indices"),
     "streams": Feature("GPU streams and events (qd.Stream, qd.Event, qd.create_stream, qd.create_event, "
                        "qd.stream_parallel)", "kernels run in launch order on one stream; qd.sync() waits for them"),
-    "graph_parallel": Feature("parallel sections of graph kernels (qd.graph.parallel, qd.graph.parallel_context)",
-                              "a @qd.kernel(graph=True) runs its loops in order; qd.graph.do_while is supported"),
     "checkpoint": Feature("checkpoints of graph kernels (qd.checkpoint, qd.GraphStatus)"),
     "sparse_linalg": Feature("sparse matrices and solvers (qd.linalg: SparseMatrix, SparseMatrixBuilder, "
                              "SparseSolver, SparseCG, MatrixFreeCG, MatrixFreeBICGSTAB, LinearOperator, "
@@ -88,7 +86,6 @@ MISSING: dict[str, dict[str, str]] = {
         "Mesh": "mesh", "MeshInstance": "mesh", "mesh_local": "mesh", "mesh_patch_idx": "mesh",
         "Stream": "streams", "Event": "streams", "create_stream": "streams", "create_event": "streams",
         "stream_parallel": "streams",
-        "graph_parallel": "graph_parallel", "graph_parallel_context": "graph_parallel",
         "checkpoint": "checkpoint", "GraphStatus": "checkpoint",
         "linalg": "sparse_linalg", "sparse_matrix_builder": "sparse_linalg",
         "clock_counter": "clock", "clock_freq_hz": "clock",
@@ -120,7 +117,7 @@ MISSING: dict[str, dict[str, str]] = {
         "reduce_min": "scan_reduce", "reduce_scratch_slots": "scan_reduce", "reduce_by_key_add": "scan_reduce",
         "reduce_by_key_scratch_slots": "scan_reduce", "select": "scan_reduce", "select_scratch_slots": "scan_reduce",
     },
-    "qd.graph": {"parallel": "graph_parallel", "parallel_context": "graph_parallel"},
+    "qd.graph": {},  # (do_while, parallel_context and parallel: all there)
     "qd.simt": {"sorting": "simt_sorting", "tile_slicing": "internals"},
     "qd.tools": {"write_vtk": "vtk", "vtk": "vtk", "diagnose": "diagnose", "imshow": "imshow"},
 }

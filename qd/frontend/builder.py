@@ -95,6 +95,8 @@ class Builder:
         self.loop_block_dim = 0  # the block_dim of the parallel loop whose body is being built (0: the tier's)
         self.func_depth = 0  # nesting of inlined qd.func calls
         self.graph = False  # a `@qd.kernel(graph=True)`: `qd.graph.do_while` loops are allowed (`frontend/graph.py`)
+        self.graph_parallel: str | None = None  # inside a qd.graph.parallel_context region: "context" / "section"
+        self.checkpoints = False  # `@qd.kernel(checkpoints=True)` (qd has no checkpoints; its regions are refused)
         self.call_stack: tuple[ir.SrcLoc, ...] = ()  # call sites of the inlined funcs (debugger: SrcLoc.stack)
         # ArgDecls after the user's args, in ArgDecl order (`Kernel._run` launches them): `x.grad` read in the
         # kernel for an ndarray argument x is (launch arg index of x, "grad"); a lifted primitive member

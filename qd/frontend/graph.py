@@ -7,6 +7,11 @@ each at its own loop level; `offload` turns the loop into a `TaskLoop` that the 
 body runs once before the counter is first read). The counter is a 0-d integer ndarray the kernel reaches (a
 parameter, a dataclass parameter's member, a `@qd.data_oriented` member); anything else, a loop that is not at the
 top level (or directly in another such loop), or a kernel without `graph=True` is a `QuadrantsSyntaxError`.
+
+`with qd.graph.parallel_context():` whose body holds only `with qd.graph.parallel():` sections (directly, or through
+`qd.static` loops and ifs) declares the sections independent (Quadrants forks them into parallel graph branches on
+CUDA). qd checks the structure as Quadrants does and runs the sections in order, on every tier, which gives the
+results Quadrants' contract promises (the sections touch disjoint data); their tasks stay top-level loops.
 """
 
 from __future__ import annotations
@@ -17,6 +22,39 @@ from qd import ir
 from qd.errors import QuadrantsCompilationError, QuadrantsSyntaxError
 from qd.frontend import values as _v
 from qd.types import hooks as _hooks
+
+
+def graph_call(expr: ast.expr, name: str) -> ast.Call | None:
+    """`expr` when it is a call of `qd.graph.<name>` (or `graph.<name>`, or the flat `qd.graph_<name>`), else
+    None."""
+    if not isinstance(expr, ast.Call):
+        return None
+    f = expr.func
+    if isinstance(f, ast.Attribute) and f.attr == name:
+        v = f.value
+        if (isinstance(v, ast.Attribute) and v.attr == "graph") or (isinstance(v, ast.Name) and v.id == "graph"):
+            return expr
+    if (isinstance(f, ast.Attribute) and f.attr == f"graph_{name}") or (
+            isinstance(f, ast.Name) and f.id == f"graph_{name}"):
+        return expr
+    return None
+
+
+def parallel_with(node: ast.AST) -> str | None:
+    """"context" / "section" for a `with qd.graph.parallel_context():` / `with qd.graph.parallel():` statement, else
+    None (the only `with` statements a kernel may hold: `qd/frontend/transformer.py`'s fence)."""
+    if not isinstance(node, ast.With) or len(node.items) != 1:
+        return None
+    expr = node.items[0].context_expr
+    if graph_call(expr, "parallel_context") is not None:
+        return "context"
+    if graph_call(expr, "parallel") is not None:
+        return "section"
+    return None
+
+
+_ONLY_SECTIONS = ("qd.graph.parallel_context() may contain only `with qd.graph.parallel():` sections, directly or in "
+                  "qd.static() loops and ifs: move other work before or after the region, or into a section")
 
 
 def do_while_call(test: ast.expr) -> ast.Call | None:
@@ -35,7 +73,41 @@ def do_while_call(test: ast.expr) -> ast.Call | None:
 
 
 class GraphMixin:
-    """`visit_While` hands a `qd.graph.do_while` loop here (the Transformer mixes this in)."""
+    """`visit_While` hands a `qd.graph.do_while` loop here, `visit_With` a parallel region or section (the Transformer
+    mixes this in)."""
+
+    def visit_With(self, node: ast.With) -> None:
+        kind = parallel_with(node)
+        item = node.items[0]
+        if kind is None or item.optional_vars is not None:
+            raise QuadrantsSyntaxError("'with' statements are not supported in qd kernels and functions, except "
+                                       "`with qd.graph.parallel_context():` and `with qd.graph.parallel():`")
+        call = item.context_expr
+        name = "qd.graph.parallel_context()" if kind == "context" else "qd.graph.parallel()"
+        if call.args or call.keywords:
+            raise QuadrantsSyntaxError(f"{name} takes no arguments")
+        if not getattr(self.b, "graph", False):
+            raise QuadrantsSyntaxError(f"{name} requires @qd.kernel(graph=True): add graph=True to the kernel's "
+                                       f"decorator")
+        state = getattr(self.b, "graph_parallel", None)
+        if kind == "section":
+            if state != "context":
+                raise QuadrantsSyntaxError("qd.graph.parallel() can only be used directly inside a "
+                                           "qd.graph.parallel_context() region (in it, or in its qd.static loops and ifs)"
+                                           if state is None else "qd.graph.parallel() sections cannot be nested")
+            _check_section(node.body)
+        elif state is not None:
+            raise QuadrantsSyntaxError("qd.graph.parallel_context() regions cannot be nested")
+        elif getattr(self.b, "checkpoints", False):
+            raise QuadrantsSyntaxError("qd.graph.parallel_context() cannot be used in a @qd.kernel(checkpoints=True) "
+                                       "kernel")
+        else:
+            _check_region(node.body)
+        self.b.graph_parallel = kind
+        try:
+            self.visit_body(node.body)
+        finally:
+            self.b.graph_parallel = state
 
     def graph_do_while(self, node: ast.While, call: ast.Call) -> None:
         b = self.b
@@ -85,3 +157,42 @@ class GraphMixin:
                 f"qd.graph.do_while({text}): the counter must be a 0-d integer ndarray (qd.i32, ndim=0), got "
                 f"{t.decl.ndim}-d {t.decl.dtype}")
         return t.buffer
+
+
+def _static_call(expr: ast.expr) -> bool:
+    """`expr` is a `qd.static(...)` (or `static(...)`) call: unrolled or decided when the kernel compiles."""
+    if not isinstance(expr, ast.Call):
+        return False
+    f = expr.func
+    return (isinstance(f, ast.Attribute) and f.attr == "static") or (isinstance(f, ast.Name) and f.id == "static")
+
+
+def _check_region(body: list) -> None:
+    """A region's body: sections, through `qd.static` loops and ifs only (Quadrants' structure check)."""
+    for s in body:
+        if parallel_with(s) == "section":
+            continue
+        if isinstance(s, ast.For) and _static_call(s.iter) and not s.orelse:
+            _check_region(s.body)
+        elif isinstance(s, ast.If) and _static_call(s.test):
+            _check_region(s.body)
+            _check_region(s.orelse)
+        elif not isinstance(s, ast.Pass):
+            raise QuadrantsSyntaxError(_ONLY_SECTIONS)
+
+
+def _check_section(body: list) -> None:
+    """A section's body is straight task work: no `qd.graph.do_while` loop, region, or `qd.checkpoint` in it."""
+    for node in (n for s in body for n in ast.walk(s)):
+        if isinstance(node, ast.While) and do_while_call(node.test) is not None:
+            raise QuadrantsSyntaxError("qd.graph.do_while() cannot appear inside a qd.graph.parallel() section: put "
+                                       "the region inside the loop instead")
+        if parallel_with(node) == "context":
+            raise QuadrantsSyntaxError("qd.graph.parallel_context() regions cannot be nested (one inside a "
+                                       "qd.graph.parallel() section)")
+        if isinstance(node, ast.With) and any(isinstance(i.context_expr, ast.Call) and isinstance(
+                i.context_expr.func, ast.Attribute) and i.context_expr.func.attr == "checkpoint" for i in node.items):
+            raise QuadrantsSyntaxError("qd.checkpoint() cannot appear inside a qd.graph.parallel() section")
+        if isinstance(node, ast.With) and parallel_with(node) is None:
+            raise QuadrantsSyntaxError("'with' statements are not supported in qd kernels and functions, except "
+                                       "`with qd.graph.parallel_context():` and `with qd.graph.parallel():`")

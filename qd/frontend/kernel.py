@@ -33,6 +33,7 @@ def build_kernel_ir(kernel: Any, values: list, hidden: list | None = None,
     b = Builder(kernel.fn.__name__)
     options = getattr(kernel, "options", {})
     b.graph = bool(options.get("graph", False))
+    b.checkpoints = bool(options.get("checkpoints", False))
     b.pure = bool(options.get("fastcache") or options.get("pure") or getattr(kernel.fn, "is_pure", False))
     with b.active():
         ctx = FuncContext(src, is_kernel=True, entry_depth=0, fn=kernel.fn)

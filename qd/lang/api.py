@@ -5,6 +5,8 @@ from qd.lang._perf_dispatch import perf_dispatch
 from qd.lang import graph
 from qd.lang.buffer_view import BufferView
 from qd.lang.graph import do_while as graph_do_while
+from qd.lang.graph import parallel as graph_parallel
+from qd.lang.graph import parallel_context as graph_parallel_context
 from qd.lang.linalg import eig, make_spd, polar_decompose, solve, svd, sym_eig
 from qd.lang.matrix import Matrix, Vector
 from qd.lang.misc import is_extension_enabled
@@ -18,4 +20,4 @@ __all__: list[str] = ["BufferView", "Matrix", "Vector", "is_extension_enabled", 
                       "svd", "sym_eig", "make_spd", "eig", "solve",
                       "Backend", "Tensor", "VectorTensor", "MatrixTensor", "tensor", "wrap",
                       "Struct", "StructField", "dataclass", "Layout", "perf_dispatch", "outer", "graph",
-                      "graph_do_while"]
+                      "graph_do_while", "graph_parallel", "graph_parallel_context"]
