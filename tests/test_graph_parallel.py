@@ -2,6 +2,7 @@
 (Quadrants' fork/join sections; qd runs them in order on every tier): results against numpy, the structure checks
 Quadrants makes, and the no-op context managers outside kernels."""
 
+# ruff: noqa: SIM117  (a region and its sections are nested `with` statements by definition)
 from __future__ import annotations
 
 import numpy as np
