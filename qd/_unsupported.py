@@ -40,8 +40,6 @@ FEATURES: dict[str, Feature] = {
                         "ndarrays, or to_numpy()/to_torch() to hand data to other code"),
     "mesh": Feature("meshes (qd.Mesh, qd.MeshInstance, qd.mesh_local, qd.mesh_patch_idx)",
                     "fields or ndarrays of vertices and element indices"),
-    "streams": Feature("GPU streams and events (qd.Stream, qd.Event, qd.create_stream, qd.create_event, "
-                       "qd.stream_parallel)", "kernels run in launch order on one stream; qd.sync() waits for them"),
     "checkpoint": Feature("checkpoints of graph kernels (qd.checkpoint, qd.GraphStatus)"),
     "sparse_linalg": Feature("sparse matrices and solvers (qd.linalg: SparseMatrix, SparseMatrixBuilder, "
                              "SparseSolver, SparseCG, MatrixFreeCG, MatrixFreeBICGSTAB, LinearOperator, "
@@ -84,8 +82,6 @@ MISSING: dict[str, dict[str, str]] = {
         "BitpackedFields": "quant",
         "get_addr": "get_addr",
         "Mesh": "mesh", "MeshInstance": "mesh", "mesh_local": "mesh", "mesh_patch_idx": "mesh",
-        "Stream": "streams", "Event": "streams", "create_stream": "streams", "create_event": "streams",
-        "stream_parallel": "streams",
         "checkpoint": "checkpoint", "GraphStatus": "checkpoint",
         "linalg": "sparse_linalg", "sparse_matrix_builder": "sparse_linalg",
         "clock_counter": "clock", "clock_freq_hz": "clock",
@@ -106,7 +102,7 @@ MISSING: dict[str, dict[str, str]] = {
     "qd.math": {"fns": "math_fns"},
     # qd.lang also answers every name qd has (Quadrants' lang re-exports them), and looks names up in "qd" too.
     "qd.lang": {
-        "mesh": "mesh", "stream": "streams", "graph_status": "checkpoint", "kernel_checkpoint": "checkpoint",
+        "mesh": "mesh", "graph_status": "checkpoint", "kernel_checkpoint": "checkpoint",
         "any_array": "internals", "ast": "internals", "common_ops": "internals", "expr": "internals",
         "intrinsics": "internals", "kernel_arguments": "internals", "kernel_impl": "internals",
         "runtime_ops": "internals", "shell": "internals", "snode": "internals", "source_builder": "internals",

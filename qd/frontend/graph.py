@@ -77,12 +77,16 @@ class GraphMixin:
     mixes this in)."""
 
     def visit_With(self, node: ast.With) -> None:
+        from qd.frontend import withs
+
+        why = withs.refusal(node)
+        if why is not None:
+            raise QuadrantsSyntaxError(why)
+        if withs.is_stream_block(node):
+            self._stream_block(node)
+            return
         kind = parallel_with(node)
-        item = node.items[0]
-        if kind is None or item.optional_vars is not None:
-            raise QuadrantsSyntaxError("'with' statements are not supported in qd kernels and functions, except "
-                                       "`with qd.graph.parallel_context():` and `with qd.graph.parallel():`")
-        call = item.context_expr
+        call = node.items[0].context_expr
         name = "qd.graph.parallel_context()" if kind == "context" else "qd.graph.parallel()"
         if call.args or call.keywords:
             raise QuadrantsSyntaxError(f"{name} takes no arguments")
@@ -108,6 +112,25 @@ class GraphMixin:
             self.visit_body(node.body)
         finally:
             self.b.graph_parallel = state
+
+    def _stream_block(self, node: ast.With) -> None:
+        """`with qd.stream_parallel():`: a block of the kernel's top level, run in order (Quadrants gives each block
+        a stream of its own); its checks are Quadrants'."""
+        from qd.frontend.withs import is_stream_block
+
+        if node.items[0].context_expr.args or node.items[0].context_expr.keywords:
+            raise QuadrantsSyntaxError("qd.stream_parallel() takes no arguments")
+        if not self.ctx.is_kernel or self.b.depth != 0:
+            raise QuadrantsSyntaxError("qd.stream_parallel() can only be used inside @qd.kernel, at its top level (not "
+                                       "in a qd.func, a loop or an if)")
+        if getattr(self.b, "graph", False):
+            raise QuadrantsSyntaxError("qd.stream_parallel() is not compatible with graph=True kernels: use "
+                                       "qd.graph.parallel_context() there")
+        top = [s for s in self.src.node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        if not all(is_stream_block(s) for s in top):
+            raise QuadrantsSyntaxError("when a kernel uses qd.stream_parallel(), all top-level statements of the kernel "
+                                       "must be `with qd.stream_parallel():` blocks")
+        self.visit_body(node.body)
 
     def graph_do_while(self, node: ast.While, call: ast.Call) -> None:
         b = self.b

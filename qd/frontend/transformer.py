@@ -26,6 +26,7 @@ from qd.frontend.conditional import ConditionalMixin
 from qd.frontend.context import FuncContext, FuncSource, position_error
 from qd.frontend.exprs import ExprMixin
 from qd.frontend.graph import GraphMixin, parallel_with
+from qd.frontend.withs import refusal
 from qd.frontend.loops import LoopMixin
 from qd.types import dtypes
 
@@ -60,11 +61,14 @@ def fence(src: FuncSource, is_kernel: bool = False) -> None:
     if getattr(src, "fenced", False):
         return
     root = src.node
-    # (qd.graph's parallel regions are `visit_With`'s, and what their sections hold their structure check's)
+    # (what a qd.graph.parallel section holds is its structure check's: `qd/frontend/graph.py`)
     in_sections = {id(n) for s in ast.walk(root) if parallel_with(s) == "section" for b in s.body for n in ast.walk(b)}
     for node in (n for stmt in root.body for n in ast.walk(stmt)):
         what = _FENCE.get(type(node))
-        if what is not None and isinstance(node, ast.With) and (parallel_with(node) or id(node) in in_sections):
+        if isinstance(node, ast.With):  # the three `with` statements a kernel may hold (`qd/frontend/withs.py`)
+            why = refusal(node) if id(node) not in in_sections else None
+            if why is not None:
+                raise position_error(src, node, QuadrantsSyntaxError(why)) from None
             what = None
         if what is None and isinstance(node, ast.Starred) and isinstance(node.ctx, ast.Store):
             what = "starred assignment targets"

@@ -21,7 +21,7 @@ from qd import _launch as _clib
 from qd import _logging, ir
 from qd.base import config as _config
 from qd.base import gcpause
-from qd.errors import QuadrantsCompilationError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError
+from qd.errors import QuadrantsCompilationError, QuadrantsRuntimeError, QuadrantsRuntimeTypeError, QuadrantsSyntaxError
 from qd.frontend import args as _args
 from qd.frontend import builder as _bm
 from qd.frontend import fastcache as _fastcache
@@ -60,6 +60,20 @@ def _clear_caches() -> None:
 
 _program.on_reset(_clear_caches)
 
+
+
+def _without_stream(kwargs: dict, kernel: Kernel, mode: str) -> dict:
+    """A call's keywords without `qd_stream=` (`qd/lang/stream.py`: qd runs every launch in order, which any stream
+    allows), after Quadrants' refusals: a launch on a stream inside a Tape, of `kernel.grad`, or of a graph kernel."""
+    stream = kwargs["qd_stream"]
+    if stream is not None:
+        where = ("autodiff (kernel.grad)" if mode == "grad" else
+                 "autograd Tape" if _tape.state().tape is not None else
+                 "graph=True kernels" if getattr(kernel, "options", {}).get("graph") else None)
+        if where is not None:
+            raise QuadrantsRuntimeError(f"{kernel.fn.__name__}(..., qd_stream=...): a launch on a stream is not "
+                                        f"compatible with {where}; launch it without qd_stream")
+    return {k: v for k, v in kwargs.items() if k != "qd_stream"}
 
 
 def live_instances() -> list:
@@ -151,6 +165,8 @@ class Kernel(_clib.KernelEntry):
     def _call(self, args: tuple, kwargs: dict) -> Any:
         """A call `KernelEntry.__call__` did not launch through the plan: one with keyword arguments (the plan, with
         them made positional), or one the plan missed (the Python path)."""
+        if "qd_stream" in kwargs:  # (Quadrants' stream of the launch: qd's launches all keep their order)
+            kwargs = _without_stream(kwargs, self, "")
         plan = self._plan
         if plan is not None and kwargs:  # a call shaped like the last one: the compiled launch
             full = _positional(self._sig, args, kwargs)
@@ -466,6 +482,8 @@ class _GradKernel:
             r = plan.launch(args)
             if r is not _MISS:
                 return r
+        if "qd_stream" in kwargs:
+            kwargs = _without_stream(kwargs, self._kernel, "grad")
         return self._kernel._run(args, kwargs, "grad")
 
 
