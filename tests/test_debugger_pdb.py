@@ -89,6 +89,15 @@ def test_break_by_function_name_kernel_and_func_and_refusals():
     assert [s[0] for s in stops(text)] == [L("k_s"), L("add3_def"), L("add3_def")]
 
 
+def test_break_by_file_and_function_name():
+    """pdb's `b file:function`: the function looked up in that file; host code and a missing name refused."""
+    text = session([f"b {HERE}:add3", f"b {HERE}:host_helper", f"b {HERE}:nothing_here", "c", "c"])
+    assert f"breakpoint 1 at {HERE}:{L('add3_def')} (the first line of add3 where a thread stops)" in text
+    assert f"*** host_helper ({HERE}:{L('host_def')}) is host code" in text
+    assert "*** no function 'nothing_here' is defined" in text
+    assert [s[0] for s in stops(text)][1:] == [L("add3_def"), L("add3_def")]
+
+
 def test_break_by_function_name_before_the_run_reads_the_script():
     out = io.StringIO()
     con = qd.debug.Console(["b add3", "b host_helper"], stdout=out, main_file=HERE)
@@ -221,7 +230,7 @@ def test_display_prints_on_change_only():
 def test_help_lists_and_explains_commands():
     text = session(["h", "help b", "help tbreak", "help until", "help nothing", "c"])
     assert "tbreak" in text.split("(qd-dbg) help b")[0] and "unt [line]" in text
-    assert "(qd-dbg) help b\nb(reak) [ ([filename:]lineno | function) [, condition] ]\nSet a breakpoint" in text
+    assert "(qd-dbg) help b\nb(reak) [ ([filename:]lineno | [filename:]function) [, condition] ]\nSet a breakpoint" in text
     assert "(qd-dbg) help tbreak\ntbreak [" in text and "unt(il) [lineno]\n" in text
     assert "*** KeyError: \"no command 'nothing' (h lists them)\"" in text
 

@@ -23,9 +23,14 @@ class BreakCommands:
 
     def _location(self, where: str) -> str:
         """`file:line` for a `b` argument: file:line, a line of the current file (the script before the program
-        runs, as pdb), or the name of a @qd.kernel / @qd.func (its first line where a thread stops)."""
+        runs, as pdb), or the name of a @qd.kernel / @qd.func, alone or as file:function (its first line where a
+        thread stops)."""
         if ":" in where:
-            return where
+            path, _, name = where.rpartition(":")
+            if name.strip().lstrip("-").isdigit() or not name.strip().isidentifier():
+                return where
+            path, line = lines.function_start(name.strip(), {}, [os.path.abspath(path.strip())])
+            return f"{path}:{line}"
         if where.lstrip("-").isdigit():
             file = self.frame.here().file if self.frame is not None else self.main_file
             if file is None:
@@ -45,12 +50,13 @@ class BreakCommands:
         where, cond = self._split_condition(arg)
         loc = self._location(where)
         bp = self.dbg.break_at(loc, cond, self.main_file, temporary=temporary)
-        if not where.lstrip("-").isdigit() and ":" not in where:
-            bp.note = f"the first line of {where} where a thread stops"
+        name = where.rpartition(":")[2].strip()
+        if not name.lstrip("-").isdigit():
+            bp.note = f"the first line of {name} where a thread stops"
         self.out(f"{bp}" + (f" ({bp.note})" if bp.note else ""))
 
     def do_break(self, arg: str) -> None:
-        """b(reak) [ ([filename:]lineno | function) [, condition] ]
+        """b(reak) [ ([filename:]lineno | [filename:]function) [, condition] ]
         Set a breakpoint at a kernel line: `file:line` (a basename is enough), `line` (of the current file; of
         the script before the program runs) or the name of a @qd.kernel / @qd.func (its first line where a
         thread stops). `condition` (after a comma, or `if`) is Python over locals, `tid` and globals; it must
@@ -62,7 +68,7 @@ class BreakCommands:
     do_b = do_break
 
     def do_tbreak(self, arg: str) -> None:
-        """tbreak [ ([filename:]lineno | function) [, condition] ]
+        """tbreak [ ([filename:]lineno | [filename:]function) [, condition] ]
         A temporary breakpoint, deleted when it first stops. Arguments as for `break`."""
         self._set_break(arg, temporary=True)
 
