@@ -61,3 +61,25 @@ def test_identical_instances_share_their_machine_code():
     assert len(cpu._LOADED) == loaded
     codes = {id(ck.tier.native._keep[0]) for ck, _ in Holder.run._instances.values()}
     assert len(codes) == 1 and len(Holder.run._instances) == 5
+
+
+def test_dropped_machine_code_is_freed_under_the_compile_lock():
+    """The last instance using some machine code may die in any thread (the collector runs where it runs); its
+    engine is freed later under `qd.jit.cpu._lock`, not while another thread is in LLVM (that crashed a process
+    running Quadrants' test_py_dataclass.py beside a background compile)."""
+    import weakref as _weakref
+
+    from qd.jit import cpu
+
+    class Engine:  # (stands in for llvmlite's ExecutionEngine: freeing it is what must wait)
+        pass
+
+    engine = Engine()
+    freed = _weakref.ref(engine)
+    loaded = cpu._Loaded(engine, [], [], [], False)
+    del engine, loaded
+    gc.collect()
+    assert freed() is not None, "the engine was freed by the collector, outside the lock"
+    with cpu._lock:
+        cpu._bury()
+    assert freed() is None

@@ -69,6 +69,20 @@ class _Loaded:
     def __init__(self, ee: Any, tasks: list, prints: list, check_args: list, quick: bool) -> None:
         self.ee, self.tasks, self.prints, self.check_args, self.quick = ee, tasks, prints, check_args, quick
 
+    def __del__(self) -> None:
+        # the last instance using the code is gone, in whatever thread the collector ran: the engine is freed
+        # later under `_lock` (`_bury`), never while another thread is in LLVM (that crashed the process)
+        _GRAVE.append(self.ee)
+
+
+_GRAVE: list = []  # engines of code no instance uses any more, freed by `_bury`
+
+
+def _bury() -> None:
+    """Frees the engines of dropped code; the caller holds `_lock`."""
+    while _GRAVE:
+        _GRAVE.pop()
+
 
 _LOADED: weakref.WeakValueDictionary[str, _Loaded] = weakref.WeakValueDictionary()
 
@@ -77,6 +91,8 @@ def forget_loaded() -> None:
     """A new program (`qd.reset`, so `qd.init`) shares no code with the one before: its instances load theirs from
     the disk cache, or compile, as any program's first instances."""
     _LOADED.clear()
+    with _lock:
+        _bury()
 
 
 def _shared(key: str | None, quick_key: str | None) -> _Loaded | None:
@@ -225,7 +241,8 @@ def _from_worker(k: ir.KernelIR, target: CpuTarget, fast_math: bool) -> tuple[by
 
 
 def _engine_for(obj: bytes) -> Any:
-    """An execution engine holding object code `obj`, loaded and linked."""
+    """An execution engine holding object code `obj`, loaded and linked (the caller holds `_lock`)."""
+    _bury()
     # llvmlite's create_mcjit_compiler takes ownership of the target machine and frees it with the
     # engine: each engine gets its own machine, or freeing one engine would free the shared one.
     tm = _machine()[1].new_target_machine(None)
