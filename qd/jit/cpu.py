@@ -64,7 +64,7 @@ class _Loaded:
     which must not load its code (and keep an engine) again (Quadrants' `test_memory::test_oop_memory_leak`). Kept
     while an instance uses it (`_LOADED` holds it weakly), within one program (`forget_loaded`)."""
 
-    __slots__ = ("ee", "tasks", "prints", "check_args", "quick", "__weakref__")
+    __slots__ = ("__weakref__", "check_args", "ee", "prints", "quick", "tasks")
 
     def __init__(self, ee: Any, tasks: list, prints: list, check_args: list, quick: bool) -> None:
         self.ee, self.tasks, self.prints, self.check_args, self.quick = ee, tasks, prints, check_args, quick
