@@ -522,9 +522,9 @@ def test_keyword_arguments_and_defaults_launch_through_the_plan():
     scaled(a=3.0, y=y, x=x)
     np.testing.assert_array_equal(y, 3 * x)
     assert _planned(scaled) == 2
-    with pytest.raises(qd.QuadrantsSyntaxError, match="unexpected keyword argument 'b'"):
+    with pytest.raises(qd.QuadrantsSyntaxError, match="Unexpected argument 'b'"):
         scaled(x, y, b=1.0)
-    with pytest.raises(qd.QuadrantsSyntaxError, match="multiple values for argument 'x'"):
+    with pytest.raises(qd.QuadrantsSyntaxError, match="Multiple values for argument 'x'"):
         scaled(x, x=x)
 
 

@@ -200,20 +200,24 @@ class Signature:
         call that does not fit the signature)."""
         n = len(self.user_params)
         if len(args) > n:
-            raise QuadrantsSyntaxError(f"{self.fn.__name__}() takes {n} arguments but {len(args)} were given")
+            raise QuadrantsSyntaxError(f"Too many arguments to {self.fn.__name__}(): it takes {n}, {len(args)} were "
+                                       f"given")
         out = list(args) + [inspect.Parameter.empty] * (n - len(args))
         for k, v in kwargs.items():
             i = self._names.get(k)
             if i is None:
-                raise QuadrantsSyntaxError(f"{self.fn.__name__}() got an unexpected keyword argument '{k}'")
+                raise QuadrantsSyntaxError(f"Unexpected argument '{k}' to {self.fn.__name__}(): it has no parameter of "
+                                           f"that name")
             if i < len(args):
-                raise QuadrantsSyntaxError(f"{self.fn.__name__}() got multiple values for argument '{k}'")
+                raise QuadrantsSyntaxError(f"Multiple values for argument '{k}' of {self.fn.__name__}(): given by "
+                                           f"position and by keyword")
             out[i] = v
         for i, v in enumerate(out):
             if v is inspect.Parameter.empty:
                 d = self.user_params[i].default
                 if d is inspect.Parameter.empty:
-                    raise QuadrantsSyntaxError(f"{self.fn.__name__}() missing argument '{self.user_params[i].name}'")
+                    raise QuadrantsSyntaxError(f"Missing argument '{self.user_params[i].name}' of {self.fn.__name__}(): "
+                                               f"it has no default")
                 out[i] = d
         return out
 
@@ -483,7 +487,8 @@ def _as_numpy(p: Param, v: Any) -> tuple[np.ndarray, Any, Callable | None]:
         def back() -> None:
             v[...] = a
         return a, a, back
-    raise _type_error(p, repr(p.ann), v)
+    raise QuadrantsRuntimeTypeError(f"Invalid type for argument {p.name}, got {v!r}: its parameter is "
+                                    f"{p.ann!r}; pass a qd.ndarray, a numpy array or a torch tensor")
 
 
 def _device_array(v: Any, name: str) -> Any:

@@ -72,7 +72,10 @@ class _Loaded:
     def __del__(self) -> None:
         # the last instance using the code is gone, in whatever thread the collector ran: the engine is freed
         # later under `_lock` (`_bury`), never while another thread is in LLVM (that crashed the process)
-        _GRAVE.append(self.ee)
+        try:
+            _GRAVE.append(self.ee)
+        except (AttributeError, NameError, TypeError):  # (interpreter shutdown: the module is gone, and all with it)
+            pass
 
 
 _GRAVE: list = []  # engines of code no instance uses any more, freed by `_bury`
