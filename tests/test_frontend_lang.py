@@ -541,15 +541,26 @@ def test_ndarray_qd_ndarray_and_torch_like():
     assert t.tolist() == [0, 2, 4, 6]
 
 
-def test_param_reassign_and_list_store():
+def test_param_reassign_is_refused_and_list_store():
+    """A scalar kernel parameter is immutable, as in Quadrants and Taichi (`n = n * 2` is refused, not a silent
+    copy); a new name holds the new value."""
     x = qd.field(qd.i32, shape=6)
     v = qd.Vector.field(3, qd.i32, shape=2)
 
     @qd.kernel
-    def k(n: qd.i32):
+    def reassign(n: qd.i32):
         n = n * 2
         for i in x:
             x[i] = n + i
+
+    with pytest.raises(qd.QuadrantsSyntaxError, match='Kernel argument "n" is immutable in the kernel'):
+        reassign(4)
+
+    @qd.kernel
+    def k(n: qd.i32):
+        m = n * 2
+        for i in x:
+            x[i] = m + i
         v[1] = [1, 2, 3]
 
     k(4)

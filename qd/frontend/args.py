@@ -711,8 +711,7 @@ def bind_kernel_params(t: Any, sig: Signature, values: list, assigned: set) -> N
         elif p.kind == "scalar":
             dt = dtypes.to_dtype(p.ann)
             i = b.add_arg(ir.ArgDecl(name=p.name, kind="scalar", dtype=dt))
-            ref = _v.ParamRef(i, dt)
-            t.ctx.bind(p.name, t.init_var(_v.read(ref), name=p.name) if p.name in assigned else ref)
+            t.ctx.bind(p.name, _v.ParamRef(i, dt))  # (immutable, as in Quadrants: `assign_name` refuses a store)
         elif p.kind == "matrix":
             mt: MatrixType = p.ann
             dt = mt.dtype or _cfg_fp()

@@ -126,6 +126,10 @@ class AssignMixin:
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if not isinstance(node.target, ast.Name):
             raise QuadrantsSyntaxError("annotated assignment is only supported on simple names")
+        found, binding = self.ctx.find_local(node.target.id)
+        if found and isinstance(binding, _v.ParamRef):
+            raise QuadrantsSyntaxError(f'Kernel argument "{node.target.id}" is immutable in the kernel. If you want '
+                                       f"to change its value, please create a new variable.")
         ann = self.visit(node.annotation)
         value = self.visit(node.value) if node.value is not None else 0
         self.ctx.bind(node.target.id, self.init_var(value, ann, node.target.id))
