@@ -12,9 +12,9 @@ from qd import ir
 from qd.errors import QuadrantsSyntaxError, QuadrantsTypeError, QuadrantsTypeWarning
 from qd.frontend import expr as _e
 from qd.frontend import mindex as _mi
+from qd.frontend import simt as _simt
 from qd.frontend import structs as _s
 from qd.frontend import values as _v
-from qd.frontend import simt as _simt
 from qd.frontend.expr import Expr
 from qd.frontend.views import ViewValue
 from qd.ops import Op

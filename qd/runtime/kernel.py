@@ -61,7 +61,6 @@ def _clear_caches() -> None:
 _program.on_reset(_clear_caches)
 
 
-
 def _without_stream(kwargs: dict, kernel: Kernel, mode: str) -> dict:
     """A call's keywords without `qd_stream=` (`qd/lang/stream.py`: qd runs every launch in order, which any stream
     allows), after Quadrants' refusals: a launch on a stream inside a Tape, of `kernel.grad`, or of a graph kernel."""
