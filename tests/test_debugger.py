@@ -19,13 +19,18 @@ HERE = os.path.abspath(__file__)
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
-def line_of(marker: str) -> int:
-    """The line of this file that ends with the comment `# @marker`."""
-    with open(HERE) as f:
+def marker_line(path: str, marker: str) -> int:
+    """The line of file `path` that ends with the comment `# @marker`."""
+    with open(path) as f:
         for n, text in enumerate(f, 1):
             if text.rstrip().endswith(f"# @{marker}"):
                 return n
     raise KeyError(marker)
+
+
+def line_of(marker: str) -> int:
+    """The line of this file that ends with the comment `# @marker`."""
+    return marker_line(HERE, marker)
 
 
 def where(marker: str) -> str:

@@ -12,16 +12,13 @@ import pytest
 import qd
 import qd.debug
 from qd.runtime import tiers as _tiers
+from tests.test_debugger import marker_line
 
 HERE = os.path.abspath(__file__)
 
 
 def line_of(marker: str) -> int:
-    with open(HERE) as f:
-        for n, text in enumerate(f, 1):
-            if text.rstrip().endswith(f"# @{marker}"):
-                return n
-    raise KeyError(marker)
+    return marker_line(HERE, marker)
 
 
 @qd.func

@@ -32,26 +32,22 @@ def _sync() -> None:
     program.sync()
 
 
-class Stream:
-    """A stream of launches (`qd.create_stream()`); a context manager that destroys it on exit."""
+class _Handle:
+    """What a stream and an event share: a handle (0 on the host tiers and once destroyed), `destroy`, and use as a
+    context manager that destroys it on exit."""
 
     def __init__(self, handle: int = 0) -> None:
         self._handle = handle
 
     @property
     def handle(self) -> int:
-        """The stream's handle (0 on the host tiers and once destroyed)."""
         return self._handle
 
-    def synchronize(self) -> None:
-        """Waits until the work launched on this stream (qd: all launched work) has finished."""
-        _sync()
-
     def destroy(self) -> None:
-        """Releases the stream; safe to call again."""
+        """Releases it; safe to call again."""
         self._handle = 0
 
-    def __enter__(self) -> Stream:  # noqa: PYI034  (typing.Self is 3.11+; qd runs on 3.10)
+    def __enter__(self) -> _Handle:  # noqa: PYI034  (typing.Self is 3.11+; qd runs on 3.10)
         return self
 
     def __exit__(self, *exc: object) -> bool:
@@ -59,16 +55,16 @@ class Stream:
         return False
 
 
-class Event:
-    """A point in a stream's work (`qd.create_event()`); a context manager that destroys it on exit."""
+class Stream(_Handle):
+    """A stream of launches (`qd.create_stream()`)."""
 
-    def __init__(self, handle: int = 0) -> None:
-        self._handle = handle
+    def synchronize(self) -> None:
+        """Waits until the work launched on this stream (qd: all launched work) has finished."""
+        _sync()
 
-    @property
-    def handle(self) -> int:
-        """The event's handle (0 on the host tiers and once destroyed)."""
-        return self._handle
+
+class Event(_Handle):
+    """A point in a stream's work (`qd.create_event()`)."""
 
     def record(self, qd_stream: Stream | None = None) -> None:
         """Marks the work launched so far on `qd_stream` (None: the default stream). qd's one in-order queue has
@@ -80,17 +76,6 @@ class Event:
     def synchronize(self) -> None:
         """Waits until the recorded work (qd: all launched work) has finished."""
         _sync()
-
-    def destroy(self) -> None:
-        """Releases the event; safe to call again."""
-        self._handle = 0
-
-    def __enter__(self) -> Event:  # noqa: PYI034  (typing.Self is 3.11+; qd runs on 3.10)
-        return self
-
-    def __exit__(self, *exc: object) -> bool:
-        self.destroy()
-        return False
 
 
 def create_stream() -> Stream:
